@@ -1,0 +1,37 @@
+/**
+ * Messages that cross a boundary, typed once and imported by both ends.
+ * Webview <-> extension host for the GPU panel. Each message is a member of a discriminated
+ * union; receivers switch exhaustively and validate what arrives from the other side.
+ */
+import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../gpu/types';
+
+/** Sent by the extension host to the GPU panel webview. */
+export type HostToPanelMessage =
+  /** After `panel/ready`, and whenever the view becomes visible again: everything to draw from scratch. */
+  | { readonly type: 'gpu/init'; readonly snapshot: GpuSnapshot | null; readonly history: readonly MemorySeries[]; readonly inventory: readonly GpuInventoryEntry[]; readonly hints: readonly GpuHint[]; readonly historyMinutes: number }
+  /** On every new sample. */
+  | { readonly type: 'gpu/snapshot'; readonly snapshot: GpuSnapshot; readonly hints: readonly GpuHint[] };
+
+/** Sent by the GPU panel webview to the extension host. */
+export type PanelToHostMessage =
+  /** The page has loaded its script and can receive messages (the ready handshake). */
+  | { readonly type: 'panel/ready' }
+  /** The user asked to open a documentation link (webviews cannot open external links themselves). */
+  | { readonly type: 'panel/openLink'; readonly url: string }
+  /** The user pressed "Retry" after a tool error. */
+  | { readonly type: 'panel/refresh' };
+
+/** Validates a message from the webview; returns undefined for anything malformed. */
+export function parsePanelMessage(value: unknown): PanelToHostMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const m = value as { type?: unknown; url?: unknown };
+  switch (m.type) {
+    case 'panel/ready':
+    case 'panel/refresh':
+      return { type: m.type };
+    case 'panel/openLink':
+      return typeof m.url === 'string' && /^https:\/\//.test(m.url) ? { type: 'panel/openLink', url: m.url } : undefined;
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,62 @@
+// @ts-check
+'use strict';
+// One bundle per runtime. Node bundles keep `vscode` external (the extension host provides it);
+// the webview bundle targets the browser and may import only the shared protocol types.
+const path = require('path');
+const webpack = require('webpack');
+const CopyPlugin = require('copy-webpack-plugin');
+
+/** @type {(env: unknown, argv: { mode?: string }) => import('webpack').Configuration[]} */
+module.exports = (_env, argv) => {
+  const production = argv.mode === 'production';
+  /** @type {import('webpack').Configuration} */
+  const common = {
+    mode: production ? 'production' : 'development',
+    devtool: production ? 'source-map' : 'eval-cheap-module-source-map',
+    resolve: { extensions: ['.ts', '.js'] },
+    infrastructureLogging: { level: 'warn' },
+    stats: 'errors-warnings',
+    performance: { hints: false },
+  };
+  /** @type {import('webpack').Configuration} */
+  const node = {
+    ...common,
+    name: 'node',
+    target: 'node20',
+    entry: {
+      extension: './src/extension.ts',
+      cli: './src/cli.ts',
+    },
+    output: {
+      path: path.resolve(__dirname, 'dist'),
+      filename: '[name].js',
+      library: { type: 'commonjs2' },
+      clean: false,
+    },
+    externals: { vscode: 'commonjs vscode' },
+    module: {
+      rules: [{ test: /\.ts$/, exclude: /node_modules/, use: { loader: 'ts-loader', options: { configFile: 'tsconfig.json', onlyCompileBundledFiles: true } } }],
+    },
+    plugins: [
+      new webpack.BannerPlugin({ banner: '#!/usr/bin/env node', raw: true, entryOnly: true, test: /^cli\.js$/ }),
+    ],
+    optimization: { minimize: false },
+  };
+  /** @type {import('webpack').Configuration} */
+  const web = {
+    ...common,
+    name: 'webview',
+    target: 'web',
+    entry: { webview: './webview-ui/main.ts' },
+    output: { path: path.resolve(__dirname, 'dist'), filename: '[name].js' },
+    module: {
+      rules: [
+        { test: /\.ts$/, exclude: /node_modules/, use: { loader: 'ts-loader', options: { configFile: path.resolve(__dirname, 'webview-ui/tsconfig.json'), onlyCompileBundledFiles: true } } },
+      ],
+    },
+    plugins: [
+      new CopyPlugin({ patterns: [{ from: 'node_modules/uplot/dist/uPlot.min.css', to: 'uPlot.min.css' }] }),
+    ],
+  };
+  return [node, web];
+};
