@@ -1,0 +1,39 @@
+/**
+ * `gpu-workbench` — the headless front door to the engines, for terminals, CI and hooks.
+ * Each subcommand lives in `src/cli/<name>.ts` and exports `run(argv): Promise<number>`
+ * (the exit code); this file only dispatches.
+ */
+import { run as gpus } from './cli/gpus';
+
+type Command = { readonly summary: string; readonly run: (argv: string[]) => Promise<number> };
+
+const commands: Record<string, Command> = {
+  gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
+};
+
+function usage(): string {
+  const rows = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
+  return ['usage: gpu-workbench <command> [options]', '', 'commands:', ...rows, '', 'Run `gpu-workbench <command> --help` for its options.'].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${usage()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`gpu-workbench: unknown command '${name}'\n\n${usage()}\n`);
+    return 2;
+  }
+  return command.run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err: unknown) => {
+    process.stderr.write(`gpu-workbench: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
