@@ -1,0 +1,17 @@
+/** Typed access to the extension's settings (package.json `contributes.configuration`). */
+import * as vscode from 'vscode';
+import type { GpuMonitorOptions } from './gpu/monitor';
+
+export function gpuMonitorSettings(): GpuMonitorOptions & { enabled: boolean } {
+  const c = vscode.workspace.getConfiguration('gpuWorkbench.gpuMonitor');
+  return {
+    enabled: c.get<boolean>('enabled', true),
+    intervalMs: c.get<number>('intervalMs', 1000),
+    nvidiaSmiPath: c.get<string>('nvidiaSmiPath', 'nvidia-smi') || 'nvidia-smi',
+    historyMinutes: c.get<number>('historyMinutes', 10),
+  };
+}
+
+export function statusBarEnabled(): boolean {
+  return vscode.workspace.getConfiguration('gpuWorkbench.statusBar').get<boolean>('enabled', true);
+}

@@ -1,0 +1,38 @@
+/**
+ * Entry point: wires each feature and nothing else. Heavy work (sampling, parsing) starts
+ * only when a feature needs it: the panel samples while visible, the status bar takes one
+ * deferred reading.
+ */
+import * as vscode from 'vscode';
+import { performance } from 'node:perf_hooks';
+import { initLog, log } from './log';
+import { gpuMonitorSettings } from './config';
+import { GpuMonitor } from './gpu/monitor';
+import { registerGpuPanel } from './views/gpuPanel';
+import { registerGpuStatusBar } from './views/statusBar';
+
+export function activate(context: vscode.ExtensionContext): void {
+  const started = performance.now();
+  initLog(context);
+
+  const { enabled: _enabled, ...monitorOptions } = gpuMonitorSettings();
+  const monitor = new GpuMonitor(monitorOptions);
+  context.subscriptions.push({ dispose: () => monitor.dispose() });
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('gpuWorkbench.gpuMonitor')) {
+        const { enabled: _e, ...next } = gpuMonitorSettings();
+        monitor.configure(next);
+      }
+    }),
+  );
+
+  registerGpuPanel(context, monitor);
+  registerGpuStatusBar(context, monitor);
+
+  log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
+}
+
+export function deactivate(): void {
+  // Disposables in context.subscriptions end every child process.
+}
