@@ -43,6 +43,8 @@ export interface GpuSnapshot {
   readonly takenAt: number;
   /** True when the tool has been silent for three intervals: the numbers shown are old. */
   readonly stale?: boolean;
+  /** When the tool failed and is restarted with backoff: milliseconds until the next try. */
+  readonly retryInMs?: number;
 }
 
 /** Static facts read once at start (from `systeminformation`), never in the polling loop. */
