@@ -1,0 +1,153 @@
+/**
+ * `gpu-workbench gpus`: memory, utilisation, temperature, power and processes per GPU, as a
+ * table like gpustat, as JSON for machines (`--json`), or redrawn live (`--watch`).
+ */
+import { GpuMonitor, sampleOnce } from '../gpu/monitor';
+import type { GpuSnapshot } from '../gpu/types';
+
+const help = `usage: gpu-workbench gpus [--json] [--watch [--interval MS] [--count N]] [--nvidia-smi PATH]
+
+Shows memory used / total, utilisation, temperature, power and the compute processes
+(PID, name, MiB) of every GPU, read from nvidia-smi (NVIDIA) or sysfs / rocm-smi (AMD).
+
+options:
+  --json             print JSON: {"source","devices":[...],"processes":[...],"error"?};
+                     a value the tool reports as [N/A] is null
+  --watch            keep sampling and redraw (with --json: one JSON line per sample)
+  --interval MS      sampling interval for --watch in milliseconds (default 1000, at least 50)
+  --count N          with --watch: stop after N samples
+  --nvidia-smi PATH  the nvidia-smi to run (default: nvidia-smi on PATH)
+  -h, --help         show this help
+
+Exit code 0 when it ran (also when no GPU was found), 2 for bad options.`;
+
+interface Options {
+  json: boolean;
+  watch: boolean;
+  intervalMs: number;
+  count: number | null;
+  nvidiaSmiPath: string | undefined;
+}
+
+class UsageError extends Error {}
+
+function parseArgs(argv: string[]): Options | 'help' {
+  const o: Options = { json: false, watch: false, intervalMs: 1000, count: null, nvidiaSmiPath: undefined };
+  const value = (i: number, name: string, inline: string | undefined): [string, number] => {
+    if (inline !== undefined) return [inline, i];
+    const v = argv[i + 1];
+    if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
+    return [v, i + 1];
+  };
+  const integer = (text: string, name: string, min: number): number => {
+    if (!/^\d+$/.test(text) || Number(text) < min) throw new UsageError(`${name} expects a whole number of at least ${min}, got '${text}'`);
+    return Number(text);
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const [name, inline] = argv[i].startsWith('--') && argv[i].includes('=') ? [argv[i].slice(0, argv[i].indexOf('=')), argv[i].slice(argv[i].indexOf('=') + 1)] : [argv[i], undefined];
+    switch (name) {
+      case '-h': case '--help': return 'help';
+      case '--json': o.json = true; break;
+      case '--watch': o.watch = true; break;
+      case '--interval': { const [v, j] = value(i, name, inline); i = j; o.intervalMs = integer(v, name, 50); break; }
+      case '--count': { const [v, j] = value(i, name, inline); i = j; o.count = integer(v, name, 1); break; }
+      case '--nvidia-smi': { const [v, j] = value(i, name, inline); i = j; o.nvidiaSmiPath = v; break; }
+      default: throw new UsageError(`unknown option '${argv[i]}'`);
+    }
+  }
+  if (o.count !== null && !o.watch) throw new UsageError('--count only makes sense with --watch');
+  return o;
+}
+
+/** The `--json` shape: the snapshot's fields the issue promises, nulls kept. */
+export function toJson(s: GpuSnapshot): object {
+  return {
+    source: s.source,
+    devices: s.devices.map((d) => ({ ...d })),
+    processes: s.processes.map((p) => ({ gpuIndex: p.gpuIndex, pid: p.pid, name: p.name, memoryMiB: p.memoryMiB })),
+    takenAt: new Date(s.takenAt).toISOString(),
+    ...(s.stale ? { stale: true } : {}),
+    ...(s.error !== undefined ? { error: s.error } : {}),
+  };
+}
+
+function n(v: number | null, digits = 0): string {
+  return v === null ? 'N/A' : v.toFixed(digits);
+}
+
+function bar(used: number | null, total: number | null, width = 20): string {
+  if (used === null || !total) return `[${'?'.repeat(width)}]`;
+  const filled = Math.max(0, Math.min(width, Math.round((used / total) * width)));
+  return `[${'█'.repeat(filled)}${'░'.repeat(width - filled)}]`;
+}
+
+/** The table, like gpustat: one line per GPU, its processes under it. */
+export function renderTable(s: GpuSnapshot): string {
+  const when = new Date(s.takenAt).toLocaleString();
+  const lines = [`${s.source === 'none' ? 'no source' : s.source}  ${when}${s.stale ? '  (stale)' : ''}`];
+  if (s.devices.length === 0) {
+    lines.push(`No GPU found: ${s.error ?? 'the tool listed no device'}`);
+    return lines.join('\n');
+  }
+  const nameWidth = Math.max(...s.devices.map((d) => (d.name ?? 'unknown').length));
+  for (const d of s.devices) {
+    const temp = d.temperatureC === null ? ' N/A' : `${n(d.temperatureC).padStart(3)}°C`;
+    const util = d.utilizationPercent === null ? 'N/A' : `${n(d.utilizationPercent).padStart(3)} %`;
+    const mem = `${n(d.memoryUsedMiB).padStart(6)} / ${n(d.memoryTotalMiB).padStart(6)} MiB`;
+    const power = `${n(d.powerW).padStart(4)} / ${n(d.powerLimitW)} W`;
+    lines.push(`[${d.index}] ${(d.name ?? 'unknown').padEnd(nameWidth)} | ${temp}, ${util.padStart(5)} | ${bar(d.memoryUsedMiB, d.memoryTotalMiB)} ${mem} | ${power}`);
+    for (const p of s.processes.filter((q) => q.gpuIndex === d.index)) {
+      lines.push(`      ${String(p.pid).padStart(7)}  ${p.name}  ${p.memoryMiB === null ? 'N/A' : `${p.memoryMiB} MiB`}`);
+    }
+  }
+  if (s.error) lines.push(`warning: ${s.error}`);
+  return lines.join('\n');
+}
+
+function print(s: GpuSnapshot, o: Options, redraw: boolean): void {
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify(toJson(s))}\n`);
+    return;
+  }
+  process.stdout.write(`${redraw ? '\x1b[H\x1b[2J' : ''}${renderTable(s)}\n${o.watch && !redraw ? '\n' : ''}`);
+}
+
+function watch(o: Options): Promise<number> {
+  const monitor = new GpuMonitor({ intervalMs: o.intervalMs, nvidiaSmiPath: o.nvidiaSmiPath });
+  const redraw = process.stdout.isTTY === true;
+  return new Promise((resolve) => {
+    let seen = 0;
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      monitor.dispose();
+      resolve(0);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    monitor.onSnapshot((s) => {
+      print(s, o, redraw);
+      seen++;
+      if (o.count !== null && seen >= o.count) stop();
+    });
+    monitor.acquire('gpu-workbench gpus --watch');
+  });
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let o: Options | 'help';
+  try {
+    o = parseArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`gpu-workbench gpus: ${err.message}\n\n${help}\n`);
+    return 2;
+  }
+  if (o === 'help') {
+    process.stdout.write(`${help}\n`);
+    return 0;
+  }
+  if (o.watch) return watch(o);
+  print(await sampleOnce({ nvidiaSmiPath: o.nvidiaSmiPath }), o, false);
+  return 0;
+}
