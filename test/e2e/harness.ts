@@ -1,0 +1,364 @@
+/**
+ * The end-to-end harness: the packaged extension in a real VS Code (code-server 4.100.3 from
+ * `.e2e-cache/`, installed by scripts/setup-test-deps.sh) driven from Debian's chromium with
+ * playwright-core. Recipe and pitfalls: ../shared/E2E.md.
+ *
+ * Every wait has a deadline and names what it waited for; nothing sleeps for a fixed time.
+ * The server runs in its own process group (it forks a pty host, extension hosts, file
+ * watchers), and that whole group is killed at the end, also when a test fails or mocha exits.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { chromium, type Browser, type FrameLocator, type Page } from 'playwright-core';
+import { fixtures, repoRoot } from '../paths';
+
+export const codeServerVersion = '4.100.3';
+export const extensionId = 'gpu-workbench.gpu-workbench';
+export const chromiumPath = process.env.E2E_CHROMIUM ?? '/usr/bin/chromium';
+export const codeServerEntry = join(repoRoot, '.e2e-cache', 'code-server', 'node_modules', 'code-server', 'out', 'node', 'entry.js');
+export const e2eWorkspace = join(fixtures, 'e2e-workspace');
+export const resultsDir = join(repoRoot, 'test-results', 'e2e');
+
+/** The settings from E2E.md: no welcome page, no telemetry, no update or gallery calls. */
+const userSettings = {
+  'workbench.startupEditor': 'none',
+  'telemetry.telemetryLevel': 'off',
+  'update.mode': 'none',
+  'extensions.autoCheckUpdates': false,
+  'extensions.autoUpdate': false,
+  'extensions.ignoreRecommendations': true,
+  'workbench.tips.enabled': false,
+};
+
+/** Elapsed milliseconds since `t0`, for the timings the suite prints. */
+export function since(t0: number): number {
+  return Math.round(performance.now() - t0);
+}
+
+/** Polls `check` until it returns a value other than undefined/false, or throws after the deadline naming `what`. */
+export async function waitUntil<T>(what: string, timeoutMs: number, check: () => T | undefined | false | Promise<T | undefined | false>, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+    } catch (e) {
+      lastError = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+function assertReady(): void {
+  if (!existsSync(codeServerEntry)) {
+    throw new Error(`code-server ${codeServerVersion} is not installed at ${codeServerEntry}; run: bash scripts/setup-test-deps.sh e2e`);
+  }
+  try {
+    accessSync(chromiumPath, constants.X_OK);
+  } catch {
+    throw new Error(`Debian chromium is not at ${chromiumPath}; run: bash scripts/setup-test-deps.sh browser`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Packaging
+
+let builtVsix: string | undefined;
+
+function newestMtime(path: string): number {
+  const s = statSync(path);
+  if (!s.isDirectory()) return s.mtimeMs;
+  let newest = 0;
+  for (const e of readdirSync(path)) newest = Math.max(newest, newestMtime(join(path, e)));
+  return newest;
+}
+
+function run(cmd: string, args: string[], what: string, timeoutMs: number): string {
+  const r = spawnSync(cmd, args, { cwd: repoRoot, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 26, env: { ...process.env, FORCE_COLOR: '0' } });
+  const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+  if (r.error) throw new Error(`${what}: ${r.error.message}\n${out.slice(-4000)}`);
+  if (r.status !== 0) throw new Error(`${what} exited ${r.status ?? r.signal}\n${out.slice(-4000)}`);
+  return out;
+}
+
+/**
+ * The extension packaged as a user gets it. Reuses, in this order: `E2E_VSIX` if set, a vsix
+ * already made by this process, else builds (only when dist/ is older than the sources; `npm test`
+ * has just built it) and runs `vsce package --no-dependencies`.
+ */
+export function packageVsix(outDir: string): { vsix: string; ms: number } {
+  const t0 = performance.now();
+  if (process.env.E2E_VSIX) {
+    if (!existsSync(process.env.E2E_VSIX)) throw new Error(`E2E_VSIX=${process.env.E2E_VSIX} does not exist`);
+    return { vsix: process.env.E2E_VSIX, ms: 0 };
+  }
+  if (builtVsix && existsSync(builtVsix)) return { vsix: builtVsix, ms: 0 };
+  const bundle = join(repoRoot, 'dist', 'extension.js');
+  const sources = ['src', 'webview-ui', 'media', 'package.json'].map((p) => join(repoRoot, p)).filter(existsSync);
+  if (!existsSync(bundle) || statSync(bundle).mtimeMs < Math.max(...sources.map(newestMtime))) {
+    run('npm', ['run', '--silent', 'build'], 'npm run build', 300_000);
+  }
+  const vsix = join(outDir, 'gpu-workbench.vsix');
+  run(join(repoRoot, 'node_modules', '.bin', 'vsce'), ['package', '--no-dependencies', '--out', vsix], 'vsce package', 120_000);
+  builtVsix = vsix;
+  return { vsix, ms: since(t0) };
+}
+
+// ---------------------------------------------------------------------------------------
+// The server
+
+export interface ServerOptions {
+  /** Put the fake nvidia-smi (test/fixtures/bin) first on the server's PATH. Otherwise every PATH entry holding an nvidia-smi is removed. */
+  fakeGpus: boolean;
+  /** FAKE_NVIDIA_SMI_SCENARIO; default two-gpus. */
+  scenario?: string;
+  /** A vsix to install into the throwaway extensions folder before the server starts. */
+  vsix?: string;
+  /** Extra settings for the throwaway user. */
+  settings?: Record<string, unknown>;
+  /** Extra environment for the server and so for the extension host. */
+  env?: NodeJS.ProcessEnv;
+  /** A short name for the folders and screenshots. */
+  name: string;
+}
+
+export interface Timings {
+  [step: string]: number;
+}
+
+const liveGroups = new Set<number>();
+process.on('exit', () => {
+  for (const pgid of liveGroups) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+});
+
+/** A PATH with `test/fixtures/bin` first, or with every folder that holds an nvidia-smi taken out. */
+export function serverPath(fakeGpus: boolean): string {
+  const entries = (process.env.PATH ?? '').split(delimiter).filter((d) => d && !existsSync(join(d, 'nvidia-smi')));
+  return (fakeGpus ? [join(fixtures, 'bin'), ...entries] : entries).join(delimiter);
+}
+
+export class CodeServer {
+  readonly timings: Timings = {};
+  private constructor(
+    readonly root: string,
+    readonly userDataDir: string,
+    readonly extensionsDir: string,
+    readonly env: NodeJS.ProcessEnv,
+    private readonly child: ChildProcess,
+    readonly port: number,
+    private readonly output: () => string,
+  ) {}
+
+  get origin(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts code-server on 127.0.0.1 (a free port it picks itself) and waits for /healthz. */
+  static async start(opts: ServerOptions): Promise<CodeServer> {
+    assertReady();
+    const root = mkdtempSync(join(tmpdir(), `gpu-workbench-e2e-${opts.name}-`));
+    const userDataDir = join(root, 'user-data');
+    const extensionsDir = join(root, 'extensions');
+    mkdirSync(join(userDataDir, 'User'), { recursive: true });
+    mkdirSync(extensionsDir, { recursive: true });
+    writeFileSync(join(userDataDir, 'User', 'settings.json'), JSON.stringify({ ...userSettings, ...opts.settings }, null, 2));
+    // Our own config file, or code-server writes ~/.config/code-server/config.yaml with a password.
+    const config = join(root, 'cs.yaml');
+    writeFileSync(config, 'bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n');
+
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PATH: serverPath(opts.fakeGpus),
+      FAKE_NVIDIA_SMI_SCENARIO: opts.scenario ?? 'two-gpus',
+      // The extension echoes its log to the console under CI (src/log.ts); handy in the host log.
+      CI: 'true',
+      // The VS Code server normally replaces PATH (and the rest) with what a login shell prints
+      // (`$SHELL -ilc env`), and /etc/profile resets PATH, so the fake nvidia-smi would vanish.
+      // It skips that when it believes it was launched from its CLI.
+      VSCODE_CLI: '1',
+      ...opts.env,
+    };
+    delete env.VSCODE_IPC_HOOK_CLI; // never talk to a VS Code this test might be running inside
+    const base = ['--config', config, '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
+    const timings: Timings = {};
+
+    if (opts.vsix) {
+      const t0 = performance.now();
+      const r = spawnSync(process.execPath, [codeServerEntry, ...base, '--install-extension', opts.vsix], { env, encoding: 'utf8', timeout: 60_000 });
+      const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+      if (r.status !== 0 || !/successfully installed/i.test(out)) {
+        throw new Error(`code-server --install-extension ${opts.vsix} failed (exit ${r.status ?? r.signal}):\n${out.slice(-3000)}`);
+      }
+      timings.installMs = since(t0);
+    }
+
+    const t0 = performance.now();
+    const child = spawn(
+      process.execPath,
+      [codeServerEntry, ...base, '--bind-addr', '127.0.0.1:0', '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', e2eWorkspace],
+      { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    if (child.pid === undefined) throw new Error('could not spawn code-server');
+    liveGroups.add(child.pid);
+    let output = '';
+    const append = (b: Buffer): void => {
+      output += b.toString();
+      if (output.length > 200_000) output = output.slice(-100_000);
+    };
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
+    let exited: string | undefined;
+    child.on('exit', (code, signal) => (exited = `code-server exited (${code ?? signal})`));
+
+    try {
+      const port = await waitUntil('code-server to print its address', 30_000, () => {
+        if (exited) throw new Error(`${exited}:\n${output.slice(-3000)}`);
+        const m = /HTTP server listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        return m ? Number(m[1]) : undefined;
+      });
+      await waitUntil(`GET http://127.0.0.1:${port}/healthz`, 30_000, async () => {
+        if (exited) throw new Error(`${exited}:\n${output.slice(-3000)}`);
+        const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2000) });
+        return res.ok;
+      });
+      timings.serverStartMs = since(t0);
+      const server = new CodeServer(root, userDataDir, extensionsDir, env, child, port, () => output);
+      Object.assign(server.timings, timings);
+      return server;
+    } catch (e) {
+      await killGroup(child);
+      throw e;
+    }
+  }
+
+  /** The server's own output (stdout and stderr), for failure messages. */
+  log(): string {
+    return this.output();
+  }
+
+  /** Files under the user-data-dir's `logs/` whose path matches `re` (extension host and output channel logs). */
+  logFiles(re: RegExp): string[] {
+    const found: string[] = [];
+    const walk = (dir: string): void => {
+      if (!existsSync(dir)) return;
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (re.test(p)) found.push(p);
+      }
+    };
+    walk(join(this.userDataDir, 'logs'));
+    return found;
+  }
+
+  /** Every line of our LogOutputChannel ("GPU Workbench") and of the extension host logs that matches `re`. */
+  grepLogs(re: RegExp): string[] {
+    const files = this.logFiles(/GPU Workbench\.log$|exthost\d*\.log$|remoteexthost\.log$/);
+    return files.flatMap((f) => readFileSync(f, 'utf8').split('\n').filter((l) => re.test(l)));
+  }
+
+  /** Kills the whole process group (server, pty host, extension hosts, watchers) and removes the throwaway folders. */
+  async stop(keepFiles = false): Promise<void> {
+    await killGroup(this.child);
+    if (!keepFiles) rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+async function killGroup(child: ChildProcess): Promise<void> {
+  const pgid = child.pid;
+  if (pgid === undefined) return;
+  const alive = (): boolean => {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  try {
+    process.kill(-pgid, 'SIGTERM');
+  } catch {
+    /* already gone */
+  }
+  try {
+    await waitUntil(`code-server's process group ${pgid} to exit after SIGTERM`, 5000, () => !alive(), 50);
+  } catch {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      /* gone meanwhile */
+    }
+    await waitUntil(`code-server's process group ${pgid} to exit after SIGKILL`, 5000, () => !alive(), 50);
+  }
+  liveGroups.delete(pgid);
+}
+
+// ---------------------------------------------------------------------------------------
+// The browser
+
+export async function launchBrowser(): Promise<Browser> {
+  assertReady();
+  return chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    timeout: 60_000,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+}
+
+/** The URL of the workbench on `server` with `folder` open, and the `payload` options VS Code reads from the query (E2E.md (a)). */
+export function workbenchUrl(server: CodeServer, folder = e2eWorkspace, payload?: [string, string][]): string {
+  let url = `${server.origin}/?folder=${encodeURIComponent(folder)}`;
+  if (payload) url += `&payload=${encodeURIComponent(JSON.stringify(payload))}`;
+  return url;
+}
+
+/** A `vscode-remote://` URI for a path on the server machine, as the payload options want it. */
+export function remoteUri(server: CodeServer, path: string): string {
+  return `vscode-remote://127.0.0.1:${server.port}${path}`;
+}
+
+/** Opens a fresh page on the workbench and waits until it has drawn. Console lines are kept on `page` for failure messages. */
+export async function openWorkbench(browser: Browser, server: CodeServer): Promise<{ page: Page; console: string[]; ms: number }> {
+  const t0 = performance.now();
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const consoleLines: string[] = [];
+  page.on('console', (m) => consoleLines.push(`[${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.message}`));
+  await page.goto(workbenchUrl(server), { timeout: 60_000 });
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  await page.locator('.activitybar').waitFor({ timeout: 60_000 });
+  return { page, console: consoleLines, ms: since(t0) };
+}
+
+/** The inner document of a webview: two nested iframes (the webview host, then `#active-frame`). */
+export function webviewFrame(page: Page): FrameLocator {
+  return page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+}
+
+let shotCount = 0;
+/** A screenshot of the step into test-results/e2e/, numbered in the order taken. */
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(resultsDir, { recursive: true });
+  shotCount += 1;
+  const path = join(resultsDir, `${String(shotCount).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path });
+  return path;
+}
+
+/** A fresh temporary folder for this run (vsix, logs); removed by the caller. */
+export function runDir(): string {
+  return mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-run-'));
+}
