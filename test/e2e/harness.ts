@@ -349,6 +349,13 @@ export function webviewFrame(page: Page): FrameLocator {
 }
 
 let shotCount = 0;
+/** Empties test-results/e2e/ so that the screenshots there are this run's only. */
+export function resetResults(): void {
+  rmSync(resultsDir, { recursive: true, force: true });
+  mkdirSync(resultsDir, { recursive: true });
+  shotCount = 0;
+}
+
 /** A screenshot of the step into test-results/e2e/, numbered in the order taken. */
 export async function screenshot(page: Page, name: string): Promise<string> {
   mkdirSync(resultsDir, { recursive: true });
