@@ -7,7 +7,7 @@
 import { MemoryHistory } from './history';
 import { computeHints } from './hints';
 import { Inventory, type GraphicsLoader } from './inventory';
-import { NvidiaSmiSampler } from './nvidiaSampler';
+import { NvidiaSmiSampler, probeFields, type ProbeResult } from './nvidiaSampler';
 import { readAmdSysfs, readRocmSmi } from './amd';
 import { joinProcesses } from './nvidiaSmi';
 import type { GpuDevice, GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from './types';
@@ -54,6 +54,8 @@ export class GpuMonitor {
   private readonly memory: MemoryHistory;
   private readonly inventoryCache: Inventory;
   private disposed = false;
+  /** `--help-query-gpu` is asked once per tool and environment; a missing tool is asked again. */
+  private probed: { key: string; result: Promise<ProbeResult> } | null = null;
 
   constructor(opts: GpuMonitorOptions) {
     this.opts = { ...defaults, ...stripUndefined(opts), intervalMs: opts.intervalMs };
@@ -158,6 +160,7 @@ export class GpuMonitor {
       env: this.opts.env,
       processIntervalMs: this.opts.processIntervalMs,
       onSnapshot: emit,
+      probe: () => this.probe(),
       onMissing: (reason) => {
         if (gen !== this.generation) return;
         reasons.push(reason);
@@ -172,6 +175,18 @@ export class GpuMonitor {
       },
     };
     sampler.start();
+  }
+
+  private probe(): Promise<ProbeResult> {
+    const { nvidiaSmiPath, env, intervalMs } = this.opts;
+    const key = JSON.stringify([nvidiaSmiPath, env ?? null]);
+    if (this.probed?.key !== key) {
+      const result = probeFields(nvidiaSmiPath, env, Math.max(3000, 3 * intervalMs));
+      const entry = { key, result };
+      this.probed = entry;
+      void result.then((r) => { if (r === 'missing' && this.probed === entry) this.probed = null; });
+    }
+    return this.probed.result;
   }
 
   private async startAmd(gen: number, reasons: string[], emit: (s: GpuSnapshot) => void): Promise<void> {

@@ -21,6 +21,8 @@ export interface NvidiaSamplerOptions {
   readonly onSnapshot: (snapshot: GpuSnapshot) => void;
   /** The tool is not there (ENOENT): the caller may look for another source. */
   readonly onMissing?: (reason: string) => void;
+  /** The field probe; the monitor passes one that remembers its answer (probe once). */
+  readonly probe?: () => Promise<ProbeResult>;
 }
 
 /** The longest wait between restarts of a tool that keeps exiting. */
@@ -40,31 +42,22 @@ function errnoCode(err: unknown): string | undefined {
   return typeof c === 'string' ? c : undefined;
 }
 
-/** Field lists per tool path, probed once per process with `--help-query-gpu`. */
-const probedFields = new Map<string, Promise<readonly string[] | 'missing'>>();
+export type ProbeResult = readonly string[] | 'missing';
 
 /**
- * The engine's query fields this driver knows. Unknown ones are dropped (their values read null).
- * A tool whose help cannot be read keeps the full list; a field it then rejects is dropped when
- * the query fails (see `NvidiaSmiSampler`).
+ * The engine's query fields this driver knows, from `--help-query-gpu`. Unknown ones are dropped
+ * (their values read null). A tool whose help cannot be read keeps the full list; a field it
+ * then rejects is dropped when the query fails (see `NvidiaSmiSampler`).
  */
-export function probeFields(path: string, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<readonly string[] | 'missing'> {
-  const key = `${path}\0${env?.PATH ?? process.env.PATH ?? ''}\0${env?.FAKE_NVIDIA_SMI_SCENARIO ?? ''}`;
-  let p = probedFields.get(key);
-  if (!p) {
-    p = new Promise((resolve) => {
-      execFile(path, ['--help-query-gpu'], { env, timeout: timeoutMs, killSignal: 'SIGKILL', windowsHide: true, maxBuffer: 4 << 20 }, (err, stdout) => {
-        if (err && errnoCode(err) === 'ENOENT') return resolve('missing');
-        const known = parseHelpQueryGpu(String(stdout ?? ''));
-        if (known.size === 0 || !known.has('index')) return resolve([...gpuQueryFields]);
-        resolve(gpuQueryFields.filter((f) => known.has(f)));
-      });
+export function probeFields(path: string, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    execFile(path, ['--help-query-gpu'], { env, timeout: timeoutMs, killSignal: 'SIGKILL', windowsHide: true, maxBuffer: 4 << 20 }, (err, stdout) => {
+      if (err && errnoCode(err) === 'ENOENT') return resolve('missing');
+      const known = parseHelpQueryGpu(String(stdout ?? ''));
+      if (known.size === 0 || !known.has('index')) return resolve([...gpuQueryFields]);
+      resolve(gpuQueryFields.filter((f) => known.has(f)));
     });
-    probedFields.set(key, p);
-    // A missing tool may be installed later; do not remember that answer.
-    void p.then((r) => { if (r === 'missing') probedFields.delete(key); });
-  }
-  return p;
+  });
 }
 
 export class NvidiaSmiSampler {
@@ -110,7 +103,8 @@ export class NvidiaSmiSampler {
     this.attempts = 0;
     const interval = this.opts.intervalMs;
     this.watchdog = setInterval(() => this.checkStale(), Math.max(10, interval));
-    void probeFields(this.opts.path, this.opts.env, Math.max(3000, 3 * interval)).then((fields) => {
+    const probe = this.opts.probe ?? (() => probeFields(this.opts.path, this.opts.env, Math.max(3000, 3 * interval)));
+    void probe().then((fields) => {
       if (gen !== this.generation) return;
       if (fields === 'missing') {
         this.running = false;
@@ -215,8 +209,8 @@ export class NvidiaSmiSampler {
       const delay = Math.min(maxBackoffMs, Math.max(250, this.opts.intervalMs) * 2 ** (this.attempts - 1));
       const how = spawnError
         ? `could not start ${this.opts.path}: ${spawnError instanceof Error ? spawnError.message : String(errnoCode(spawnError) ?? 'unknown error')}`
-        : toolError?.message
-          ?? `${this.opts.path} exited ${signal ? `on ${signal}` : `with code ${code}`}${lastLine(stderr || chatter) ? `: ${lastLine(stderr || chatter)}` : ''}`;
+        : toolError && toolError.kind !== 'other' ? toolError.message
+          : `${this.opts.path} exited ${signal ? `on ${signal}` : `with code ${code}`}${lastLine(stderr || chatter) ? `: ${lastLine(stderr || chatter)}` : ''}`;
       this.staleReported = true; // the error snapshot below already says the numbers are old
       this.emit({
         source: 'nvidia-smi', devices: this.latestDevices, processes: this.latest?.processes ?? [],
