@@ -1,0 +1,1056 @@
+/**
+ * What the rules know about one Python file: imports and aliases, functions and classes,
+ * scopes with their assignments, grad guards, which callees are models, and which values
+ * carry autograd history. Facts that need other files (a guard in a caller, a project's own
+ * `@contextmanager` around `no_grad`, an `nn.Module` subclass defined elsewhere, a meter
+ * whose `update` appends) come from the workspace through `WorkspaceFacts`.
+ *
+ * Everything here leans towards silence: when provenance or a guard is unknown, the answer
+ * is the one that produces no finding.
+ */
+import { ancestors, child, childrenOf, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from './syntax';
+
+export interface FunctionInfo {
+  readonly node: SyntaxNode;
+  readonly name: string;
+  readonly params: readonly string[];
+  readonly decorators: readonly SyntaxNode[];
+  readonly cls: ClassInfo | undefined;
+  readonly body: SyntaxNode | undefined;
+  readonly model: FileModel;
+}
+
+export interface ClassInfo {
+  readonly node: SyntaxNode;
+  readonly name: string;
+  readonly bases: readonly SyntaxNode[];
+  readonly methods: Map<string, FunctionInfo>;
+  readonly model: FileModel;
+}
+
+export interface CallSite {
+  readonly model: FileModel;
+  readonly call: SyntaxNode;
+}
+
+/** Cross-file facts, answered by the workspace index. */
+export interface WorkspaceFacts {
+  /** A function by that name wraps a grad guard (a `@contextmanager` or a decorator). */
+  isGuardWrapper(name: string): boolean;
+  /** A class by that name subclasses `nn.Module` (directly or through workspace classes). */
+  isModuleClass(name: string): boolean;
+  /** Indexes of the parameters (without `self`) that `className.method` accumulates into `self`. */
+  accumulatingParams(className: string, method: string): readonly number[] | undefined;
+  /** Calls of functions or methods named `name`, across the workspace. */
+  callSites(name: string): readonly CallSite[];
+}
+
+export type GradState = 'off' | 'on' | 'default';
+
+interface Binding {
+  /** The node being bound (identifier, attribute, or parameter name). */
+  readonly target: SyntaxNode;
+  /** The value, when the binding is `target = value` (or `with value as target`). */
+  readonly value: SyntaxNode | undefined;
+  /** `a, b = value`: the target holds a part of the value. */
+  readonly unpacked: boolean;
+  readonly order: number;
+}
+
+interface ScopeData {
+  readonly calls: SyntaxNode[];
+  readonly bindings: Map<string, Binding[]>;
+  readonly globals: Set<string>;
+  readonly params: Set<string>;
+  /** `x.eval()` / `x.train()` calls in document order. */
+  readonly modeEvents: { order: number; receiver: string; inference: boolean }[];
+  /** Text keys (`loss`, `self.total`) of values that flow into `.backward()` or `autograd.grad`. */
+  reachesBackward?: Set<string>;
+  /** Names on which `.backward()` is called without arguments: scalars with history. */
+  scalarBackward?: Set<string>;
+  trainingSignal?: boolean;
+}
+
+const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);
+const inferenceModeNames = new Set(['torch.inference_mode', 'torch.autograd.inference_mode', 'torch.autograd.grad_mode.inference_mode']);
+const setGradNames = new Set(['torch.set_grad_enabled', 'torch.autograd.set_grad_enabled', 'torch.autograd.grad_mode.set_grad_enabled']);
+const enableGradNames = new Set(['torch.enable_grad', 'torch.autograd.enable_grad', 'torch.autograd.grad_mode.enable_grad']);
+const torchFamily = /^(torch|torchvision|torchaudio|torchtext|pytorch_lightning|lightning|transformers|timm|accelerate|torchmetrics)(\.|$)/;
+const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lightning|lightning|lightning\.pytorch)(\.core)?(\.module)?\.LightningModule|transformers\.(modeling_utils\.)?PreTrainedModel)$/;
+/** Methods that only exist on `nn.Module`s: their receiver is a model. */
+const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
+/** Wrappers that return a model: `.to(device)`, `DDP(model)`, `torch.compile(model)`. */
+const passThroughMethods = new Set(['to', 'cuda', 'cpu', 'half', 'float', 'double', 'bfloat16', 'eval', 'train', 'requires_grad_', 'share_memory']);
+const modelNamePattern = /^(model|net|network|backbone|encoder|decoder|classifier|generator|discriminator|teacher|student|unet|vae|ema_model)$|_model$|^model_|_net$|^net_/i;
+const lossNamePattern = /loss|criterion|^crit$/i;
+/** Results that carry no autograd history whatever their input. */
+const historyFreeMethods = new Set(['item', 'tolist', 'detach', 'detach_', 'numpy', 'argmax', 'argmin', 'argsort', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'isnan', 'isinf', 'isfinite', 'size', 'dim', 'numel', 'nelement', 'long', 'int', 'bool', 'byte', 'backward', 'nonzero', 'count_nonzero', 'sign', 'round', 'floor', 'ceil', 'topk_indices', 'data_ptr', 'element_size', 'all', 'any', 'zero_']);
+const historyFreeTorch = /^torch\.(argmax|argmin|argsort|eq|ne|lt|le|gt|ge|isnan|isinf|isfinite|zeros|ones|zeros_like|ones_like|empty|empty_like|full|full_like|tensor|as_tensor|from_numpy|arange|linspace|randn|rand|randint|randperm|no_grad|is_tensor|numel|count_nonzero|sign|round|floor|ceil|manual_seed)$/;
+const historyFreeBuiltins = new Set(['float', 'int', 'bool', 'len', 'str', 'repr', 'round', 'isinstance', 'type', 'id', 'hash', 'print', 'format']);
+const lossFunction = /^torch\.nn\.functional\.([a-z_]*loss|cross_entropy|nll_loss|kl_div|binary_cross_entropy(_with_logits)?|mse_loss|l1_loss|smooth_l1_loss|huber_loss|cosine_embedding_loss|margin_ranking_loss|triplet_margin_loss|ctc_loss|poisson_nll_loss|gaussian_nll_loss|hinge_embedding_loss|multi_margin_loss|soft_margin_loss|multilabel_soft_margin_loss|multilabel_margin_loss)$/;
+const accumulateMutators = new Set(['append', 'add_', 'extend', 'insert']);
+const backwardOwners = /(^|\.)(accelerator|fabric|engine|model_engine|trainer)$/;
+const optimizerLike = /optim|(^|\.)opt$|scaler/i;
+
+/** The last name of a dotted expression: `self.model` -> `model`. */
+/**
+ * The calls that can reach `fn`: any `x.name(...)`, and plain `name(...)` only in its own
+ * file or in files that import that name (two scripts may each define `evaluate`).
+ */
+export function callSitesOf(fn: FunctionInfo): CallSite[] {
+  return fn.model.facts.callSites(fn.name).filter((s) => {
+    if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
+    if (s.model.callee(s.call)?.type === 'attribute') return true;
+    return s.model.aliases.has(fn.name);
+  });
+}
+
+export function lastName(text: string): string {
+  const i = text.lastIndexOf('.');
+  return i === -1 ? text : text.slice(i + 1);
+}
+
+export class FileModel {
+  readonly aliases = new Map<string, string>();
+  readonly functions: FunctionInfo[] = [];
+  readonly classes: ClassInfo[] = [];
+  readonly calls: SyntaxNode[] = [];
+  /** All nodes of type `identifier` that are not call targets, for references to functions. */
+  readonly references: SyntaxNode[] = [];
+  readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
+  /** True when the file imports torch or a library built on it: the rules only run then. */
+  usesTorch = false;
+  private readonly scopeOfNode = new Map<SyntaxNode, SyntaxNode>();
+  private readonly scopes = new Map<SyntaxNode, ScopeData>();
+  private readonly lines: string[];
+  private factsCache = new Map<string, unknown>();
+  private factsGeneration = -1;
+
+  constructor(
+    readonly path: string,
+    readonly text: string,
+    readonly root: SyntaxNode,
+    readonly facts: WorkspaceFacts & { readonly generation: number },
+  ) {
+    this.lines = text.split('\n');
+    this.index();
+  }
+
+  src(node: SyntaxNode): string {
+    return this.text.slice(node.start, node.end);
+  }
+
+  line(row: number): string {
+    return this.lines[row] ?? '';
+  }
+
+  get lineCount(): number {
+    return this.lines.length;
+  }
+
+  // ---------------------------------------------------------------- indexing
+
+  private index(): void {
+    const rootData = this.newScope();
+    this.scopes.set(this.root, rootData);
+    const classStack: { node: SyntaxNode; info: ClassInfo }[] = [];
+    // Nodes inside an ERROR are tree-sitter's best guess (a `def f(:` can come out as a call
+    // `f(...)`); they are not linted and not indexed.
+    const broken = new Set<SyntaxNode>();
+    for (const node of descendants(this.root)) {
+      const parent = node.parent as SyntaxNode;
+      if (node.type === 'ERROR' || broken.has(parent)) {
+        broken.add(node);
+        continue;
+      }
+      const scope = parent.type === 'function_definition' ? parent : (this.scopeOfNode.get(parent) ?? this.root);
+      this.scopeOfNode.set(node, scope);
+      switch (node.type) {
+        case 'import_statement':
+        case 'import_from_statement':
+          this.addImport(node);
+          break;
+        case 'function_definition': {
+          this.scopes.set(node, this.newScope());
+          while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
+          const enclosingClass = classStack.length && this.isDirectMethod(node, classStack[classStack.length - 1].node) ? classStack[classStack.length - 1].info : undefined;
+          const info = this.functionInfo(node, enclosingClass);
+          this.functions.push(info);
+          this.functionByNode.set(node, info);
+          if (enclosingClass) enclosingClass.methods.set(info.name, info);
+          const data = this.scopes.get(node) as ScopeData;
+          for (const p of info.params) data.params.add(p);
+          break;
+        }
+        case 'class_definition': {
+          const nameNode = child(node, 'name');
+          const superclasses = child(node, 'superclasses');
+          const info: ClassInfo = { node, name: nameNode ? this.src(nameNode) : '', bases: superclasses ? namedChildren(superclasses).filter((b) => b.type !== 'keyword_argument') : [], methods: new Map(), model: this };
+          this.classes.push(info);
+          while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
+          classStack.push({ node, info });
+          break;
+        }
+        case 'call': {
+          this.calls.push(node);
+          this.scopeData(scope).calls.push(node);
+          const callee = child(node, 'function');
+          if (callee?.type === 'attribute') {
+            const method = child(callee, 'attribute');
+            const receiver = child(callee, 'object');
+            if (method && receiver) {
+              const name = this.src(method);
+              if (name === 'eval' || name === 'train') {
+                const args = this.positionalArgs(node);
+                const inference = name === 'eval' || (args.length === 1 && this.src(args[0]) === 'False');
+                this.scopeData(scope).modeEvents.push({ order: node.order, receiver: this.src(receiver), inference });
+              }
+            }
+          }
+          break;
+        }
+        case 'identifier':
+          if (node.field !== 'function' && parent.type !== 'attribute' && parent.type !== 'function_definition' && parent.type !== 'keyword_argument') this.references.push(node);
+          break;
+        case 'assignment':
+        case 'augmented_assignment': {
+          const left = child(node, 'left');
+          const right = child(node, 'right');
+          const unpacked = left?.type === 'pattern_list' || left?.type === 'tuple_pattern' || left?.type === 'list_pattern';
+          if (left && node.type === 'assignment') for (const t of this.targets(left)) this.bind(scope, t, right, node.order, unpacked);
+          break;
+        }
+        case 'for_statement':
+        case 'for_in_clause': {
+          const left = child(node, 'left');
+          if (left) for (const t of this.targets(left)) this.bind(scope, t, undefined, node.order, false);
+          break;
+        }
+        case 'with_item': {
+          const value = child(node, 'value');
+          if (value?.type === 'as_pattern') {
+            const expr = namedChildren(value)[0];
+            const alias = child(value, 'alias');
+            if (alias) for (const t of this.targets(alias)) this.bind(scope, t, expr, node.order, false);
+          }
+          break;
+        }
+        case 'named_expression': {
+          const name = child(node, 'name');
+          if (name) this.bind(scope, name, child(node, 'value'), node.order, false);
+          break;
+        }
+        case 'global_statement':
+        case 'nonlocal_statement':
+          for (const id of namedChildren(node)) this.scopeData(scope).globals.add(this.src(id));
+          break;
+      }
+    }
+    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q));
+  }
+
+  private newScope(): ScopeData {
+    return { calls: [], bindings: new Map(), globals: new Set(), params: new Set(), modeEvents: [] };
+  }
+
+  private isDirectMethod(fn: SyntaxNode, cls: SyntaxNode): boolean {
+    // function_definition -> (decorated_definition) -> block -> class_definition
+    let p = fn.parent;
+    if (p?.type === 'decorated_definition') p = p.parent;
+    return p?.type === 'block' && p.parent === cls;
+  }
+
+  private functionInfo(node: SyntaxNode, cls: ClassInfo | undefined): FunctionInfo {
+    const nameNode = child(node, 'name');
+    const paramsNode = child(node, 'parameters');
+    const params: string[] = [];
+    for (const p of paramsNode ? namedChildren(paramsNode) : []) {
+      const id = p.type === 'identifier' ? p : (child(p, 'name') ?? namedChildren(p).find((c) => c.type === 'identifier'));
+      if (id?.type === 'identifier') params.push(this.src(id));
+    }
+    const decorators = node.parent?.type === 'decorated_definition' ? node.parent.children.filter((c) => c.type === 'decorator') : [];
+    return { node, name: nameNode ? this.src(nameNode) : '', params, decorators: decorators.map((d) => namedChildren(d)[0]).filter((d): d is SyntaxNode => !!d), cls, body: child(node, 'body'), model: this };
+  }
+
+  private addImport(node: SyntaxNode): void {
+    if (node.type === 'import_statement') {
+      for (const n of childrenOf(node, 'name')) {
+        if (n.type === 'dotted_name') {
+          const full = this.src(n);
+          const head = full.split('.')[0];
+          this.aliases.set(head, head);
+        } else if (n.type === 'aliased_import') {
+          const name = child(n, 'name');
+          const alias = child(n, 'alias');
+          if (name && alias) this.aliases.set(this.src(alias), this.src(name));
+        }
+      }
+      return;
+    }
+    const moduleNode = child(node, 'module_name');
+    if (!moduleNode) return;
+    const module = this.src(moduleNode);
+    for (const n of childrenOf(node, 'name')) {
+      if (n.type === 'dotted_name') this.aliases.set(this.src(n), `${module}.${this.src(n)}`);
+      else if (n.type === 'aliased_import') {
+        const name = child(n, 'name');
+        const alias = child(n, 'alias');
+        if (name && alias) this.aliases.set(this.src(alias), `${module}.${this.src(name)}`);
+      }
+    }
+  }
+
+  /** Names bound by an assignment target (`a`, `a, (b, c)`, `self.x`, `*rest`). */
+  private targets(node: SyntaxNode): SyntaxNode[] {
+    const n = unparen(node);
+    switch (n.type) {
+      case 'identifier':
+      case 'attribute':
+        return [n];
+      case 'pattern_list':
+      case 'tuple_pattern':
+      case 'list_pattern':
+      case 'tuple':
+      case 'list':
+      case 'as_pattern_target':
+        return namedChildren(n).flatMap((c) => this.targets(c));
+      case 'list_splat_pattern':
+      case 'list_splat':
+        return namedChildren(n).flatMap((c) => this.targets(c));
+      default:
+        return [];
+    }
+  }
+
+  private bind(scope: SyntaxNode, target: SyntaxNode, value: SyntaxNode | undefined, order: number, unpacked: boolean): void {
+    const key = this.src(target);
+    const data = this.scopeData(scope);
+    const list = data.bindings.get(key) ?? [];
+    list.push({ target, value, order, unpacked });
+    data.bindings.set(key, list);
+  }
+
+  scopeOf(node: SyntaxNode): SyntaxNode {
+    return this.scopeOfNode.get(node) ?? this.root;
+  }
+
+  private scopeData(scope: SyntaxNode): ScopeData {
+    let d = this.scopes.get(scope);
+    if (!d) {
+      d = this.newScope();
+      this.scopes.set(scope, d);
+    }
+    return d;
+  }
+
+  functionOf(node: SyntaxNode): FunctionInfo | undefined {
+    return this.functionByNode.get(this.scopeOf(node));
+  }
+
+  // ---------------------------------------------------------------- names
+
+  /** The dotted name an expression refers to, with import aliases expanded. */
+  qualify(node: SyntaxNode | undefined): string | undefined {
+    if (!node) return undefined;
+    const n = unparen(node);
+    if (n.type === 'identifier') {
+      const name = this.src(n);
+      return this.aliases.get(name) ?? name;
+    }
+    if (n.type === 'attribute') {
+      const object = child(n, 'object');
+      const attr = child(n, 'attribute');
+      const base = this.qualify(object);
+      return base && attr ? `${base}.${this.src(attr)}` : undefined;
+    }
+    return undefined;
+  }
+
+  positionalArgs(call: SyntaxNode): SyntaxNode[] {
+    const args = child(call, 'arguments');
+    if (!args || args.type !== 'argument_list') return [];
+    return namedChildren(args).filter((a) => a.type !== 'keyword_argument' && a.type !== 'dictionary_splat' && a.type !== 'list_splat');
+  }
+
+  keywordArg(call: SyntaxNode, name: string): SyntaxNode | undefined {
+    const args = child(call, 'arguments');
+    if (!args) return undefined;
+    for (const a of namedChildren(args)) {
+      if (a.type === 'keyword_argument') {
+        const k = child(a, 'name');
+        if (k && this.src(k) === name) return child(a, 'value');
+      }
+    }
+    return undefined;
+  }
+
+  callee(call: SyntaxNode): SyntaxNode | undefined {
+    const f = child(call, 'function');
+    return f ? unparen(f) : undefined;
+  }
+
+  /** For `recv.method(...)`: the receiver and method name. */
+  methodCall(call: SyntaxNode): { receiver: SyntaxNode; method: string } | undefined {
+    const f = this.callee(call);
+    if (f?.type !== 'attribute') return undefined;
+    const receiver = child(f, 'object');
+    const attr = child(f, 'attribute');
+    return receiver && attr ? { receiver, method: this.src(attr) } : undefined;
+  }
+
+  /** The closest binding of `key` visible at `at`: the nearest one before it in its scope, else any, else the module's. */
+  binding(key: string, at: SyntaxNode): Binding | undefined {
+    const scope = this.scopeOf(at);
+    const own = this.scopeData(scope).bindings.get(key);
+    const pick = (list: Binding[] | undefined): Binding | undefined => {
+      if (!list?.length) return undefined;
+      let best: Binding | undefined;
+      for (const b of list) if (b.order < at.order && (!best || b.order > best.order)) best = b;
+      return best ?? list[list.length - 1];
+    };
+    return pick(own) ?? (scope !== this.root && !this.scopeData(scope).params.has(key) ? pick(this.scopeData(this.root).bindings.get(key)) : undefined);
+  }
+
+  /** A binding of `key` in any scope of the file (for `self.meter`, bound in `__init__`). */
+  bindingAnywhere(key: string): Binding | undefined {
+    for (const data of this.scopes.values()) {
+      const list = data.bindings.get(key);
+      if (list?.length) return list[list.length - 1];
+    }
+    return undefined;
+  }
+
+  bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
+    return this.scopeData(scope).bindings.get(key) ?? [];
+  }
+
+  isParam(scope: SyntaxNode, name: string): boolean {
+    return this.scopeData(scope).params.has(name);
+  }
+
+  isGlobalIn(scope: SyntaxNode, name: string): boolean {
+    return this.scopeData(scope).globals.has(name);
+  }
+
+  callsIn(scope: SyntaxNode): readonly SyntaxNode[] {
+    return this.scopeData(scope).calls;
+  }
+
+  // ---------------------------------------------------------------- facts cache
+
+  private memo<T>(key: string, compute: () => T): T {
+    if (this.factsGeneration !== this.facts.generation) {
+      this.factsCache = new Map();
+      this.factsGeneration = this.facts.generation;
+    }
+    if (this.factsCache.has(key)) return this.factsCache.get(key) as T;
+    this.factsCache.set(key, undefined);
+    const v = compute();
+    this.factsCache.set(key, v);
+    return v;
+  }
+
+  // ---------------------------------------------------------------- grad guards
+
+  /**
+   * Classifies an expression used as a context manager or decorator:
+   * 'off' for a grad guard (or a grad mode that is not literally on), 'on' for an explicit
+   * `enable_grad`, undefined for anything else.
+   */
+  classifyGuard(expr: SyntaxNode, depth = 0): 'off' | 'on' | undefined {
+    const n = unparen(expr);
+    if (depth > 4) return undefined;
+    if (n.type === 'conditional_expression') {
+      const parts = namedChildren(n).map((c) => this.classifyGuard(c, depth + 1));
+      return parts.includes('off') ? 'off' : undefined;
+    }
+    if (n.type === 'call') {
+      const callee = this.callee(n);
+      if (!callee) return undefined;
+      const q = this.qualify(callee);
+      const firstArg = this.positionalArgs(n)[0] ?? this.keywordArg(n, 'mode');
+      if (q && noGradNames.has(q)) return 'off';
+      if (q && inferenceModeNames.has(q)) return firstArg && this.src(firstArg) === 'False' ? undefined : 'off';
+      if (q && setGradNames.has(q)) return firstArg && this.src(firstArg) === 'True' ? 'on' : 'off';
+      if (q && enableGradNames.has(q)) return 'on';
+      // `torch.no_grad()(fn)` and the like: the callee itself is a guard.
+      if (callee.type === 'call') return this.classifyGuard(callee, depth + 1);
+      if ((callee.type === 'identifier' || callee.type === 'attribute') && !(q && torchFamily.test(q)) && this.facts.isGuardWrapper(lastName(this.src(callee)))) return 'off';
+      if (callee.type === 'identifier') {
+        // `ng = torch.no_grad` ... `with ng():`
+        const b = this.binding(this.src(callee), n);
+        if (b?.value && !b.unpacked && b.value.type !== 'call') return this.classifyGuard(b.value, depth + 1);
+      }
+      return undefined;
+    }
+    if (n.type === 'identifier' || n.type === 'attribute') {
+      const q = this.qualify(n);
+      if (q && (noGradNames.has(q) || inferenceModeNames.has(q))) return 'off';
+      if (q && enableGradNames.has(q)) return 'on';
+      if (!(q && torchFamily.test(q)) && this.facts.isGuardWrapper(lastName(this.src(n)))) return 'off';
+      if (n.type === 'identifier') {
+        const b = this.binding(this.src(n), n);
+        if (b?.value && !b.unpacked && b.value !== n) return this.classifyGuard(b.value, depth + 1);
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The grad mode in force at `node` as far as this file shows: 'off' under a guard,
+   * 'on' under an explicit enable_grad, 'default' when only the callers can tell.
+   */
+  gradState(node: SyntaxNode): GradState {
+    let prev: SyntaxNode = node;
+    for (const a of ancestors(node)) {
+      if (a.type === 'with_statement' && prev.field === 'body') {
+        const clause = a.children.find((c) => c.type === 'with_clause');
+        const items = clause ? clause.children.filter((c) => c.type === 'with_item') : [];
+        for (let i = items.length - 1; i >= 0; i--) {
+          const value = child(items[i], 'value');
+          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+          const g = expr && this.classifyGuard(expr);
+          if (g) return g;
+        }
+      }
+      if (a.type === 'block' || a.type === 'module') {
+        const g = this.toggleBefore(a, prev);
+        if (g) return g;
+      }
+      if (a.type === 'function_definition') {
+        const info = this.functionByNode.get(a);
+        if (info) {
+          for (let i = info.decorators.length - 1; i >= 0; i--) {
+            const g = this.classifyGuard(info.decorators[i]);
+            if (g) return g;
+          }
+          if (info.cls && /^(validation_step|test_step|predict_step)$/.test(info.name)) return 'off';
+        }
+        return 'default';
+      }
+      if (a.type === 'class_definition') return 'default';
+      prev = a;
+    }
+    return 'default';
+  }
+
+  /** A statement before `stmt` in `block` that switches grad mode: `set_grad_enabled(False)`, `stack.enter_context(no_grad())`. */
+  private toggleBefore(block: SyntaxNode, stmt: SyntaxNode): 'off' | 'on' | undefined {
+    let found: 'off' | 'on' | undefined;
+    for (const s of block.children) {
+      if (s === stmt || s.start >= stmt.start) break;
+      if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition') continue;
+      const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
+      for (const c of calls) {
+        if (c.type !== 'call') continue;
+        const q = this.qualify(this.callee(c));
+        if (q && setGradNames.has(q)) {
+          const arg = this.positionalArgs(c)[0];
+          found = arg && this.src(arg) === 'True' ? 'on' : 'off';
+        } else if (q && noGradNames.has(q)) {
+          // `torch.no_grad().__enter__()` is rare; ignore.
+        } else {
+          const mc = this.methodCall(c);
+          if (mc?.method === 'enter_context') {
+            const arg = this.positionalArgs(c)[0];
+            const g = arg && this.classifyGuard(arg);
+            if (g) found = g;
+          }
+        }
+      }
+    }
+    return found;
+  }
+
+  /** This function is a `@contextmanager` that yields under a guard, or a decorator that calls its argument under one. */
+  isGuardWrapper(fn: FunctionInfo): boolean {
+    return this.memo(`wrapper:${fn.node.order}`, () => {
+      const body = fn.body;
+      if (!body) return false;
+      const isCm = fn.decorators.some((d) => /(^|\.)(contextmanager|asynccontextmanager)$/.test(this.qualify(d) ?? ''));
+      if (isCm) {
+        for (const n of descendants(body, (x) => x.type === 'function_definition')) {
+          if (n.type === 'yield' && this.gradStateWithin(n, fn.node) === 'off') return true;
+        }
+        return false;
+      }
+      const wrapped = fn.params[0];
+      if (!wrapped) return false;
+      for (const n of descendants(body)) {
+        if (n.type === 'call') {
+          const callee = this.callee(n);
+          // A nested wrapper that calls the wrapped function under a guard.
+          if (callee?.type === 'identifier' && this.src(callee) === wrapped && this.scopeOf(n) !== fn.node) {
+            if (this.gradStateWithin(n, fn.node) === 'off') return true;
+          }
+          // `return torch.no_grad()(fn)`
+          if (n.parent?.type === 'return_statement' && this.positionalArgs(n).some((a) => this.src(a) === wrapped) && callee && this.classifyGuard(callee) === 'off') return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  /** Like gradState, but stops at `outer` (inclusive of functions nested in it). */
+  private gradStateWithin(node: SyntaxNode, outer: SyntaxNode): GradState {
+    let prev: SyntaxNode = node;
+    for (const a of ancestors(node)) {
+      if (a === outer) return 'default';
+      if (a.type === 'with_statement' && prev.field === 'body') {
+        const clause = a.children.find((c) => c.type === 'with_clause');
+        for (const item of clause ? clause.children.filter((c) => c.type === 'with_item') : []) {
+          const value = child(item, 'value');
+          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+          const g = expr && this.classifyGuard(expr);
+          if (g) return g;
+        }
+      }
+      if (a.type === 'block') {
+        const g = this.toggleBefore(a, prev);
+        if (g) return g;
+      }
+      if (a.type === 'function_definition') {
+        const info = this.functionByNode.get(a);
+        for (const d of info?.decorators ?? []) {
+          const g = this.classifyGuard(d);
+          if (g) return g;
+        }
+      }
+      prev = a;
+    }
+    return 'default';
+  }
+
+  // ---------------------------------------------------------------- models
+
+  /** Is this class an nn.Module (directly or through workspace classes)? */
+  isModuleClassInfo(cls: ClassInfo): boolean {
+    return this.memo(`moduleClass:${cls.node.order}`, () => cls.bases.some((b) => {
+      const q = this.qualify(b) ?? '';
+      if (moduleBases.test(q)) return true;
+      if (torchFamily.test(q)) return /\.(Module|LightningModule|PreTrainedModel|[A-Z]\w*Model)$/.test(q) && !/Dataset|DataLoader|Sampler|Optimizer/.test(q);
+      return this.facts.isModuleClass(lastName(q));
+    }));
+  }
+
+  /** Text keys (`model`, `self.encoder`) bound to models anywhere in the file. */
+  private get moduleTexts(): { models: Set<string>; losses: Set<string> } {
+    return this.memo('moduleTexts', () => {
+      const models = new Set<string>();
+      const losses = new Set<string>();
+      for (const call of this.calls) {
+        const mc = this.methodCall(call);
+        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.add(this.src(mc.receiver));
+      }
+      for (const [, data] of this.scopes) {
+        for (const [key, list] of data.bindings) {
+          for (const b of list) {
+            if (!b.value) continue;
+            const kind = this.constructs(b.value);
+            if (kind === 'model') models.add(key);
+            else if (kind === 'loss') losses.add(key);
+          }
+        }
+      }
+      for (const l of losses) models.delete(l);
+      return { models, losses };
+    });
+  }
+
+  /** Does this expression build a model or a loss module? */
+  private constructs(expr: SyntaxNode, depth = 0): 'model' | 'loss' | undefined {
+    const n = unparen(expr);
+    if (n.type !== 'call' || depth > 5) return undefined;
+    const callee = this.callee(n);
+    if (!callee) return undefined;
+    const mc = this.methodCall(n);
+    if (mc && passThroughMethods.has(mc.method)) return this.constructs(mc.receiver, depth + 1);
+    const q = this.qualify(callee) ?? '';
+    if (/^torch\.nn\.(parallel\.)?(DataParallel|DistributedDataParallel)$|^torch\.compile$|^copy\.deepcopy$/.test(q) || /^(DDP|DP|FSDP|FullyShardedDataParallel)$/.test(q)) {
+      const arg = this.positionalArgs(n)[0];
+      if (!arg) return undefined;
+      const inner = this.constructs(arg, depth + 1);
+      if (inner) return inner;
+      return arg.type === 'identifier' || arg.type === 'attribute' ? 'model' : undefined;
+    }
+    if (/^torch\.nn\.(modules\.\w+\.)?[A-Z]\w*$/.test(q)) return /Loss$/.test(q) ? 'loss' : /^torch\.nn\.(Parameter|ParameterList|ParameterDict|init)/.test(q) ? undefined : 'model';
+    if (/^torchvision\.models\.|^timm\.create_model$|^transformers\.\w+\.from_pretrained$|^transformers\.\w*Model\w*$/.test(q)) return 'model';
+    if (/\.from_pretrained$/.test(q) && /Model|AutoModel/.test(q)) return 'model';
+    const cls = lastName(q);
+    if (/^[A-Z]/.test(cls) && this.facts.isModuleClass(cls)) return /Loss$/.test(cls) ? 'loss' : 'model';
+    return undefined;
+  }
+
+  /** Is the callee of this call a model (not a loss)? */
+  isModelCall(call: SyntaxNode): boolean {
+    const callee = this.callee(call);
+    if (!callee) return false;
+    const mc = this.methodCall(call);
+    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call);
+    return this.isModelExpr(callee, call);
+  }
+
+  isModelExpr(expr: SyntaxNode, at: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    if (text === 'self') {
+      const fn = this.functionOf(at);
+      return !!fn?.cls && this.isModuleClassInfo(fn.cls);
+    }
+    const { models, losses } = this.moduleTexts;
+    if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
+    if (models.has(text)) return true;
+    const q = this.qualify(expr) ?? text;
+    if (torchFamily.test(q)) return false;
+    return modelNamePattern.test(lastName(text));
+  }
+
+  isLossExpr(expr: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
+  }
+
+  // ---------------------------------------------------------------- backward and history
+
+  private backwardFacts(scope: SyntaxNode): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
+    const data = this.scopeData(scope);
+    if (data.reachesBackward && data.scalarBackward) return { reaches: data.reachesBackward, scalar: data.scalarBackward, training: !!data.trainingSignal };
+    const reaches = new Set<string>();
+    const scalar = new Set<string>();
+    let training = false;
+    const addKeys = (expr: SyntaxNode): void => {
+      const n = unparen(expr);
+      if (n.type === 'identifier' || n.type === 'attribute') reaches.add(this.src(n));
+      for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') reaches.add(this.src(d));
+    };
+    const keyOf = (e: SyntaxNode | undefined): string | undefined => {
+      const n = e && unparen(e);
+      return n && (n.type === 'identifier' || n.type === 'attribute') ? this.src(n) : undefined;
+    };
+    for (const call of data.calls) {
+      const mc = this.methodCall(call);
+      const q = this.qualify(this.callee(call)) ?? '';
+      const first = this.positionalArgs(call)[0];
+      if (mc?.method === 'backward' && first && backwardOwners.test(this.src(mc.receiver))) {
+        // accelerator.backward(loss), fabric.backward(loss)
+        training = true;
+        addKeys(first);
+        const k = keyOf(first);
+        if (k) scalar.add(k);
+      } else if (mc?.method === 'backward') {
+        training = true;
+        addKeys(mc.receiver);
+        const k = keyOf(mc.receiver);
+        if (k && !first && !this.keywordArg(call, 'gradient')) scalar.add(k);
+        // scaler.scale(loss).backward()
+        const inner = unparen(mc.receiver);
+        if (inner.type === 'call' && this.methodCall(inner)?.method === 'scale') {
+          const scaled = keyOf(this.positionalArgs(inner)[0]);
+          if (scaled) scalar.add(scaled);
+        }
+      } else if (mc?.method === 'manual_backward' || /^torch\.autograd\.(grad|backward)$/.test(q)) {
+        training = true;
+        const out = first ?? this.keywordArg(call, 'outputs') ?? this.keywordArg(call, 'tensors');
+        if (out) addKeys(out);
+        const k = mc?.method === 'manual_backward' ? keyOf(first) : undefined;
+        if (k) scalar.add(k);
+      } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
+        training = true;
+      }
+    }
+    // Close over assignments: `loss = crit(out, y)` with `loss` reaching backward makes `out` reach it.
+    for (let changed = reaches.size > 0; changed;) {
+      changed = false;
+      for (const [key, list] of data.bindings) {
+        if (!reaches.has(key)) continue;
+        for (const b of list) {
+          if (!b.value) continue;
+          const before = reaches.size;
+          addKeys(b.value);
+          if (reaches.size !== before) changed = true;
+        }
+      }
+    }
+    data.reachesBackward = reaches;
+    data.scalarBackward = scalar;
+    data.trainingSignal = training;
+    return { reaches, scalar, training };
+  }
+
+  /** Does the value stored under `key` (in the scope of `at`) flow into a backward pass? */
+  reachesBackward(key: string, at: SyntaxNode): boolean {
+    return this.backwardFacts(this.scopeOf(at)).reaches.has(key);
+  }
+
+  /** Does this scope call `.backward()`, `autograd.grad` or an optimizer step? */
+  hasTrainingSignal(scope: SyntaxNode): boolean {
+    return this.backwardFacts(scope).training;
+  }
+
+  /** Does the value of this model call flow into a backward pass (fine-tuning, saliency)? */
+  callReachesBackward(call: SyntaxNode): boolean {
+    const scope = this.scopeOf(call);
+    const { reaches } = this.backwardFacts(scope);
+    for (const a of ancestors(call)) {
+      if (a.type === 'call') {
+        const mc = this.methodCall(a);
+        if (mc?.method === 'backward' && contains(mc.receiver, call) || (mc?.method === 'backward' && mc.receiver === call)) return true;
+        const q = this.qualify(this.callee(a)) ?? '';
+        if (/^torch\.autograd\.(grad|backward)$/.test(q)) return true;
+      }
+      if (a.type === 'assignment' || a.type === 'augmented_assignment') {
+        const left = child(a, 'left');
+        if (left && this.targets(left).some((t) => reaches.has(this.src(t)))) return true;
+        break;
+      }
+      if (a.type === 'return_statement' || a.type === 'expression_statement' || a.type === 'block') break;
+    }
+    return false;
+  }
+
+  /**
+   * Does this expression carry autograd history? True only when provenance is known:
+   * a model's output, a loss, arithmetic on those, or a value that is backpropagated.
+   */
+  carriesHistory(expr: SyntaxNode, seen: Set<number> = new Set()): boolean {
+    const n = unparen(expr);
+    if (seen.has(n.order) || seen.size > 200) return false;
+    seen.add(n.order);
+    switch (n.type) {
+      case 'identifier':
+      case 'attribute': {
+        const key = this.src(n);
+        const scope = this.scopeOf(n);
+        if (this.backwardFacts(scope).scalar.has(key)) return true;
+        if (n.type === 'attribute') {
+          const attr = child(n, 'attribute');
+          const name = attr ? this.src(attr) : '';
+          if (/^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/.test(name)) return false;
+        }
+        const b = this.binding(key, n);
+        if (b?.value) return this.carriesHistory(b.value, seen);
+        if (n.type === 'attribute') {
+          // `out.logits` carries history when `out` does; `self.x` is unknown.
+          const object = child(n, 'object');
+          return !!object && this.src(object) !== 'self' && this.carriesHistory(object, seen);
+        }
+        return false;
+      }
+      case 'call':
+        return this.gradState(n) !== 'off' && this.callCarries(n, seen);
+      case 'binary_operator': {
+        const l = child(n, 'left');
+        const r = child(n, 'right');
+        return (!!l && this.carriesHistory(l, seen)) || (!!r && this.carriesHistory(r, seen));
+      }
+      case 'unary_operator': {
+        const arg = child(n, 'argument');
+        return !!arg && this.carriesHistory(arg, seen);
+      }
+      case 'subscript': {
+        const v = child(n, 'value');
+        return !!v && this.carriesHistory(v, seen);
+      }
+      case 'conditional_expression':
+        return namedChildren(n).slice(0, 1).concat(namedChildren(n).slice(2)).some((c) => this.carriesHistory(c, seen));
+      case 'await':
+        return namedChildren(n).some((c) => this.carriesHistory(c, seen));
+      default:
+        return false;
+    }
+  }
+
+  private callCarries(call: SyntaxNode, seen: Set<number>): boolean {
+    const callee = this.callee(call);
+    if (!callee) return false;
+    const q = this.qualify(callee) ?? '';
+    const args = () => namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a)).filter((a): a is SyntaxNode => !!a);
+    const anyArg = () => args().some((a) => this.carriesHistory(a, seen) || ((a.type === 'list' || a.type === 'tuple' || a.type === 'generator_expression' || a.type === 'list_comprehension') && this.containsHistory(a, seen)));
+    const mc = this.methodCall(call);
+    if (mc) {
+      if (historyFreeMethods.has(mc.method)) return false;
+      if (q.startsWith('torch.')) {
+        if (historyFreeTorch.test(q)) return false;
+        return anyArg();
+      }
+      if (mc.method === 'forward') return this.isModelExpr(mc.receiver, call);
+      if (this.isModelExpr(callee, call)) return true;
+      if (this.isLossExpr(callee)) return anyArg();
+      return this.carriesHistory(mc.receiver, seen);
+    }
+    if (callee.type === 'identifier') {
+      const name = this.src(callee);
+      if (historyFreeBuiltins.has(q) || historyFreeBuiltins.has(name)) return false;
+      if (q === 'sum' || q === 'max' || q === 'min') return anyArg();
+      if (q.startsWith('torch.')) return historyFreeTorch.test(q) ? false : anyArg();
+      if (this.isModelExpr(callee, call)) return true;
+      if (this.isLossExpr(callee)) return anyArg();
+    }
+    return false;
+  }
+
+  private containsHistory(node: SyntaxNode, seen: Set<number>): boolean {
+    for (const d of descendants(node)) {
+      if ((d.type === 'identifier' && d.parent?.type !== 'attribute' && d.parent?.type !== 'keyword_argument') || d.type === 'call') {
+        if (d.parent?.type === 'call' && d.field === 'function') continue;
+        if (this.carriesHistory(d, seen)) return true;
+      }
+    }
+    return false;
+  }
+
+  /** Is the value a scalar tensor (so `.item()` is the fix)? */
+  isScalar(expr: SyntaxNode, depth = 0): boolean {
+    const n = unparen(expr);
+    if (depth > 8) return false;
+    switch (n.type) {
+      case 'identifier':
+      case 'attribute': {
+        const key = this.src(n);
+        if (this.backwardFacts(this.scopeOf(n)).scalar.has(key)) return true;
+        if (n.type === 'attribute' && lastName(key) === 'loss') return true;
+        const b = this.binding(key, n);
+        return !!b?.value && !b.unpacked && this.isScalar(b.value, depth + 1);
+      }
+      case 'call': {
+        const mc = this.methodCall(n);
+        const callee = this.callee(n);
+        const q = this.qualify(callee) ?? '';
+        const reduction = this.keywordArg(n, 'reduction');
+        if (reduction && /none/.test(this.src(reduction))) return false;
+        if (mc && (mc.method === 'mean' || mc.method === 'sum') && this.positionalArgs(n).length === 0 && !this.keywordArg(n, 'dim')) return true;
+        if (mc && /^(to|cpu|cuda|float|double|half|clone|squeeze)$/.test(mc.method)) return this.isScalar(mc.receiver, depth + 1);
+        if (/^torch\.(mean|sum)$/.test(q) && this.positionalArgs(n).length === 1 && !this.keywordArg(n, 'dim')) return true;
+        if (lossFunction.test(q)) return true;
+        return !!callee && this.isLossExpr(callee);
+      }
+      case 'binary_operator': {
+        const l = child(n, 'left');
+        const r = child(n, 'right');
+        if (!l || !r) return false;
+        const ls = this.isScalar(l, depth + 1);
+        const rs = this.isScalar(r, depth + 1);
+        return (ls && (rs || !this.carriesHistory(r))) || (rs && !this.carriesHistory(l));
+      }
+      default:
+        return false;
+    }
+  }
+
+  // ---------------------------------------------------------------- loops
+
+  /** Is this loop a training step loop: it runs backward / an optimizer step, or iterates a loader? */
+  isStepLoop(loop: SyntaxNode): boolean {
+    return this.memo(`steploop:${loop.order}`, () => {
+      if (loop.type === 'for_statement') {
+        const right = child(loop, 'right');
+        if (right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right))) return true;
+      }
+      for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition')) {
+        if (d.type !== 'call') continue;
+        const mc = this.methodCall(d);
+        if (!mc) continue;
+        if (mc.method === 'backward' || mc.method === 'manual_backward') return true;
+        if (mc.method === 'step' && optimizerLike.test(this.src(mc.receiver))) return true;
+      }
+      return false;
+    });
+  }
+
+  /** The innermost enclosing step loop within the node's scope. */
+  stepLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition') return undefined;
+      if (loopTypes.has(a.type) && this.isStepLoop(a)) return a;
+    }
+    return undefined;
+  }
+
+  /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it). */
+  evalEventFor(call: SyntaxNode, calleeText: string): { order: number; receiver: string } | undefined {
+    const events = this.scopeData(this.scopeOf(call)).modeEvents;
+    let last: { order: number; receiver: string; inference: boolean } | undefined;
+    for (const e of events) {
+      if (e.order >= call.order) break;
+      if (calleeText === e.receiver || calleeText.startsWith(`${e.receiver}.`) || (e.receiver.startsWith(`${calleeText}.`))) last = e;
+    }
+    return last?.inference ? last : undefined;
+  }
+
+  /** The outermost loop around `node` (in its scope) that iterates a validation/test loader. */
+  evalLoaderLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    let found: SyntaxNode | undefined;
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition') break;
+      if (a.type === 'for_statement') {
+        const right = child(a, 'right');
+        if (right && /(^|[^a-z])(val|valid|validation|dev|test|testing|eval|evaluation)_?(loader|dataloader|dl|data_loader|dataset|set|ds|batches|iter)/.test(this.src(right).toLowerCase())) found = a;
+      }
+    }
+    return found;
+  }
+
+  /** A statement that accumulates `value` into `target`, if `stmt` is one. */
+  accumulation(stmt: SyntaxNode): Accumulation | undefined {
+    const expr = stmt.type === 'expression_statement' ? namedChildren(stmt)[0] : undefined;
+    if (!expr) return undefined;
+    if (expr.type === 'augmented_assignment') {
+      const op = child(expr, 'operator');
+      const left = child(expr, 'left');
+      const right = child(expr, 'right');
+      if (op && this.src(op) === '+=' && left && right) return { stmt, kind: 'add', target: left, value: right };
+      return undefined;
+    }
+    if (expr.type === 'assignment') {
+      const left = child(expr, 'left');
+      const right = child(expr, 'right');
+      if (!left || !right || (left.type !== 'identifier' && left.type !== 'attribute' && left.type !== 'subscript')) return undefined;
+      const r = unparen(right);
+      const lt = this.src(left);
+      if (r.type === 'binary_operator') {
+        const op = child(r, 'operator');
+        const a = child(r, 'left');
+        const b = child(r, 'right');
+        if (op && this.src(op) === '+' && a && b) {
+          if (this.src(unparen(a)) === lt) return { stmt, kind: 'add', target: left, value: b };
+          if (this.src(unparen(b)) === lt) return { stmt, kind: 'add', target: left, value: a };
+        }
+      }
+      if (r.type === 'call' && /^torch\.(cat|stack|concat|concatenate)$/.test(this.qualify(this.callee(r)) ?? '')) {
+        const seq = this.positionalArgs(r)[0];
+        if (seq && (seq.type === 'list' || seq.type === 'tuple')) {
+          const items = namedChildren(seq);
+          if (items.some((i) => this.src(i) === lt)) {
+            const other = items.find((i) => this.src(i) !== lt);
+            if (other) return { stmt, kind: 'cat', target: left, value: other };
+          }
+        }
+      }
+      return undefined;
+    }
+    if (expr.type === 'call') {
+      const mc = this.methodCall(expr);
+      if (!mc || !accumulateMutators.has(mc.method)) return undefined;
+      const args = this.positionalArgs(expr);
+      const value = mc.method === 'insert' ? args[1] : args[0];
+      if (!value) return undefined;
+      if (mc.method === 'extend') {
+        const v = unparen(value);
+        if (v.type !== 'list' && v.type !== 'tuple') return undefined;
+        const first = namedChildren(v)[0];
+        return first ? { stmt, kind: 'list', target: mc.receiver, value: first } : undefined;
+      }
+      return { stmt, kind: mc.method === 'add_' ? 'add' : 'list', target: mc.receiver, value };
+    }
+    return undefined;
+  }
+}
+
+export interface Accumulation {
+  readonly stmt: SyntaxNode;
+  /** `add`: `+=`, `x = x + v`, `x.add_(v)`; `list`: `.append`/`.extend`/`.insert`; `cat`: `torch.cat([x, v])`. */
+  readonly kind: 'add' | 'list' | 'cat';
+  readonly target: SyntaxNode;
+  readonly value: SyntaxNode;
+}

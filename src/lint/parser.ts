@@ -1,0 +1,99 @@
+/**
+ * Loads tree-sitter (wasm) and the Python grammar once per process.
+ *
+ * Two layouts must work: the compiled sources under out/ (tests, the CLI run from out/),
+ * where the wasm files are in node_modules, and the packaged extension, where webpack's
+ * CopyPlugin puts them next to the bundle in dist/ and there is no node_modules.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Edit, Language, Parser, type Tree } from 'web-tree-sitter';
+
+const runtimeWasm = 'web-tree-sitter.wasm';
+const pythonWasm = 'tree-sitter-python.wasm';
+
+/** Finds a wasm file next to this module (dist/) or in a node_modules package above it. */
+export function locateWasm(file: string, pkg: string, from: string = __dirname): string {
+  const tried: string[] = [];
+  const beside = join(from, file);
+  tried.push(beside);
+  if (existsSync(beside)) return beside;
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'node_modules', pkg, file);
+    tried.push(candidate);
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) break;
+  }
+  throw new Error(`cannot find ${file}; looked in:\n  ${tried.join('\n  ')}`);
+}
+
+let loading: Promise<Language> | undefined;
+
+/** The Python grammar, loaded once. */
+export function loadPython(): Promise<Language> {
+  loading ??= (async () => {
+    const runtime = locateWasm(runtimeWasm, 'web-tree-sitter');
+    await Parser.init({ locateFile: () => runtime });
+    return Language.load(locateWasm(pythonWasm, 'tree-sitter-python'));
+  })();
+  return loading;
+}
+
+/** A parser that re-parses a document incrementally from its previous tree. */
+export class PythonParser {
+  private readonly parser: Parser;
+
+  constructor(language: Language) {
+    this.parser = new Parser();
+    this.parser.setLanguage(language);
+  }
+
+  /**
+   * Parses `text`. With the previous tree and text, the one changed span is found by
+   * comparing prefixes and suffixes, applied with `tree.edit`, and tree-sitter reuses the
+   * unchanged subtrees. The previous tree is edited in place and must not be used again.
+   */
+  parse(text: string, previous?: { tree: Tree; text: string }): Tree {
+    let old: Tree | null = null;
+    if (previous) {
+      previous.tree.edit(diffEdit(previous.text, text));
+      old = previous.tree;
+    }
+    const tree = this.parser.parse(text, old);
+    if (!tree) throw new Error('tree-sitter returned no tree');
+    return tree;
+  }
+
+  delete(): void {
+    this.parser.delete();
+  }
+}
+
+/** The smallest single edit that turns `before` into `after`. */
+export function diffEdit(before: string, after: string): Edit {
+  const max = Math.min(before.length, after.length);
+  let start = 0;
+  while (start < max && before.charCodeAt(start) === after.charCodeAt(start)) start++;
+  let tail = 0;
+  while (tail < max - start && before.charCodeAt(before.length - 1 - tail) === after.charCodeAt(after.length - 1 - tail)) tail++;
+  const oldEnd = before.length - tail;
+  const newEnd = after.length - tail;
+  return new Edit({
+    startIndex: start,
+    oldEndIndex: oldEnd,
+    newEndIndex: newEnd,
+    startPosition: pointAt(before, start),
+    oldEndPosition: pointAt(before, oldEnd),
+    newEndPosition: pointAt(after, newEnd),
+  });
+}
+
+function pointAt(text: string, index: number): { row: number; column: number } {
+  let row = 0;
+  let lineStart = 0;
+  for (let i = text.indexOf('\n'); i !== -1 && i < index; i = text.indexOf('\n', i + 1)) {
+    row++;
+    lineStart = i + 1;
+  }
+  return { row, column: index - lineStart };
+}

@@ -1,0 +1,147 @@
+/**
+ * accumulated-loss: a value with autograd history is stored somewhere that outlives the
+ * training step (`total += loss`, `history.append(loss)`, a meter's `update`), so every
+ * step's graph, with its activations, stays alive.
+ */
+import { appendToExpression, rangeOf } from '../fixes';
+import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
+import type { Rule } from '../rule';
+import { child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
+import { docsUrlFor, type RawFinding } from '../types';
+
+const id = 'accumulated-loss';
+
+export const rule: Rule = {
+  id,
+  defaultSeverity: 'warning',
+  summary: 'A tensor with autograd history is accumulated into something that outlives the training step.',
+  explanation:
+    'The accumulated tensor keeps a reference to its autograd graph, and the graph keeps every intermediate activation of the forward pass that produced it. ' +
+    'Summing or appending it step after step chains those graphs together, so GPU memory grows with every iteration until the epoch ends or CUDA runs out of memory. ' +
+    'Store a Python number (`.item()`) or a detached tensor (`.detach()`) instead.',
+  docsUrl: docsUrlFor(id),
+  check,
+};
+
+function check(model: FileModel): RawFinding[] {
+  const findings: RawFinding[] = [];
+  for (const stmt of descendants(model.root, (n) => n.type === 'ERROR')) {
+    if (stmt.type !== 'expression_statement') continue;
+    const acc = model.accumulation(stmt);
+    if (acc) {
+      const f = checkAccumulation(model, acc);
+      if (f) findings.push(f);
+    }
+  }
+  for (const call of model.calls) {
+    const f = checkMeterCall(model, call);
+    if (f) findings.push(f);
+  }
+  return findings;
+}
+
+/** `d[k]` -> `d`; `self.hist[-1]` -> `self.hist`. */
+function baseOf(target: SyntaxNode): SyntaxNode {
+  let n = unparen(target);
+  while (n.type === 'subscript') {
+    const v = child(n, 'value');
+    if (!v) break;
+    n = unparen(v);
+  }
+  return n;
+}
+
+/** Does the storage named by `base` live longer than one training step at `stmt`? */
+function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, mutation: boolean): boolean {
+  if (base.type === 'attribute') return true;
+  if (base.type !== 'identifier') return false;
+  const name = model.src(base);
+  const scope = model.scopeOf(stmt);
+  if (scope !== model.root && model.isGlobalIn(scope, name)) return true;
+  const loop = model.stepLoopOf(stmt);
+  const bindings = model.bindingsIn(scope, name);
+  if (bindings.length === 0) {
+    if (scope !== model.root && model.isParam(scope, name)) return !!loop;
+    // A list at module level mutated from a function.
+    return mutation && scope !== model.root && model.bindingsIn(model.root, name).length > 0;
+  }
+  if (!loop) return false;
+  return bindings.some((b) => !contains(loop, b.target));
+}
+
+function suffixFor(model: FileModel, value: SyntaxNode, kind: Accumulation['kind']): string {
+  if (model.isScalar(value)) return '.item()';
+  return kind === 'list' && !model.src(value).endsWith('.cpu()') ? '.detach().cpu()' : '.detach()';
+}
+
+function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | undefined {
+  if (!model.carriesHistory(acc.value)) return undefined;
+  const base = baseOf(acc.target);
+  if (base.type !== 'identifier' && base.type !== 'attribute') return undefined;
+  // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
+  if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
+  if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
+  const suffix = suffixFor(model, acc.value, acc.kind);
+  const valueText = model.src(acc.value);
+  const targetText = model.src(acc.target);
+  return {
+    message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: every step's activations stay on the GPU.`,
+    range: rangeOf(acc.stmt),
+    fixes: [{ title: `Store \`${suffix === '.item()' ? `${valueText}.item()` : `${valueText}${suffix}`}\` instead`, edits: [appendToExpression(model, acc.value, suffix)] }],
+  };
+}
+
+/**
+ * The class an instance was built from: `meter = AverageMeter()` -> `AverageMeter`. For a
+ * parameter, the argument its callers pass (`train(meter=AverageMeter())`, two levels up).
+ */
+function classOfInstance(model: FileModel, receiver: SyntaxNode, at: SyntaxNode, depth = 0): string | undefined {
+  if (receiver.type !== 'identifier' && receiver.type !== 'attribute') return undefined;
+  const key = model.src(receiver);
+  const fn = model.functionOf(at);
+  if (fn && receiver.type === 'identifier' && model.isParam(fn.node, key) && model.bindingsIn(fn.node, key).length === 0) {
+    return depth < 2 ? classFromCallers(fn, key, depth) : undefined;
+  }
+  const b = model.binding(key, at) ?? model.bindingAnywhere(key);
+  const value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  if (value?.type !== 'call') return undefined;
+  const callee = model.callee(value);
+  const name = callee ? lastName(model.src(callee)) : '';
+  return /^[A-Z]/.test(name) ? name : undefined;
+}
+
+function classFromCallers(fn: FunctionInfo, param: string, depth: number): string | undefined {
+  const index = fn.params.indexOf(param);
+  const offset = fn.cls && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0;
+  for (const site of callSitesOf(fn)) {
+    const arg = site.model.keywordArg(site.call, param) ?? site.model.positionalArgs(site.call)[index - offset];
+    if (!arg) continue;
+    const cls = classOfInstance(site.model, unparen(arg), site.call, depth + 1);
+    if (cls) return cls;
+  }
+  return undefined;
+}
+
+function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefined {
+  const mc = model.methodCall(call);
+  if (!mc || mc.method.startsWith('_')) return undefined;
+  const cls = classOfInstance(model, mc.receiver, call);
+  if (!cls) return undefined;
+  const indexes = model.facts.accumulatingParams(cls, mc.method);
+  if (!indexes) return undefined;
+  const args = model.positionalArgs(call);
+  for (const i of indexes) {
+    const arg = args[i];
+    if (!arg || !model.carriesHistory(arg)) continue;
+    const stmt = call.parent?.type === 'expression_statement' ? call.parent : call;
+    if (!outlivesStep(model, baseOf(mc.receiver), stmt, true)) continue;
+    const suffix = model.isScalar(arg) ? '.item()' : '.detach()';
+    const argText = model.src(arg);
+    return {
+      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step, so every step's activations stay on the GPU.`,
+      range: rangeOf(stmt),
+      fixes: [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
+    };
+  }
+  return undefined;
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { applyEdits } from '../../../src/lint/fixes';
+import { createLinter, type Linter } from '../../../src/lint/linter';
+import { expectations, keyOf, pythonFixtures, readFixtures } from './corpus';
+
+describe('lint rules over the fixture corpus', () => {
+  let linter: Linter;
+  before(async () => {
+    linter = await createLinter({ onError: (path, err) => { throw new Error(`internal error on ${path}: ${String(err)}`); } });
+  });
+  after(() => linter.dispose());
+
+  const good = readFixtures(join(pythonFixtures, 'good'));
+  const bad = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
+
+  it('has a corpus worth the name', () => {
+    assert.ok(good.length >= 20, `${good.length} correct files`);
+    assert.ok(bad.length >= 15, `${bad.length} hazard files`);
+  });
+
+  describe('correct code stays silent', () => {
+    for (const f of good) {
+      it(f.name, () => {
+        const findings = linter.lintFile(f.path, f.text);
+        assert.deepEqual(findings.map((x) => `${keyOf(x)} ${x.message}`), []);
+      });
+    }
+  });
+
+  describe('each hazard is reported exactly, on its line', () => {
+    for (const f of bad) {
+      it(f.name, () => {
+        const expected = expectations(f.text);
+        assert.ok(expected.length > 0, 'fixture has no # expect: marker');
+        assert.deepEqual(linter.lintFile(f.path, f.text).map(keyOf).sort(), expected);
+      });
+    }
+  });
+
+  describe('fix-all produces the reviewed text, which lints clean', () => {
+    for (const f of bad) {
+      it(f.name, () => {
+        const fixedPath = f.path.replace(/\.py$/, '.fixed.py');
+        const expected = readFileSync(fixedPath, 'utf8');
+        const fixed = linter.fixFile(f.path, f.text);
+        assert.equal(fixed, expected);
+        assert.deepEqual(linter.lintFile(fixedPath, fixed).map(keyOf), []);
+        assert.equal(linter.hasSyntaxErrors(fixedPath), linter.hasSyntaxErrors(f.path) && f.name.startsWith('malformed'));
+      });
+    }
+  });
+
+  describe('each single fix removes its finding and breaks nothing', () => {
+    for (const f of bad) {
+      it(f.name, () => {
+        const findings = linter.lintFile(f.path, f.text);
+        findings.forEach((finding, i) => {
+          assert.ok(finding.fixes.length > 0, `${keyOf(finding)} has no fix`);
+          const text = applyEdits(f.text, finding.fixes[0].edits);
+          const probe = `${f.path}#fix${i}`;
+          const after = linter.lintFile(probe, text);
+          const sameRule = (xs: typeof findings) => xs.filter((x) => x.ruleId === finding.ruleId).length;
+          assert.ok(sameRule(after) < sameRule(findings), `fix "${finding.fixes[0].title}" left ${keyOf(finding)} in place`);
+          assert.equal(linter.hasSyntaxErrors(probe), linter.hasSyntaxErrors(f.path), `fix "${finding.fixes[0].title}" broke the syntax`);
+          linter.removeFile(probe);
+        });
+      });
+    }
+  });
+
+  describe('facts cross files', () => {
+    const lint = (dir: string) => {
+      const files = readFixtures(join(pythonFixtures, 'workspace', dir));
+      const results = linter.lintWorkspace(files);
+      return files.map((f) => ({ name: f.name, expected: expectations(f.text), got: (results.get(f.path) ?? []).map(keyOf).sort() }));
+    };
+    it('stays silent when every caller (in other files) guards the evaluation', () => {
+      for (const r of lint('guarded')) assert.deepEqual(r.got, [], r.name);
+    });
+    it('reports an evaluation one caller leaves unguarded, and a meter passed in from another file', () => {
+      for (const r of lint('unguarded')) assert.deepEqual(r.got, r.expected, r.name);
+    });
+  });
+});
