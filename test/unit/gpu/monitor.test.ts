@@ -75,6 +75,22 @@ describe('GpuMonitor with the fake nvidia-smi (real child processes)', function 
     assert.equal(invocations(log).filter(isQueryLoop).length, 1, 'a hung tool is not piled up with more children');
   });
 
+  it('keeps the last numbers, marked stale, when the tool goes silent mid-stream', async () => {
+    const { m, seen, log } = monitor('hang-later');
+    m.acquire('test');
+    const stale = await waitFor(() => seen.find((s) => s.stale), 'a stale snapshot');
+    // Let several more intervals pass (the process poll runs every 200 ms) before counting.
+    const polls = (): number => invocations(log).filter((i) => i.argv[0].startsWith('--query-compute-apps')).length;
+    const before = polls();
+    await waitFor(() => polls() >= before + 2, 'two more process polls');
+    const fresh = seen.filter((s) => !s.stale);
+    assert.equal(fresh.length, 2);
+    assert.deepEqual(stale.devices, fresh[1].devices, 'the numbers shown are the last ones read');
+    assert.match(stale.error ?? '', /has printed no sample for/);
+    assert.equal(seen.filter((s) => s.stale).length, 1, 'said once, not every interval');
+    assert.equal(m.history()[0].t.length, 2, 'a stale snapshot is not a new reading');
+  });
+
   it('restarts a tool that dies, with growing backoff, and shows why', async () => {
     const { m, seen, log } = monitor('die');
     m.acquire('test');
