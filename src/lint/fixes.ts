@@ -122,3 +122,29 @@ export function combineFixes(fixes: readonly Fix[]): TextEdit[] {
   }
   return taken;
 }
+
+/** Deletes a keyword argument (`shuffle=True`) with the comma that separates it. */
+export function removeArgument(model: FileModel, arg: SyntaxNode): TextEdit {
+  const list = arg.parent;
+  const siblings = list ? list.children : [];
+  const i = siblings.indexOf(arg);
+  let start: SyntaxNode = arg;
+  let end: SyntaxNode = arg;
+  const prev = siblings[i - 1];
+  const next = siblings[i + 1];
+  if (prev?.type === ',') start = prev;
+  else if (next?.type === ',') end = siblings[i + 2] && siblings[i + 2].type !== ')' ? siblings[i + 2] : next;
+  const endPos = end === arg || end.type === ',' ? { line: end.endRow, character: end.endCol } : { line: end.startRow, character: end.startCol };
+  void model;
+  return { range: { start: { line: start.startRow, character: start.startCol }, end: endPos }, newText: '' };
+}
+
+/** Deletes a statement's lines, or replaces it with `pass` when it is alone in its block. */
+export function removeStatement(model: FileModel, stmt: SyntaxNode): TextEdit {
+  const block = stmt.parent;
+  const alone = block?.type === 'block' && block.children.filter((c) => c.named && c.type !== 'comment').length === 1;
+  if (alone) return { range: rangeOf(stmt), newText: 'pass' };
+  const lastLine = model.line(stmt.endRow);
+  if (stmt.endRow + 1 < model.lineCount) return { range: { start: { line: stmt.startRow, character: 0 }, end: { line: stmt.endRow + 1, character: 0 } }, newText: '' };
+  return { range: { start: { line: stmt.startRow, character: 0 }, end: { line: stmt.endRow, character: lastLine.length } }, newText: '' };
+}

@@ -5,6 +5,9 @@ import { applyEdits } from '../../../src/lint/fixes';
 import { createLinter, type Linter } from '../../../src/lint/linter';
 import { expectations, keyOf, pythonFixtures, readFixtures } from './corpus';
 
+/** Rules that explain but have no mechanical fix. */
+const adviceOnly = new Set(['data-parallel']);
+
 describe('lint rules over the fixture corpus', () => {
   let linter: Linter;
   before(async () => {
@@ -46,7 +49,8 @@ describe('lint rules over the fixture corpus', () => {
         const expected = readFileSync(fixedPath, 'utf8');
         const fixed = linter.fixFile(f.path, f.text);
         assert.equal(fixed, expected);
-        assert.deepEqual(linter.lintFile(fixedPath, fixed).map(keyOf), []);
+        // What is left has no fix to offer (an advice such as data-parallel).
+        assert.deepEqual(linter.lintFile(fixedPath, fixed).filter((x) => x.fixes.length > 0).map(keyOf), []);
         assert.equal(linter.hasSyntaxErrors(fixedPath), linter.hasSyntaxErrors(f.path) && f.name.startsWith('malformed'));
       });
     }
@@ -57,6 +61,7 @@ describe('lint rules over the fixture corpus', () => {
       it(f.name, () => {
         const findings = linter.lintFile(f.path, f.text);
         findings.forEach((finding, i) => {
+          if (adviceOnly.has(finding.ruleId)) return;
           assert.ok(finding.fixes.length > 0, `${keyOf(finding)} has no fix`);
           const text = applyEdits(f.text, finding.fixes[0].edits);
           const probe = `${f.path}#fix${i}`;

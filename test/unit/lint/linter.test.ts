@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLinter, type Linter } from '../../../src/lint/linter';
+import { locateWasm } from '../../../src/lint/parser';
+import { repoRoot } from '../../paths';
+import { keyOf, pythonFixtures, readFixtures } from './corpus';
+
+/** A small deterministic PRNG (mulberry32), so failures reproduce. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const hazard = `import torch
+
+def train(model, loader, optimizer, criterion):
+    total = 0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss
+    return total
+`;
+
+describe('Linter', () => {
+  let linter: Linter;
+  before(async () => {
+    linter = await createLinter({ incremental: true });
+  });
+  after(() => linter.dispose());
+
+  it('gives each finding its id, severity, docs link, explanation and a 0-based range', () => {
+    const [f] = linter.lintFile('/ws/a.py', hazard);
+    assert.equal(f.ruleId, 'accumulated-loss');
+    assert.equal(f.severity, 'warning');
+    assert.equal(f.docsUrl, 'https://github.com/gpu-workbench/gpu-workbench/blob/main/docs/rules/accumulated-loss.md');
+    assert.match(f.explanation, /graph/);
+    assert.deepEqual(f.range, { start: { line: 8, character: 8 }, end: { line: 8, character: 21 } });
+  });
+
+  it('applies severity overrides, turns rules off, and honours enabled=false and select', () => {
+    assert.equal(linter.lintFile('/ws/a.py', hazard, { rules: { 'accumulated-loss': 'error' } })[0].severity, 'error');
+    assert.deepEqual(linter.lintFile('/ws/a.py', hazard, { rules: { 'accumulated-loss': 'off' } }), []);
+    assert.deepEqual(linter.lintFile('/ws/a.py', hazard, { enabled: false }), []);
+    assert.deepEqual(linter.lintFile('/ws/a.py', hazard, { select: ['missing-no-grad'] }), []);
+  });
+
+  it('honours # noqa with the rule id, and a bare # noqa, but not another id', () => {
+    const withNoqa = (comment: string) => hazard.replace('total += loss', `total += loss  ${comment}`);
+    assert.equal(linter.lintFile('/ws/n.py', withNoqa('# noqa: accumulated-loss')).length, 0);
+    assert.equal(linter.lintFile('/ws/n.py', withNoqa('# noqa')).length, 0);
+    assert.equal(linter.lintFile('/ws/n.py', withNoqa('# noqa: E501, accumulated-loss')).length, 0);
+    assert.equal(linter.lintFile('/ws/n.py', withNoqa('# noqa: missing-no-grad')).length, 1);
+  });
+
+  it('reports nothing for a file that does not import torch', () => {
+    assert.deepEqual(linter.lintFile('/ws/plain.py', hazard.replace('import torch', 'import numpy')), []);
+  });
+
+  it('re-parses incrementally to the same findings as a fresh parse, edit after edit', async () => {
+    const fresh = await createLinter();
+    try {
+      const random = rng(7);
+      const corpus = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
+      let text = corpus[0].text;
+      const pieces = corpus.map((c) => c.text);
+      for (let i = 0; i < 150; i++) {
+        const at = Math.floor(random() * (text.length + 1));
+        const len = Math.floor(random() * 12);
+        const donor = pieces[Math.floor(random() * pieces.length)];
+        const from = Math.floor(random() * donor.length);
+        const insert = random() < 0.5 ? donor.slice(from, from + Math.floor(random() * 40)) : '';
+        text = text.slice(0, at) + insert + text.slice(at + len);
+        if (i % 10 === 0) text = pieces[Math.floor(random() * pieces.length)];
+        const incremental = linter.lintFile('/ws/edited.py', text).map((f) => `${keyOf(f)} ${f.range.start.character}`);
+        const reference = fresh.lintFile(`/ws/fresh${i}.py`, text).map((f) => `${keyOf(f)} ${f.range.start.character}`);
+        assert.deepEqual(incremental, reference, `after edit ${i}`);
+        fresh.removeFile(`/ws/fresh${i}.py`);
+      }
+    } finally {
+      fresh.dispose();
+    }
+  });
+
+  it('never throws on truncated, mutated or binary input (2,000 seeded cases)', async function () {
+    this.timeout(120_000);
+    const random = rng(42);
+    const corpus = [...readFixtures(join(pythonFixtures, 'good')), ...readFixtures(join(pythonFixtures, 'bad'))].map((f) => f.text);
+    const errors: string[] = [];
+    const robust = await createLinter({ onError: (p, e) => errors.push(`${p}: ${String(e)}`) });
+    const noise = '()[]{}:=+.,\'"\\#\n\t    @lambda def class for with torch.no_grad() .backward() += loss model( \u00e9\u{1F600}\0';
+    for (let i = 0; i < 2000; i++) {
+      const base = corpus[i % corpus.length];
+      let text: string;
+      switch (i % 4) {
+        case 0:
+          text = base.slice(0, Math.floor(random() * base.length));
+          break;
+        case 1: {
+          const chars = [...base];
+          for (let k = 0; k < 1 + Math.floor(random() * 20); k++) chars[Math.floor(random() * chars.length)] = noise[Math.floor(random() * noise.length)];
+          text = chars.join('');
+          break;
+        }
+        case 2:
+          text = Array.from({ length: 200 + Math.floor(random() * 2000) }, () => String.fromCharCode(Math.floor(random() * 0x3000))).join('');
+          break;
+        default:
+          text = `import torch\n${'('.repeat(500 + Math.floor(random() * 3000))}loss${')'.repeat(Math.floor(random() * 10))}\n` + base;
+      }
+      const findings = robust.lintFile(`/fuzz/${i % 50}.py`, text);
+      assert.ok(Array.isArray(findings));
+    }
+    robust.dispose();
+    assert.deepEqual(errors, []);
+  });
+
+  it('finds the wasm files beside the bundle first, then in node_modules', () => {
+    const dist = mkdtempSync(join(tmpdir(), 'gpuwb-dist-'));
+    try {
+      copyFileSync(join(repoRoot, 'node_modules', 'tree-sitter-python', 'tree-sitter-python.wasm'), join(dist, 'tree-sitter-python.wasm'));
+      assert.equal(locateWasm('tree-sitter-python.wasm', 'tree-sitter-python', dist), join(dist, 'tree-sitter-python.wasm'));
+      assert.equal(locateWasm('web-tree-sitter.wasm', 'web-tree-sitter', join(repoRoot, 'out', 'src', 'lint')), join(repoRoot, 'node_modules', 'web-tree-sitter', 'web-tree-sitter.wasm'));
+      assert.throws(() => locateWasm('nope.wasm', 'nope', dist), /cannot find nope\.wasm/);
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
+    }
+  });
+});
