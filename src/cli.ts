@@ -4,11 +4,13 @@
  * (the exit code); this file only dispatches.
  */
 import { run as gpus } from './cli/gpus';
+import { run as lint } from './cli/lint';
 
 type Command = { readonly summary: string; readonly run: (argv: string[]) => Promise<number> };
 
 const commands: Record<string, Command> = {
   gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
+  lint: { summary: 'find GPU-memory hazards in PyTorch code (--json, --select, --fix)', run: lint },
 };
 
 function usage(): string {

@@ -1,0 +1,223 @@
+/**
+ * `gpu-workbench lint [paths...] [--format text|json] [--json] [--select id,...] [--fix]`
+ *
+ * Lints Python files (and folders, walked for *.py, skipping .git, node_modules, virtual
+ * environments and what .gitignore lists) for GPU-memory hazards. The whole set is indexed
+ * first, so a guard in a caller in another file counts. Output is compiler-style text,
+ * `path:line:col: severity rule-id message`, or a JSON array with 1-based positions.
+ * Exit status: 0 clean (or only info/hint findings), 1 warnings or errors, 2 bad usage or
+ * an unreadable file.
+ */
+import { readdirSync, readFileSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { join, relative, resolve, sep } from 'node:path';
+import { createLinter, rules } from '../lint/linter';
+import type { Finding } from '../lint/types';
+
+const usage = `usage: gpu-workbench lint [paths...] [options]
+
+Finds GPU-memory hazards in PyTorch code. Paths are files or folders (default: .).
+
+options:
+  --format text|json  output format (default text: path:line:col: severity rule-id message)
+  --json              same as --format json
+  --select id,...     run only these rules
+  --fix               apply the fixes in place, then report what is left
+  -h, --help          show this help
+
+rules:
+${rules.map((r) => `  ${r.id.padEnd(22)} ${r.defaultSeverity.padEnd(8)} ${r.summary}`).join('\n')}
+
+exit status: 0 clean, 1 warnings or errors found, 2 usage error or unreadable file`;
+
+interface Args {
+  paths: string[];
+  format: 'text' | 'json';
+  select: string[] | undefined;
+  fix: boolean;
+}
+
+function parseArgs(argv: string[]): Args | string {
+  const args: Args = { paths: [], format: 'text', select: undefined, fix: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = (): string | undefined => {
+      if (a.includes('=')) return a.slice(a.indexOf('=') + 1);
+      return argv[++i];
+    };
+    if (a === '--json') args.format = 'json';
+    else if (a === '--fix') args.fix = true;
+    else if (a === '--format' || a.startsWith('--format=')) {
+      const v = value();
+      if (v !== 'text' && v !== 'json') return `--format expects text or json, got ${v === undefined ? 'nothing' : `'${v}'`}`;
+      args.format = v;
+    } else if (a === '--select' || a.startsWith('--select=')) {
+      const v = value();
+      if (!v) return '--select expects a comma-separated list of rule ids';
+      const ids = v.split(',').map((s) => s.trim()).filter(Boolean);
+      const unknown = ids.filter((id) => !rules.some((r) => r.id === id));
+      if (unknown.length) return `unknown rule id${unknown.length > 1 ? 's' : ''} in --select: ${unknown.join(', ')} (known: ${rules.map((r) => r.id).join(', ')})`;
+      args.select = ids;
+    } else if (a.startsWith('-') && a !== '-') return `unknown option '${a}'`;
+    else args.paths.push(a);
+  }
+  if (args.paths.length === 0) args.paths.push('.');
+  return args;
+}
+
+const skippedDirs = new Set(['.git', '.hg', '.svn', 'node_modules', '__pycache__', '.venv', 'venv', '.tox', '.nox', '.mypy_cache', '.pytest_cache', '.ruff_cache', 'site-packages', '.eggs']);
+
+/** A .gitignore pattern, enough of the syntax for the usual files (no negation). */
+interface IgnoreRule {
+  readonly base: string;
+  readonly regex: RegExp;
+  readonly dirOnly: boolean;
+  readonly anchored: boolean;
+}
+
+function globToRegex(glob: string): string {
+  let out = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i];
+    if (c === '*') {
+      if (glob[i + 1] === '*') {
+        out += '.*';
+        i++;
+        if (glob[i + 1] === '/') i++;
+      } else out += '[^/]*';
+    } else if (c === '?') out += '[^/]';
+    else out += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
+  }
+  return out;
+}
+
+function readIgnore(dir: string): IgnoreRule[] {
+  const file = join(dir, '.gitignore');
+  if (!existsSync(file)) return [];
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  const out: IgnoreRule[] = [];
+  for (const raw of text.split(/\r?\n/)) {
+    let line = raw.trim();
+    if (!line || line.startsWith('#') || line.startsWith('!')) continue;
+    const dirOnly = line.endsWith('/');
+    if (dirOnly) line = line.slice(0, -1);
+    const anchored = line.includes('/');
+    if (line.startsWith('/')) line = line.slice(1);
+    out.push({ base: dir, regex: new RegExp(`^${globToRegex(line)}$`), dirOnly, anchored });
+  }
+  return out;
+}
+
+function ignored(path: string, isDir: boolean, rulesInScope: readonly IgnoreRule[]): boolean {
+  for (const r of rulesInScope) {
+    if (r.dirOnly && !isDir) continue;
+    const rel = relative(r.base, path).split(sep).join('/');
+    const name = rel.slice(rel.lastIndexOf('/') + 1);
+    if (r.anchored ? r.regex.test(rel) : r.regex.test(name)) return true;
+  }
+  return false;
+}
+
+function walk(dir: string, inherited: readonly IgnoreRule[], out: string[]): void {
+  const scope = [...inherited, ...readIgnore(dir)];
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  entries.sort((a, b) => a.name.localeCompare(b.name));
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) {
+      if (skippedDirs.has(e.name) || existsSync(join(p, 'pyvenv.cfg')) || ignored(p, true, scope)) continue;
+      walk(p, scope, out);
+    } else if ((e.isFile() || e.isSymbolicLink()) && e.name.endsWith('.py') && !ignored(p, false, scope)) out.push(p);
+  }
+}
+
+function display(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') ? rel : path;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${usage}\n`);
+    return 0;
+  }
+  const args = parseArgs(argv);
+  if (typeof args === 'string') {
+    process.stderr.write(`gpu-workbench lint: ${args}\n\n${usage}\n`);
+    return 2;
+  }
+  const files: string[] = [];
+  for (const p of args.paths) {
+    const abs = resolve(p);
+    let stat;
+    try {
+      stat = statSync(abs);
+    } catch {
+      process.stderr.write(`gpu-workbench lint: no such file or folder: ${p}\n`);
+      return 2;
+    }
+    if (stat.isDirectory()) walk(abs, [], files);
+    else files.push(abs);
+  }
+  let status = 0;
+  const sources: { path: string; text: string }[] = [];
+  for (const path of [...new Set(files)]) {
+    try {
+      sources.push({ path, text: readFileSync(path, 'utf8') });
+    } catch (err) {
+      process.stderr.write(`gpu-workbench lint: cannot read ${display(path)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`);
+      status = 2;
+    }
+  }
+  const internal: string[] = [];
+  const linter = await createLinter({ onError: (path, err) => internal.push(`${display(path)}: ${err instanceof Error ? err.message : String(err)}`) });
+  try {
+    const options = { select: args.select };
+    if (args.fix) {
+      for (const s of sources) linter.setFile(s.path, s.text);
+      for (const s of sources) {
+        const fixed = linter.fixFile(s.path, s.text, options);
+        if (fixed !== s.text) {
+          writeFileSync(s.path, fixed);
+          s.text = fixed;
+        }
+      }
+    }
+    const results = linter.lintWorkspace(sources, options);
+    const all: { path: string; finding: Finding }[] = [];
+    for (const s of sources) for (const finding of results.get(s.path) ?? []) all.push({ path: s.path, finding });
+    if (args.format === 'json') {
+      const json = all.map(({ path, finding: f }) => ({
+        path: display(path),
+        line: f.range.start.line + 1,
+        column: f.range.start.character + 1,
+        endLine: f.range.end.line + 1,
+        endColumn: f.range.end.character + 1,
+        rule: f.ruleId,
+        severity: f.severity,
+        message: f.message,
+        docsUrl: f.docsUrl,
+        fixable: f.fixes.length > 0,
+      }));
+      process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+    } else {
+      for (const { path, finding: f } of all) {
+        process.stdout.write(`${display(path)}:${f.range.start.line + 1}:${f.range.start.character + 1}: ${f.severity} ${f.ruleId} ${f.message}\n`);
+      }
+    }
+    for (const line of internal) process.stderr.write(`gpu-workbench lint: internal error, some findings may be missing: ${line}\n`);
+    if (status === 0 && all.some(({ finding }) => finding.severity === 'error' || finding.severity === 'warning')) status = 1;
+    return status;
+  } finally {
+    linter.dispose();
+  }
+}

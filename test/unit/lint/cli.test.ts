@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '../../paths';
+
+const cli = join(repoRoot, 'out', 'src', 'cli.js');
+const leak = `import torch\n\ndef train(model, loader, opt, crit):\n    total = 0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        opt.step()\n        total += loss\n    return total\n`;
+const clean = leak.replace('total += loss', 'total += loss.item()');
+
+function lint(cwd: string, ...args: string[]) {
+  const r = spawnSync(process.execPath, [cli, 'lint', ...args], { cwd, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('gpu-workbench lint', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'gpuwb-lint-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('prints compiler-style lines and exits 1 when it finds a hazard', () => {
+    writeFileSync(join(dir, 'train.py'), leak);
+    const r = lint(dir);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /^train\.py:9:9: warning accumulated-loss `loss` is stored in `total`/m);
+  });
+
+  it('exits 0 on clean code', () => {
+    writeFileSync(join(dir, 'train.py'), clean);
+    const r = lint(dir, '.');
+    assert.equal(r.stdout, '');
+    assert.equal(r.code, 0);
+  });
+
+  it('walks folders but skips .git, node_modules, virtual environments and .gitignored paths', () => {
+    for (const sub of ['.git', 'node_modules/pkg', 'env', 'build', 'src']) mkdirSync(join(dir, sub), { recursive: true });
+    writeFileSync(join(dir, 'env', 'pyvenv.cfg'), 'home = /usr/bin\n');
+    for (const sub of ['.git', 'node_modules/pkg', 'env', 'build']) writeFileSync(join(dir, sub, 'x.py'), leak);
+    writeFileSync(join(dir, 'generated.py'), leak);
+    writeFileSync(join(dir, '.gitignore'), '# outputs\nbuild/\ngenerated.py\n');
+    writeFileSync(join(dir, 'src', 'train.py'), leak);
+    const r = lint(dir);
+    assert.deepEqual(r.stdout.trim().split('\n').map((l) => l.split(':')[0]), ['src/train.py']);
+  });
+
+  it('writes JSON with 1-based positions', () => {
+    writeFileSync(join(dir, 'train.py'), leak);
+    const r = lint(dir, '--format', 'json', 'train.py');
+    const [f] = JSON.parse(r.stdout) as Record<string, unknown>[];
+    assert.deepEqual({ path: f.path, line: f.line, column: f.column, endLine: f.endLine, endColumn: f.endColumn, rule: f.rule, severity: f.severity }, { path: 'train.py', line: 9, column: 9, endLine: 9, endColumn: 22, rule: 'accumulated-loss', severity: 'warning' });
+    assert.deepEqual(JSON.parse(lint(dir, '--json', '--select', 'missing-no-grad').stdout), []);
+  });
+
+  it('--fix rewrites the file and exits 0 when nothing is left', () => {
+    writeFileSync(join(dir, 'train.py'), leak);
+    const r = lint(dir, '--fix');
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(readFileSync(join(dir, 'train.py'), 'utf8'), clean);
+  });
+
+  it('exits 2 with a clear message on a bad option, an unknown rule, a missing path or an unreadable file', () => {
+    assert.equal(lint(dir, '--frobnicate').code, 2);
+    const unknown = lint(dir, '--select', 'no-such-rule');
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown rule id in --select: no-such-rule/);
+    const missing = lint(dir, 'nope.py');
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /no such file or folder: nope\.py/);
+    symlinkSync(join(dir, 'gone.py'), join(dir, 'dangling.py'));
+    writeFileSync(join(dir, 'train.py'), leak);
+    const unreadable = lint(dir);
+    assert.equal(unreadable.code, 2);
+    assert.match(unreadable.stderr, /cannot read dangling\.py: ENOENT/);
+    assert.match(unreadable.stdout, /train\.py:9:9/, 'the readable files are still linted');
+  });
+});
