@@ -1,0 +1,176 @@
+/**
+ * Loads the GPU panel exactly as VS Code would (the page from `renderPanelHtml`, its real CSP,
+ * the built `dist/webview.js`) in Debian's Chromium, with a fake `acquireVsCodeApi` injected
+ * before the page's script runs. The repo is served over http on 127.0.0.1 so that the CSP's
+ * `${cspSource}` is a real origin, as `vscode-webview://…` is inside VS Code.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize, sep } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { HostToPanelMessage, PanelToHostMessage } from '../../src/common/protocol';
+import { makeNonce, renderPanelHtml } from '../../src/views/panelHtml';
+import { repoRoot } from '../paths';
+import type { Theme } from './themes';
+
+const types: Record<string, string> = { '.js': 'text/javascript', '.css': 'text/css', '.png': 'image/png', '.svg': 'image/svg+xml', '.map': 'application/json' };
+
+export interface PanelServer {
+  readonly origin: string;
+  close(): Promise<void>;
+}
+
+/** Serves `/panel.html` (rendered per request) and the repo's `dist/` and `media/` folders only. */
+export async function startPanelServer(): Promise<PanelServer> {
+  const bundle = join(repoRoot, 'dist', 'webview.js');
+  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: build the webview first (npm run build)`);
+  let origin = '';
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', origin);
+    if (url.pathname === '/favicon.ico') {
+      res.writeHead(204).end();
+      return;
+    }
+    if (url.pathname === '/panel.html') {
+      const timeout = Number(url.searchParams.get('firstSampleTimeoutMs') ?? '');
+      const html = renderPanelHtml({
+        cspSource: origin,
+        nonce: makeNonce(),
+        scriptUri: `${origin}/dist/webview.js`,
+        styleUris: [`${origin}/dist/uPlot.min.css`, `${origin}/media/panel.css`],
+        ...(timeout > 0 ? { firstSampleTimeoutMs: timeout } : {}),
+      });
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      res.end(html);
+      return;
+    }
+    const file = normalize(join(repoRoot, decodeURIComponent(url.pathname)));
+    const allowed = [join(repoRoot, 'dist') + sep, join(repoRoot, 'media') + sep].some((dir) => file.startsWith(dir));
+    if (!allowed || !existsSync(file)) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream', 'cache-control': 'no-store' });
+    res.end(readFileSync(file));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { origin, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+export async function launchChromium(): Promise<Browser> {
+  const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+  if (!existsSync(executablePath)) throw new Error(`Chromium not found at ${executablePath}: install Debian's chromium or set CHROMIUM_PATH`);
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/**
+ * Runs in the page before any of its scripts: VS Code's theme variables and body class, and a
+ * fake `acquireVsCodeApi` that records posted messages and keeps state in sessionStorage (so it
+ * survives a reload, as VS Code keeps it across a view's hide and show). A string, because the
+ * tests compile without the DOM library.
+ */
+function fakeVsCodeScript(theme: Theme): string {
+  return `(() => {
+  const vars = ${JSON.stringify(theme.vars)};
+  const bodyClass = ${JSON.stringify(theme.bodyClass)};
+  const stateKey = 'gpu-panel-state';
+  window.__csp = [];
+  document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+  // Init scripts run before <html> exists: theme it (and its body) as soon as each appears.
+  let themedHtml = false;
+  const applyTheme = () => {
+    const html = document.documentElement;
+    if (html && !themedHtml) {
+      for (const [k, v] of Object.entries(vars)) html.style.setProperty(k, v);
+      // The sidebar's background is painted by VS Code behind the (transparent) webview.
+      html.style.setProperty('background', 'var(--vscode-sideBar-background)');
+      themedHtml = true;
+    }
+    if (!document.body) return false;
+    document.body.classList.add(bodyClass);
+    document.body.dataset.vscodeThemeKind = bodyClass;
+    return true;
+  };
+  if (!applyTheme()) new MutationObserver((_r, o) => { if (applyTheme()) o.disconnect(); }).observe(document, { childList: true, subtree: true });
+  let acquired = false;
+  window.acquireVsCodeApi = () => {
+    if (acquired) throw new Error('An instance of the VS Code API has already been acquired');
+    acquired = true;
+    return {
+      postMessage: (m) => { void window.__gpuPanelPosted(JSON.stringify(m)); },
+      getState: () => { const s = sessionStorage.getItem(stateKey); return s == null ? undefined : JSON.parse(s); },
+      setState: (s) => { sessionStorage.setItem(stateKey, JSON.stringify(s)); return s; },
+    };
+  };
+})();`;
+}
+
+export interface PanelPage {
+  readonly page: Page;
+  /** Console lines that mention the Content Security Policy, plus `securitypolicyviolation` events. */
+  cspViolations(): Promise<string[]>;
+  /** Uncaught errors in the page. */
+  readonly errors: string[];
+  /** What the page posted to the host, in order. */
+  posted(): Promise<PanelToHostMessage[]>;
+  /** Waits (with a deadline) until the page has posted a message of this type. */
+  waitForPosted(type: PanelToHostMessage['type'], count?: number): Promise<void>;
+  /** Delivers a message from the host, as VS Code does: a `message` event on the window. */
+  send(message: HostToPanelMessage): Promise<void>;
+  /** Loads the page again, as when VS Code re-creates a hidden view's page. */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openPanel(browser: Browser, server: PanelServer, theme: Theme, opts: { firstSampleTimeoutMs?: number; width?: number } = {}): Promise<PanelPage> {
+  const context = await browser.newContext({ viewport: { width: opts.width ?? 380, height: 900 }, timezoneId: 'UTC', locale: 'en-GB' });
+  const page = await context.newPage();
+  const consoleCsp: string[] = [];
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (/Content[- ]Security[- ]Policy/i.test(m.text())) consoleCsp.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.addInitScript({ content: fakeVsCodeScript(theme) });
+  // Posted messages go straight to the test through a binding: no polling, no eval in the page
+  // (the page's CSP forbids eval, which Playwright's string predicates would need).
+  const posted: PanelToHostMessage[] = [];
+  let onPosted = (): void => undefined;
+  await page.exposeFunction('__gpuPanelPosted', (json: string) => {
+    posted.push(JSON.parse(json) as PanelToHostMessage);
+    onPosted();
+  });
+  const url = `${server.origin}/panel.html${opts.firstSampleTimeoutMs ? `?firstSampleTimeoutMs=${opts.firstSampleTimeoutMs}` : ''}`;
+  await page.goto(url);
+  return {
+    page,
+    errors,
+    cspViolations: async () => [...consoleCsp, ...await page.evaluate<string[]>('window.__csp')],
+    posted: () => Promise.resolve([...posted]),
+    waitForPosted: (type, count = 1) => new Promise<void>((resolve, reject) => {
+      const done = (): boolean => posted.filter((m) => m.type === type).length >= count;
+      if (done()) return resolve();
+      const timer = setTimeout(() => reject(new Error(`the page did not post ${count} × ${type} within 10 s; it posted ${JSON.stringify(posted)}`)), 10_000);
+      onPosted = () => {
+        if (done()) {
+          clearTimeout(timer);
+          onPosted = () => undefined;
+          resolve();
+        }
+      };
+    }),
+    send: async (message) => {
+      await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`);
+    },
+    reload: async () => {
+      await page.reload();
+    },
+    close: () => context.close(),
+  };
+}

@@ -1,0 +1,107 @@
+/**
+ * The `--vscode-*` variables VS Code sets on a webview's <html> for its default Dark Modern and
+ * Light Modern themes (the subset the panel and @vscode-elements read), and the body class it adds.
+ */
+export interface Theme {
+  readonly name: 'dark' | 'light';
+  readonly bodyClass: string;
+  readonly vars: Readonly<Record<string, string>>;
+}
+
+const common = {
+  '--vscode-font-family': 'system-ui, "Ubuntu", "Droid Sans", sans-serif',
+  '--vscode-font-size': '13px',
+  '--vscode-font-weight': 'normal',
+  '--vscode-editor-font-family': '"Droid Sans Mono", "monospace", monospace',
+  '--vscode-editor-font-size': '14px',
+};
+
+export const dark: Theme = {
+  name: 'dark',
+  bodyClass: 'vscode-dark',
+  vars: {
+    ...common,
+    '--vscode-foreground': '#cccccc',
+    '--vscode-descriptionForeground': '#9d9d9d',
+    '--vscode-errorForeground': '#f85149',
+    '--vscode-focusBorder': '#0078d4',
+    '--vscode-widget-border': '#313131',
+    '--vscode-panel-border': '#2b2b2b',
+    '--vscode-sideBar-background': '#181818',
+    '--vscode-sideBarSectionHeader-background': '#181818',
+    '--vscode-sideBarTitle-foreground': '#cccccc',
+    '--vscode-icon-foreground': '#cccccc',
+    '--vscode-editor-background': '#1f1f1f',
+    '--vscode-editor-foreground': '#cccccc',
+    '--vscode-editorWarning-foreground': '#cca700',
+    '--vscode-editorInfo-foreground': '#3794ff',
+    '--vscode-input-background': '#313131',
+    '--vscode-inputValidation-errorBorder': '#be1100',
+    '--vscode-textLink-foreground': '#4daafc',
+    '--vscode-textLink-activeForeground': '#4daafc',
+    '--vscode-textBlockQuote-background': '#2b2b2b',
+    '--vscode-textCodeBlock-background': '#0a0a0a66',
+    '--vscode-badge-background': '#616161',
+    '--vscode-badge-foreground': '#f8f8f8',
+    '--vscode-statusBarItem-warningBackground': '#b57f00',
+    '--vscode-statusBarItem-warningForeground': '#ffffff',
+    '--vscode-button-background': '#0078d4',
+    '--vscode-button-foreground': '#ffffff',
+    '--vscode-button-hoverBackground': '#026ec1',
+    '--vscode-button-border': '#ffffff12',
+    '--vscode-progressBar-background': '#0078d4',
+    '--vscode-charts-foreground': '#cccccc',
+    '--vscode-charts-lines': '#cccccc80',
+    '--vscode-charts-red': '#f14c4c',
+    '--vscode-charts-blue': '#3794ff',
+    '--vscode-charts-yellow': '#cca700',
+    '--vscode-charts-orange': '#d18616',
+    '--vscode-charts-green': '#89d185',
+    '--vscode-charts-purple': '#b180d7',
+  },
+};
+
+export const light: Theme = {
+  name: 'light',
+  bodyClass: 'vscode-light',
+  vars: {
+    ...common,
+    '--vscode-foreground': '#3b3b3b',
+    '--vscode-descriptionForeground': '#3b3b3b',
+    '--vscode-errorForeground': '#f85149',
+    '--vscode-focusBorder': '#005fb8',
+    '--vscode-widget-border': '#e5e5e5',
+    '--vscode-panel-border': '#e5e5e5',
+    '--vscode-sideBar-background': '#f8f8f8',
+    '--vscode-sideBarSectionHeader-background': '#f8f8f8',
+    '--vscode-sideBarTitle-foreground': '#3b3b3b',
+    '--vscode-icon-foreground': '#3b3b3b',
+    '--vscode-editor-background': '#ffffff',
+    '--vscode-editor-foreground': '#3b3b3b',
+    '--vscode-editorWarning-foreground': '#bf8803',
+    '--vscode-editorInfo-foreground': '#1a85ff',
+    '--vscode-input-background': '#ffffff',
+    '--vscode-inputValidation-errorBorder': '#be1100',
+    '--vscode-textLink-foreground': '#005fb8',
+    '--vscode-textLink-activeForeground': '#005fb8',
+    '--vscode-textBlockQuote-background': '#f8f8f8',
+    '--vscode-textCodeBlock-background': '#dcdcdc66',
+    '--vscode-badge-background': '#cccccc',
+    '--vscode-badge-foreground': '#3b3b3b',
+    '--vscode-statusBarItem-warningBackground': '#725102',
+    '--vscode-statusBarItem-warningForeground': '#ffffff',
+    '--vscode-button-background': '#005fb8',
+    '--vscode-button-foreground': '#ffffff',
+    '--vscode-button-hoverBackground': '#0258a8',
+    '--vscode-button-border': '#0000001a',
+    '--vscode-progressBar-background': '#005fb8',
+    '--vscode-charts-foreground': '#3b3b3b',
+    '--vscode-charts-lines': '#3b3b3b80',
+    '--vscode-charts-red': '#e51400',
+    '--vscode-charts-blue': '#1a85ff',
+    '--vscode-charts-yellow': '#bf8803',
+    '--vscode-charts-orange': '#d18616',
+    '--vscode-charts-green': '#388a34',
+    '--vscode-charts-purple': '#652d90',
+  },
+};

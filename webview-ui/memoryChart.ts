@@ -1,0 +1,149 @@
+import uPlot from 'uplot';
+import { gib } from './format';
+import type { ChartColors } from './theme';
+
+const chartHeight = 110;
+
+/** Axis labels as the sidebar has room for: 24-hour "14:25". */
+function hhmm(seconds: number): string {
+  const d = new Date(seconds * 1000);
+  return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`;
+}
+
+/**
+ * Memory used on one device over the last `windowMinutes`, drawn by uPlot.
+ * Keeps its own ring of samples (seeded from `gpu/init` history, then one point per snapshot)
+ * and pushes it to uPlot with `setData`, which redraws only the canvas.
+ */
+export class MemoryChart {
+  /** Seconds since the epoch (uPlot's time unit). */
+  private readonly t: number[] = [];
+  /** GiB, `null` where the tool did not report memory (a gap in the line, not a drop to 0). */
+  private readonly used: (number | null)[] = [];
+  private totalGiB: number | null = null;
+  private plot: uPlot | undefined;
+  private width = 0;
+  private readonly caption: HTMLElement;
+  private readonly host: HTMLElement;
+  private readonly resizeObserver: ResizeObserver;
+
+  constructor(
+    private readonly container: HTMLElement,
+    private readonly label: string,
+    private windowMinutes: number,
+    private colors: ChartColors,
+  ) {
+    this.host = document.createElement('div');
+    this.host.className = 'chart';
+    this.host.setAttribute('role', 'img');
+    this.caption = document.createElement('div');
+    this.caption.className = 'chart-caption';
+    container.append(this.host, this.caption);
+    this.resizeObserver = new ResizeObserver(() => this.fit());
+    this.resizeObserver.observe(container);
+  }
+
+  dispose(): void {
+    this.resizeObserver.disconnect();
+    this.plot?.destroy();
+    this.plot = undefined;
+  }
+
+  /** Replace everything (after `gpu/init`). */
+  reset(t: readonly number[], usedMiB: readonly (number | null)[], totalMiB: number | null, windowMinutes: number): void {
+    this.windowMinutes = windowMinutes;
+    this.t.length = 0;
+    this.used.length = 0;
+    const n = Math.min(t.length, usedMiB.length);
+    for (let i = 0; i < n; i++) this.push(t[i], usedMiB[i]);
+    this.totalGiB = totalMiB == null ? null : totalMiB / 1024;
+    this.trimAndDraw();
+  }
+
+  /** One new sample; older and duplicate timestamps are ignored. */
+  append(takenAtMs: number, usedMiB: number | null, totalMiB: number | null): void {
+    const last = this.t.length ? this.t[this.t.length - 1] : -Infinity;
+    if (takenAtMs / 1000 <= last) return;
+    this.push(takenAtMs, usedMiB);
+    if (totalMiB != null) this.totalGiB = totalMiB / 1024;
+    this.trimAndDraw();
+  }
+
+  setColors(colors: ChartColors): void {
+    this.colors = colors;
+    this.plot?.destroy();
+    this.plot = undefined;
+    this.draw();
+  }
+
+  private push(tMs: number, usedMiB: number | null): void {
+    this.t.push(tMs / 1000);
+    this.used.push(usedMiB == null ? null : usedMiB / 1024);
+  }
+
+  private trimAndDraw(): void {
+    if (this.t.length) {
+      const oldest = this.t[this.t.length - 1] - this.windowMinutes * 60;
+      let drop = 0;
+      while (drop < this.t.length && this.t[drop] < oldest) drop++;
+      if (drop) {
+        this.t.splice(0, drop);
+        this.used.splice(0, drop);
+      }
+    }
+    this.describe();
+    this.draw();
+  }
+
+  /** What the chart shows, in words: the caption for everyone, the label for screen readers. */
+  private describe(): void {
+    let peak: number | null = null;
+    for (const v of this.used) if (v != null && (peak == null || v > peak)) peak = v;
+    const minutes = `${this.windowMinutes} min`;
+    this.caption.textContent = peak == null
+      ? `Memory over the last ${minutes}: no samples yet`
+      : `Memory over the last ${minutes} · peak ${gib(peak * 1024)} GiB`;
+    this.host.setAttribute('aria-label', `${this.label}: memory used over the last ${minutes}, ${this.t.length} samples`);
+    this.host.dataset.samples = String(this.t.length);
+  }
+
+  private fit(): void {
+    const width = Math.floor(this.container.clientWidth);
+    if (width <= 0 || width === this.width) return;
+    this.width = width;
+    if (this.plot) this.plot.setSize({ width, height: chartHeight });
+    else this.draw();
+  }
+
+  private draw(): void {
+    const data: uPlot.AlignedData = [this.t, this.used];
+    if (this.plot) {
+      this.plot.setData(data);
+      return;
+    }
+    // A collapsed card has no width yet; the ResizeObserver draws it when it opens.
+    if (this.width <= 0) this.width = Math.floor(this.container.clientWidth);
+    if (this.width <= 0) return;
+    const c = this.colors;
+    const axis: uPlot.Axis = { stroke: c.axis, font: c.font, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1, size: 4 } };
+    this.plot = new uPlot({
+      width: this.width,
+      height: chartHeight,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
+      scales: {
+        x: { time: true, range: (_u, _min, max) => [max - this.windowMinutes * 60, max] },
+        y: { range: (_u, _min, max) => [0, Math.max(this.totalGiB ?? max, 0.1)] },
+      },
+      series: [
+        {},
+        { label: 'Used', stroke: c.line, fill: c.fill, width: 1.5, spanGaps: false, points: { show: false }, value: (_u, v) => (v == null ? '—' : `${v.toFixed(1)} GiB`) },
+      ],
+      axes: [
+        { ...axis, space: 60, size: 24, values: (_u, splits) => splits.map(hhmm) },
+        { ...axis, size: 48, space: 24, values: (_u, splits) => splits.map((v) => (v === 0 ? '0' : `${Number.isInteger(v) ? v : v.toFixed(1)} GiB`)) },
+      ],
+    }, data, this.host);
+  }
+}
