@@ -76,7 +76,8 @@ describe('GpuMonitor with the fake nvidia-smi (real child processes)', function 
   });
 
   it('keeps the last numbers, marked stale, when the tool goes silent mid-stream', async () => {
-    const { m, seen, log } = monitor('hang-later');
+    // 200 ms: a loaded test machine must not starve the fake into a stale mark before it hangs.
+    const { m, seen, log } = monitor('hang-later', 200);
     m.acquire('test');
     const stale = await waitFor(() => seen.find((s) => s.stale), 'a stale snapshot');
     // Let several more intervals pass (the process poll runs every 200 ms) before counting.
