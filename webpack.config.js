@@ -39,6 +39,8 @@ module.exports = (_env, argv) => {
     },
     plugins: [
       new webpack.BannerPlugin({ banner: '#!/usr/bin/env node', raw: true, entryOnly: true, test: /^cli\.js$/ }),
+      // systeminformation requires these macOS-only sensors optionally; they are never installed on Linux/Windows.
+      new webpack.IgnorePlugin({ resourceRegExp: /^(osx|macos)-temperature-sensor$/ }),
       // The lint engine loads tree-sitter and the Python grammar from next to the bundle (src/lint/parser.ts).
       new CopyPlugin({ patterns: [{ from: 'node_modules/web-tree-sitter/web-tree-sitter.wasm' }, { from: 'node_modules/tree-sitter-python/tree-sitter-python.wasm' }] }),
     ],
