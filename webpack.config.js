@@ -26,6 +26,7 @@ module.exports = (_env, argv) => {
     entry: {
       extension: './src/extension.ts',
       cli: './src/cli.ts',
+      server: './src/server/server.ts',
     },
     output: {
       path: path.resolve(__dirname, 'dist'),
