@@ -72,6 +72,7 @@ export class Panel {
   private readonly problemTitle = el('h2');
   private readonly problemText = el('p');
   private readonly problemError = el('pre', 'tool-error');
+  private readonly problemRetryNote = el('p', 'retry-note');
   private readonly problemInventory = el('p', 'inventory');
   private readonly retry = el('vscode-button', 'retry', 'Retry');
   private readonly hints = el('ul', 'hints');
@@ -86,7 +87,7 @@ export class Panel {
     ring.ariaLabel = 'Waiting for the first sample';
     this.waiting.append(ring, this.waitingText);
     this.retry.addEventListener('click', () => this.onRetry());
-    this.problem.append(this.problemTitle, this.problemText, this.problemError, this.problemInventory, this.retry);
+    this.problem.append(this.problemTitle, this.problemText, this.problemError, this.problemRetryNote, this.problemInventory, this.retry);
     this.notice.hidden = true;
     this.hints.hidden = true;
     this.hints.addEventListener('click', (e) => {
@@ -142,7 +143,9 @@ export class Panel {
     this.staleBadge.title = stale ? `No new sample since ${clock(snapshot.takenAt)}: the numbers shown are old.` : '';
     const count = snapshot.devices.length;
     const source = snapshot.source === 'none' ? 'no GPU tool' : snapshot.source === 'amd' ? 'AMD (sysfs)' : snapshot.source;
-    this.sourceText.textContent = `${source} · ${count} GPU${count === 1 ? '' : 's'} · ${stale ? 'last sample' : 'updated'} ${clock(snapshot.takenAt)}`;
+    this.sourceText.textContent = count === 0
+      ? `${source} · checked ${clock(snapshot.takenAt)}`
+      : `${source} · ${count} GPU${count === 1 ? '' : 's'} · ${stale ? 'last sample' : 'updated'} ${clock(snapshot.takenAt)}`;
 
     if (count === 0) {
       this.showProblem(snapshot);
@@ -187,7 +190,7 @@ export class Panel {
     this.setMode('problem');
     if (snapshot.error) {
       this.problemTitle.textContent = snapshot.stale ? 'The GPU tool stopped answering' : 'Could not read the GPUs';
-      this.problemText.textContent = 'The GPU tool reported:';
+      this.problemText.textContent = `${snapshot.source === 'none' ? 'The GPU tool' : snapshot.source} reported:`;
       this.problemError.textContent = snapshot.error;
       this.problemError.hidden = false;
     } else {
@@ -195,6 +198,8 @@ export class Panel {
       this.problemText.textContent = 'Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU on this machine.';
       this.problemError.hidden = true;
     }
+    this.problemRetryNote.textContent = snapshot.retryInMs != null ? `It is started again automatically (next try in ${Math.max(1, Math.round(snapshot.retryInMs / 1000))} s), or now with Retry.` : '';
+    this.problemRetryNote.hidden = this.problemRetryNote.textContent === '';
     this.problemInventory.textContent = describeInventory(this.inventory);
     this.problemInventory.hidden = this.problemInventory.textContent === '';
   }
@@ -237,6 +242,7 @@ export class Panel {
       this.problemTitle.textContent = 'No reading arrived';
       this.problemText.textContent = `The GPU monitor sent no sample within ${Math.round(this.firstSampleTimeoutMs / 1000)} s. The GPU tool may be hanging, or sampling is turned off (setting gpuWorkbench.gpuMonitor.enabled).`;
       this.problemError.hidden = true;
+      this.problemRetryNote.hidden = true;
       this.problemInventory.hidden = true;
     }, this.firstSampleTimeoutMs);
   }

@@ -218,7 +218,9 @@ describe('GPU panel webview (headless Chromium)', function () {
       inventory: [{ vendor: 'NVIDIA', model: 'GeForce RTX 3090', vramMiB: 24576, driverVersion: null, bus: 'PCIe' }],
     }));
     await p.page.getByRole('heading', { name: 'Could not read the GPUs' }).waitFor();
+    await p.page.getByText('nvidia-smi reported:').waitFor();
     assert.equal(await p.page.locator('.tool-error').textContent(), noDriver.error);
+    await p.page.getByText('next try in 4 s').waitFor();
     await p.page.getByText('Graphics hardware the system reports: NVIDIA GeForce RTX 3090 (24.0 GiB).').waitFor();
     assert.equal(await p.page.locator('vscode-collapsible.device').count(), 0);
     assert.equal(await p.page.locator('vscode-progress-ring').isVisible(), false, 'nothing spins');

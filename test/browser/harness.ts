@@ -119,6 +119,8 @@ export interface PanelPage {
   readonly errors: string[];
   /** What the page posted to the host, in order. */
   posted(): Promise<PanelToHostMessage[]>;
+  /** Calls back on every message the page posts from now on (as the host's onDidReceiveMessage). */
+  onPosted(listener: (message: PanelToHostMessage) => void): void;
   /** Waits (with a deadline) until the page has posted a message of this type. */
   waitForPosted(type: PanelToHostMessage['type'], count?: number): Promise<void>;
   /** Delivers a message from the host, as VS Code does: a `message` event on the window. */
@@ -141,10 +143,11 @@ export async function openPanel(browser: Browser, server: PanelServer, theme: Th
   // Posted messages go straight to the test through a binding: no polling, no eval in the page
   // (the page's CSP forbids eval, which Playwright's string predicates would need).
   const posted: PanelToHostMessage[] = [];
-  let onPosted = (): void => undefined;
+  const listeners = new Set<(m: PanelToHostMessage) => void>();
   await page.exposeFunction('__gpuPanelPosted', (json: string) => {
-    posted.push(JSON.parse(json) as PanelToHostMessage);
-    onPosted();
+    const message = JSON.parse(json) as PanelToHostMessage;
+    posted.push(message);
+    for (const l of [...listeners]) l(message);
   });
   const url = `${server.origin}/panel.html${opts.firstSampleTimeoutMs ? `?firstSampleTimeoutMs=${opts.firstSampleTimeoutMs}` : ''}`;
   await page.goto(url);
@@ -153,17 +156,23 @@ export async function openPanel(browser: Browser, server: PanelServer, theme: Th
     errors,
     cspViolations: async () => [...consoleCsp, ...await page.evaluate<string[]>('window.__csp')],
     posted: () => Promise.resolve([...posted]),
+    onPosted: (listener) => {
+      listeners.add(listener);
+    },
     waitForPosted: (type, count = 1) => new Promise<void>((resolve, reject) => {
       const done = (): boolean => posted.filter((m) => m.type === type).length >= count;
       if (done()) return resolve();
-      const timer = setTimeout(() => reject(new Error(`the page did not post ${count} × ${type} within 10 s; it posted ${JSON.stringify(posted)}`)), 10_000);
-      onPosted = () => {
-        if (done()) {
-          clearTimeout(timer);
-          onPosted = () => undefined;
-          resolve();
-        }
+      const check = (): void => {
+        if (!done()) return;
+        clearTimeout(timer);
+        listeners.delete(check);
+        resolve();
       };
+      const timer = setTimeout(() => {
+        listeners.delete(check);
+        reject(new Error(`the page did not post ${count} × ${type} within 10 s; it posted ${JSON.stringify(posted)}`));
+      }, 10_000);
+      listeners.add(check);
     }),
     send: async (message) => {
       await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`);

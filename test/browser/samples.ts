@@ -47,10 +47,12 @@ export const growthHint: GpuHint = {
   docsUrl: 'https://example.org/docs/rules/accumulating-loss',
 };
 
+/** What the monitor sends when `nvidia-smi` cannot reach the driver (it retries with backoff). */
 export const noDriver: GpuSnapshot = {
-  source: 'none',
+  source: 'nvidia-smi',
   devices: [],
   processes: [],
   error: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
   takenAt: t0,
+  retryInMs: 4000,
 };
