@@ -30,6 +30,8 @@ const userSettings = {
   'extensions.autoUpdate': false,
   'extensions.ignoreRecommendations': true,
   'workbench.tips.enabled': false,
+  // The workspace lives inside this repository: no "open the parent repository?" toast over the view.
+  'git.openRepositoryInParentFolders': 'never',
 };
 
 /** Elapsed milliseconds since `t0`, for the timings the suite prints. */
@@ -265,7 +267,9 @@ export class CodeServer {
 
   /** Every line of our LogOutputChannel ("GPU Workbench") and of the extension host logs that matches `re`. */
   grepLogs(re: RegExp): string[] {
-    const files = this.logFiles(/GPU Workbench\.log$|exthost\d*\.log$|remoteexthost\.log$/);
+    // The channel's own file first (logs/<session>/exthost1/<extension id>/GPU Workbench.log),
+    // then the extension host's log, where the CI console echo lands.
+    const files = [...this.logFiles(/GPU Workbench\.log$/), ...this.logFiles(/exthost\d*\.log$/)];
     return files.flatMap((f) => readFileSync(f, 'utf8').split('\n').filter((l) => re.test(l)));
   }
 

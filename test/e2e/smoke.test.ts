@@ -85,8 +85,8 @@ describe('e2e: GPU Workbench in code-server', function () {
       await page.locator(activityBarItem).waitFor({ timeout: 30_000 });
       await screenshot(page, 'workbench-with-gpu-workbench-icon');
 
-      // activate() logs "GPU Workbench activated in N ms" to its LogOutputChannel, whose file
-      // lives under the server's user-data-dir (logs/<session>/exthost*/output_logging_*/…GPU Workbench.log).
+      // activate() logs "GPU Workbench activated in N ms" to its LogOutputChannel, whose file the
+      // server writes as <user-data-dir>/logs/<session>/exthost1/gpu-workbench.gpu-workbench/GPU Workbench.log.
       const line = await waitUntil('the "GPU Workbench activated in N ms" log line', 30_000, () => server!.grepLogs(/GPU Workbench activated in [\d.]+ ms/)[0]);
       const activateMs = Number(/activated in ([\d.]+) ms/.exec(line)![1]);
       timings.activateMs = activateMs;
@@ -118,12 +118,19 @@ describe('e2e: GPU Workbench in code-server', function () {
       const row = cards.nth(0).locator('tr.process[data-pid="48213"]');
       await row.waitFor({ timeout: 15_000 });
       assert.equal(await row.locator('td.name').innerText(), 'python');
-      const firstMiB = await row.locator('td.mem').innerText();
-      assert.match(firstMiB, /^\d+ MiB$/);
-      // Live: the fake tool's GPU 0 process grows by 128 MiB a sample; the row must follow.
-      await waitUntil('the process memory on GPU 0 to change with the next samples', 15_000, async () => (await row.locator('td.mem').innerText()) !== firstMiB);
+      assert.match(await row.locator('td.mem').innerText(), /^\d+ MiB$/);
+      // Live: the fake tool's GPU 0 memory grows by 128 MiB a sample; the numbers must follow.
+      const gpu0 = cards.nth(0).locator('.memory-numbers');
+      const first = await gpu0.innerText();
+      await waitUntil(`GPU 0's memory ("${first}") to change with the next samples`, 15_000, async () => (await gpu0.innerText()) !== first);
       timings.gpuViewMs = since(t0);
       await screenshot(page, 'gpu-view-two-fake-gpus');
+    });
+
+    it('shows the one-line memory summary in the status bar', async () => {
+      assert.ok(page, 'needs the workbench from the first test');
+      const item = page.locator('.statusbar-item', { hasText: /GPU 0: [\d.]+\/24 GiB · GPU 1: [\d.]+\/24 GiB/ });
+      await item.first().waitFor({ timeout: 15_000 });
     });
 
     it('passes the in-host mocha suite run through the payload route', async () => {
