@@ -1,0 +1,183 @@
+import * as assert from 'node:assert/strict';
+import { setColumnChunkFloats } from '../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
+import { compareWithCpu, initBackends, pseudoRandom, registerWasmKernels, runOn, tf } from './tfHarness';
+
+type Pad = 'same' | 'valid' | [[number, number], [number, number], [number, number], [number, number]];
+
+function tensor(shape: number[], seed: number): tf.Tensor {
+  return tf.tensor(pseudoRandom(shape.reduce((a, b) => a * b, 1), seed), shape);
+}
+
+/** Calls a kernel directly, the way a gradient function does, with explicit attributes. */
+function runKernel(name: string, inputs: Record<string, tf.Tensor>, attrs: Record<string, unknown>): tf.Tensor {
+  return tf.engine().runKernel<tf.Tensor>(name, inputs, attrs as tf.NamedAttrMap);
+}
+
+function convInfo(xShape: number[], filterShape: number[], strides: number | [number, number], dilations: number | [number, number], pad: Pad, depthwise: boolean): tf.backend_util.Conv2DInfo {
+  return tf.backend_util.computeConv2DInfo(
+    xShape as [number, number, number, number], filterShape as [number, number, number, number], strides, dilations, pad, undefined, depthwise);
+}
+
+describe('wasm kernels against the cpu backend', function () {
+  before(async () => {
+    await initBackends();
+    registerWasmKernels();
+  });
+
+  describe('Conv2DBackpropFilter', () => {
+    const cases: { x: number[]; f: number[]; strides: number | [number, number]; pad: Pad }[] = [
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'same' },
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'valid' },
+      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'same' },
+      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'valid' },
+      { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
+      { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
+      { x: [2, 6, 7, 1], f: [5, 5, 1, 8], strides: 1, pad: 'same' },
+      { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
+    ];
+    for (const c of cases) {
+      it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
+        const info = convInfo(c.x, c.f, c.strides, 1, c.pad, false);
+        await compareWithCpu('dW', () => runKernel('Conv2DBackpropFilter',
+          { x: tensor(c.x, 1), dy: tensor(info.outShape, 2) },
+          { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', filterShape: c.f }));
+      });
+    }
+
+    it('NCHW input and output gradient', async () => {
+      const xNhwc = [2, 6, 5, 3];
+      const f = [3, 3, 3, 4];
+      const info = convInfo(xNhwc, f, 1, 1, 'same', false);
+      const [b, h, w, co] = info.outShape;
+      await compareWithCpu('dW (NCHW)', () => runKernel('Conv2DBackpropFilter',
+        { x: tensor([2, 3, 6, 5], 3), dy: tensor([b, co, h, w], 4) },
+        { strides: 1, pad: 'same', dataFormat: 'NCHW', filterShape: f }));
+    });
+
+    it('batches cut into chunks sum to the same gradient', async () => {
+      const x = [5, 6, 6, 2];
+      const f = [3, 3, 2, 4];
+      const info = convInfo(x, f, 1, 1, 'same', false);
+      // One image's colᵀ is 18 × 36 floats: a limit of 1000 puts one image in each chunk.
+      const previous = setColumnChunkFloats(1000);
+      try {
+        await compareWithCpu('dW (chunked)', () => runKernel('Conv2DBackpropFilter',
+          { x: tensor(x, 5), dy: tensor(info.outShape, 6) },
+          { strides: 1, pad: 'same', dataFormat: 'NHWC', filterShape: f }));
+      } finally {
+        setColumnChunkFloats(previous);
+      }
+    });
+  });
+
+  describe('depthwise conv gradients', () => {
+    const cases: { x: number[]; f: number[]; strides: number; pad: Pad }[] = [
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 1], strides: 1, pad: 'same' },
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 2], strides: 1, pad: 'valid' },
+      { x: [3, 8, 9, 2], f: [3, 3, 2, 3], strides: 2, pad: 'same' },
+      { x: [1, 9, 8, 4], f: [2, 2, 4, 1], strides: 2, pad: 'valid' },
+    ];
+    for (const c of cases) {
+      const label = `x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${c.strides}, pad ${String(c.pad)}`;
+      const info = convInfo(c.x, c.f, c.strides, 1, c.pad, true);
+      it(`DepthwiseConv2dNativeBackpropFilter ${label}`, async () => {
+        await compareWithCpu('dW', () => runKernel('DepthwiseConv2dNativeBackpropFilter',
+          { x: tensor(c.x, 7), dy: tensor(info.outShape, 8) },
+          { strides: c.strides, dilations: 1, pad: c.pad, filterShape: c.f }));
+      });
+      it(`DepthwiseConv2dNativeBackpropInput ${label}`, async () => {
+        await compareWithCpu('dx', () => runKernel('DepthwiseConv2dNativeBackpropInput',
+          { dy: tensor(info.outShape, 9), filter: tensor(c.f, 10) },
+          { strides: c.strides, dilations: 1, pad: c.pad, inputShape: c.x }));
+      });
+    }
+
+    // The cpu backend's backprop kernels ignore dilations, so dilated cases are checked by
+    // the adjoint identity against the forward depthwise conv, which both backends dilate:
+    // <dy, conv(x, w)> = <backpropFilter(x, dy), w> = <backpropInput(dy, w), x>.
+    for (const pad of ['same', 'valid'] as const) {
+      it(`dilation 2, pad ${pad}: both gradients are the adjoints of the forward conv`, async () => {
+        const xShape = [2, 9, 9, 3];
+        const fShape = [3, 3, 3, 2];
+        const info = convInfo(xShape, fShape, 1, 2, pad, true);
+        const x = () => tensor(xShape, 11);
+        const w = () => tensor(fShape, 12);
+        const dy = () => tensor(info.outShape, 13);
+        const forward = await runOn('cpu', () => tf.sum(tf.mul(dy(), tf.depthwiseConv2d(x() as tf.Tensor4D, w() as tf.Tensor4D, 1, pad, 'NHWC', 2))));
+        const viaFilter = await runOn('wasm', () => tf.sum(tf.mul(w(), runKernel('DepthwiseConv2dNativeBackpropFilter',
+          { x: x(), dy: dy() }, { strides: 1, dilations: 2, pad, filterShape: fShape }))));
+        const viaInput = await runOn('wasm', () => tf.sum(tf.mul(x(), runKernel('DepthwiseConv2dNativeBackpropInput',
+          { dy: dy(), filter: w() }, { strides: 1, dilations: 2, pad, inputShape: xShape }))));
+        const ref = forward.values[0];
+        assert.ok(Math.abs(viaFilter.values[0] - ref) <= 1e-4 * Math.abs(ref), `filter adjoint ${viaFilter.values[0]} vs ${ref}`);
+        assert.ok(Math.abs(viaInput.values[0] - ref) <= 1e-4 * Math.abs(ref), `input adjoint ${viaInput.values[0]} vs ${ref}`);
+      });
+    }
+  });
+
+  describe('UnsortedSegmentSum', () => {
+    it('sums float rows by segment, drops ids out of range, leaves empty segments at 0', async () => {
+      await compareWithCpu('segment sum', () => tf.unsortedSegmentSum(
+        tensor([7, 3], 14), tf.tensor1d([2, 0, 2, 5, 1, 0, -1], 'int32'), 5));
+    });
+    it('int32 values with inner dimensions', async () => {
+      await compareWithCpu('segment sum int32', () => tf.unsortedSegmentSum(
+        tf.tensor3d([...Array(24).keys()], [4, 3, 2], 'int32'), tf.tensor1d([1, 3, 1, 0], 'int32'), 4));
+    });
+    it('is the gradient of gather (what an Embedding layer trains through)', async () => {
+      const table = (): tf.Tensor => tensor([6, 4], 15);
+      const ids = (): tf.Tensor => tf.tensor2d([[1, 3, 3], [0, 5, 1]], [2, 3], 'int32');
+      await compareWithCpu('d table', () => tf.grad((t: tf.Tensor) => tf.sum(tf.mul(tf.gather(t, ids()), tensor([2, 3, 4], 16))))(table()));
+    });
+  });
+
+  describe('BatchMatMul and _FusedMatMul with transposed operands', () => {
+    const shapes: { a: number[]; b: number[] }[] = [
+      { a: [5, 7], b: [7, 3] },
+      { a: [1, 6], b: [6, 4] },
+      { a: [2, 4, 5], b: [2, 5, 3] },
+      { a: [3, 4, 5], b: [1, 5, 2] },
+    ];
+    for (const s of shapes) {
+      for (const [ta, tb] of [[false, false], [true, false], [false, true], [true, true]] as const) {
+        const aShape = ta ? [...s.a.slice(0, -2), s.a[s.a.length - 1], s.a[s.a.length - 2]] : s.a;
+        const bShape = tb ? [...s.b.slice(0, -2), s.b[s.b.length - 1], s.b[s.b.length - 2]] : s.b;
+        it(`matMul ${aShape.join('x')}${ta ? 'ᵀ' : ''} · ${bShape.join('x')}${tb ? 'ᵀ' : ''}`, async () => {
+          await compareWithCpu('matMul', () => tf.matMul(tensor(aShape, 17), tensor(bShape, 18), ta, tb));
+        });
+      }
+    }
+    for (const [ta, tb] of [[true, false], [false, true], [true, true]] as const) {
+      it(`fused matMul + bias + relu, transposeA ${ta}, transposeB ${tb}`, async () => {
+        const a = ta ? [6, 5] : [5, 6];
+        const b = tb ? [4, 6] : [6, 4];
+        await compareWithCpu('fused', () => tf.fused.matMul({
+          a: tensor(a, 19), b: tensor(b, 20), transposeA: ta, transposeB: tb, bias: tensor([4], 21), activation: 'relu',
+        }));
+      });
+    }
+    it('gradients of a matMul (which transpose) match', async () => {
+      await compareWithCpu('dA', () => tf.grad((a: tf.Tensor) => tf.sum(tf.square(tf.matMul(a as tf.Tensor2D, tensor([6, 3], 23) as tf.Tensor2D))))(tensor([4, 6], 22)));
+      await compareWithCpu('dB', () => tf.grad((b: tf.Tensor) => tf.sum(tf.square(tf.matMul(tensor([4, 6], 22) as tf.Tensor2D, b as tf.Tensor2D))))(tensor([6, 3], 23)));
+    });
+  });
+
+  describe('GatherV2', () => {
+    it('rows along axis 0 (a batch picked out of a dataset)', async () => {
+      await compareWithCpu('gather rows', () => tf.gather(tensor([10, 20], 24), tf.tensor1d([3, 0, 9, 3, 7], 'int32')));
+    });
+    it('along an inner axis, with rank-2 indices and narrow slices', async () => {
+      await compareWithCpu('gather axis 1', () => tf.gather(tensor([3, 5, 2], 25), tf.tensor2d([[4, 0], [1, 1]], [2, 2], 'int32'), 1));
+    });
+    it('batchDims 1', async () => {
+      await compareWithCpu('gather batchDims', () => tf.gather(tensor([2, 4, 3], 26), tf.tensor2d([[3, 1], [0, 2]], [2, 2], 'int32'), 1, 1));
+    });
+    it('int32 and bool values', async () => {
+      await compareWithCpu('gather int32', () => tf.gather(tf.tensor2d([[1, 2], [3, 4], [5, 6]], [3, 2], 'int32'), tf.tensor1d([2, 0], 'int32')));
+      await compareWithCpu('gather bool', () => tf.gather(tf.tensor1d([true, false, true, true], 'bool'), tf.tensor1d([1, 2, 1], 'int32')));
+    });
+    it('an index out of range throws, naming the index', async () => {
+      await assert.rejects(runOn('wasm', () => tf.gather(tensor([4, 2], 27), tf.tensor1d([1, 4], 'int32'))), /index value 4 is not in \[0, 3\]/);
+    });
+  });
+});
