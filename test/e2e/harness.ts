@@ -81,6 +81,15 @@ function newestMtime(path: string): number {
   return newest;
 }
 
+/** dist/extension.js exists and no source is newer than the newest bundle (webpack leaves unchanged outputs untouched). */
+function buildIsFresh(): boolean {
+  const dist = join(repoRoot, 'dist');
+  if (!existsSync(join(dist, 'extension.js'))) return false;
+  const built = Math.max(...readdirSync(dist).filter((f) => /\.(js|wasm|css)$/.test(f)).map((f) => statSync(join(dist, f)).mtimeMs));
+  const sources = ['src', 'webview-ui', 'media', 'package.json', 'webpack.config.js'].map((p) => join(repoRoot, p)).filter(existsSync);
+  return Math.max(...sources.map(newestMtime)) <= built;
+}
+
 function run(cmd: string, args: string[], what: string, timeoutMs: number): string {
   const r = spawnSync(cmd, args, { cwd: repoRoot, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 26, env: { ...process.env, FORCE_COLOR: '0' } });
   const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
@@ -91,25 +100,24 @@ function run(cmd: string, args: string[], what: string, timeoutMs: number): stri
 
 /**
  * The extension packaged as a user gets it. Reuses, in this order: `E2E_VSIX` if set, a vsix
- * already made by this process, else builds (only when dist/ is older than the sources; `npm test`
- * has just built it) and runs `vsce package --no-dependencies`.
+ * already made by this process; else runs `npm run build` (skipped when `E2E_SKIP_BUILD=1`, or
+ * when every source is older than the newest bundle in dist/, as right after `npm test` built)
+ * and `vsce package --no-dependencies`.
  */
-export function packageVsix(outDir: string): { vsix: string; ms: number } {
-  const t0 = performance.now();
+export function packageVsix(outDir: string): { vsix: string; buildMs: number; packageMs: number } {
   if (process.env.E2E_VSIX) {
     if (!existsSync(process.env.E2E_VSIX)) throw new Error(`E2E_VSIX=${process.env.E2E_VSIX} does not exist`);
-    return { vsix: process.env.E2E_VSIX, ms: 0 };
+    return { vsix: process.env.E2E_VSIX, buildMs: 0, packageMs: 0 };
   }
-  if (builtVsix && existsSync(builtVsix)) return { vsix: builtVsix, ms: 0 };
-  const bundle = join(repoRoot, 'dist', 'extension.js');
-  const sources = ['src', 'webview-ui', 'media', 'package.json'].map((p) => join(repoRoot, p)).filter(existsSync);
-  if (!existsSync(bundle) || statSync(bundle).mtimeMs < Math.max(...sources.map(newestMtime))) {
-    run('npm', ['run', '--silent', 'build'], 'npm run build', 300_000);
-  }
+  if (builtVsix && existsSync(builtVsix)) return { vsix: builtVsix, buildMs: 0, packageMs: 0 };
+  let t0 = performance.now();
+  if (process.env.E2E_SKIP_BUILD !== '1' && !buildIsFresh()) run('npm', ['run', '--silent', 'build'], 'npm run build', 300_000);
+  const buildMs = since(t0);
+  t0 = performance.now();
   const vsix = join(outDir, 'gpu-workbench.vsix');
   run(join(repoRoot, 'node_modules', '.bin', 'vsce'), ['package', '--no-dependencies', '--out', vsix], 'vsce package', 120_000);
   builtVsix = vsix;
-  return { vsix, ms: since(t0) };
+  return { vsix, buildMs, packageMs: since(t0) };
 }
 
 // ---------------------------------------------------------------------------------------
