@@ -133,12 +133,15 @@ export class MemoryChart {
       cursor: { drag: { x: false, y: false } },
       select: { show: false, left: 0, top: 0, width: 0, height: 0 },
       scales: {
-        x: { time: true, range: (_u, _min, max) => [max - this.windowMinutes * 60, max] },
+        // The window ends a little after the newest sample, so that the newest point is not drawn
+        // on the plot's edge (where the border hides it).
+        x: { time: true, range: (_u, _min, max) => [max - this.windowMinutes * 60, max + this.windowMinutes * 0.6] },
         y: { range: (_u, _min, max) => [0, Math.max(this.totalGiB ?? max, 0.1)] },
       },
+      // Points only while there are few samples, so that a chart with its first one is not empty.
       series: [
         {},
-        { label: 'Used', stroke: c.line, fill: c.fill, width: 1.5, spanGaps: false, points: { show: false }, value: (_u, v) => (v == null ? '—' : `${v.toFixed(1)} GiB`) },
+        { label: 'Used', stroke: c.line, fill: c.fill, width: 1.5, spanGaps: false, points: { show: (u) => u.data[0].length < 5, size: 5 }, value: (_u, v) => (v == null ? '—' : `${v.toFixed(1)} GiB`) },
       ],
       axes: [
         { ...axis, space: 60, size: 24, values: (_u, splits) => splits.map(hhmm) },

@@ -170,7 +170,8 @@ export async function openPanel(browser: Browser, server: PanelServer, theme: Th
       };
       const timer = setTimeout(() => {
         listeners.delete(check);
-        reject(new Error(`the page did not post ${count} × ${type} within 10 s; it posted ${JSON.stringify(posted)}`));
+        // Say why: a bundle built with eval-based source maps, for one, dies on the page's CSP.
+        reject(new Error(`the page did not post ${count} × ${type} within 10 s; it posted ${JSON.stringify(posted)}; page errors: ${JSON.stringify(errors)}; CSP: ${JSON.stringify(consoleCsp)}`));
       }, 10_000);
       listeners.add(check);
     }),
