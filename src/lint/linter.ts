@@ -58,7 +58,7 @@ export class Linter {
       const tree = this.parser.parse(text, previous);
       previous?.tree.delete();
       this.trees.delete(path);
-      root = toSyntax(tree);
+      root = toSyntax(tree, text);
       this.parseErrors.set(path, tree.rootNode.hasError);
       if (this.options.incremental) this.trees.set(path, { tree, text });
       else tree.delete();

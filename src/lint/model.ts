@@ -41,6 +41,8 @@ export interface WorkspaceFacts {
   isModuleClass(name: string): boolean;
   /** Indexes of the parameters (without `self`) that `className.method` accumulates into `self`. */
   accumulatingParams(className: string, method: string): readonly number[] | undefined;
+  /** Whether any workspace class has a method by that name that accumulates a parameter. */
+  isAccumulatingMethod(method: string): boolean;
   /** Calls of functions or methods named `name`, across the workspace. */
   callSites(name: string): readonly CallSite[];
 }
@@ -537,29 +539,38 @@ export class FileModel {
   /** A statement before `stmt` in `block` that switches grad mode: `set_grad_enabled(False)`, `stack.enter_context(no_grad())`. */
   private toggleBefore(block: SyntaxNode, stmt: SyntaxNode): 'off' | 'on' | undefined {
     let found: 'off' | 'on' | undefined;
-    for (const s of block.children) {
-      if (s === stmt || s.start >= stmt.start) break;
-      if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition') continue;
-      const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
-      for (const c of calls) {
-        if (c.type !== 'call') continue;
-        const q = this.qualify(this.callee(c));
-        if (q && setGradNames.has(q)) {
-          const arg = this.positionalArgs(c)[0];
-          found = arg && this.src(arg) === 'True' ? 'on' : 'off';
-        } else if (q && noGradNames.has(q)) {
-          // `torch.no_grad().__enter__()` is rare; ignore.
-        } else {
-          const mc = this.methodCall(c);
-          if (mc?.method === 'enter_context') {
+    for (const t of this.togglesIn(block)) {
+      if (t.start >= stmt.start) break;
+      found = t.state;
+    }
+    return found;
+  }
+
+  /** The grad-mode switches among a block's statements, in order, computed once per block. */
+  private togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[] {
+    return this.memo(`toggles:${block.order}`, () => {
+      const out: { start: number; state: 'off' | 'on' }[] = [];
+      for (const s of block.children) {
+        if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
+        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
+        for (const c of calls) {
+          if (c.type !== 'call') continue;
+          const q = this.qualify(this.callee(c));
+          if (q && setGradNames.has(q)) {
             const arg = this.positionalArgs(c)[0];
-            const g = arg && this.classifyGuard(arg);
-            if (g) found = g;
+            out.push({ start: s.start, state: arg && this.src(arg) === 'True' ? 'on' : 'off' });
+          } else {
+            const mc = this.methodCall(c);
+            if (mc?.method === 'enter_context') {
+              const arg = this.positionalArgs(c)[0];
+              const g = arg && this.classifyGuard(arg);
+              if (g) out.push({ start: s.start, state: g });
+            }
           }
         }
       }
-    }
-    return found;
+      return out;
+    });
   }
 
   /** This function is a `@contextmanager` that yields under a guard, or a decorator that calls its argument under one. */

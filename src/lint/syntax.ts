@@ -4,7 +4,7 @@
  * which is one cursor walk per parse. Positions are 0-based rows and UTF-16 columns, the
  * same units as LSP.
  */
-import type { Tree } from 'web-tree-sitter';
+import type { Language, Tree } from 'web-tree-sitter';
 
 export interface SyntaxNode {
   readonly type: string;
@@ -23,50 +23,109 @@ export interface SyntaxNode {
   readonly order: number;
 }
 
-/** Converts a tree-sitter tree into SyntaxNodes with one cursor walk. */
-export function toSyntax(tree: Tree): SyntaxNode {
+const typeTables = new WeakMap<Language, { types: string[]; named: boolean[]; fields: (string | null)[] }>();
+
+/** Symbol names and namedness by id, read once per grammar: each cursor getter is a wasm call. */
+function tablesFor(language: Language): { types: string[]; named: boolean[]; fields: (string | null)[] } {
+  let t = typeTables.get(language);
+  if (!t) {
+    const types: string[] = [];
+    const named: boolean[] = [];
+    for (let id = 0; id < language.nodeTypeCount; id++) {
+      types.push(language.nodeTypeForId(id) ?? 'ERROR');
+      named.push(language.nodeTypeIsNamed(id));
+    }
+    t = { types, named, fields: language.fields };
+    typeTables.set(language, t);
+  }
+  return t;
+}
+
+/**
+ * Converts a tree-sitter tree into SyntaxNodes with one cursor walk. Only four cursor
+ * getters per node cross into wasm (type id, field id, start and end index); rows and
+ * columns come from a line table in JS.
+ */
+export function toSyntax(tree: Tree, text: string): SyntaxNode {
+  const { types, named, fields } = tablesFor(tree.language);
+  const lineStarts = [0];
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
+  let hint = 0;
+  const rowOf = (index: number): number => {
+    // Nodes come in document order, so the previous row is a good first guess.
+    if (lineStarts[hint] <= index && (hint + 1 >= lineStarts.length || lineStarts[hint + 1] > index)) return hint;
+    let lo = 0;
+    let hi = lineStarts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (lineStarts[mid] <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    hint = lo;
+    return lo;
+  };
+  type Mutable = { -readonly [K in keyof SyntaxNode]: SyntaxNode[K] };
   const cursor = tree.walk();
   let order = 0;
-  const make = (parent: SyntaxNode | null): SyntaxNode => {
-    const sp = cursor.startPosition;
-    const ep = cursor.endPosition;
+  const make = (parent: SyntaxNode | null): Mutable => {
+    const typeId = cursor.nodeTypeId;
+    const fieldId = parent ? cursor.currentFieldId : 0;
     return {
-      type: cursor.nodeType,
-      field: cursor.currentFieldName,
-      named: cursor.nodeIsNamed,
-      start: cursor.startIndex,
-      end: cursor.endIndex,
-      startRow: sp.row,
-      startCol: sp.column,
-      endRow: ep.row,
-      endCol: ep.column,
+      type: typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'),
+      field: fieldId ? (fields[fieldId] ?? null) : null,
+      named: typeId === 65535 ? true : (named[typeId] ?? true),
+      start: 0,
+      end: 0,
+      startRow: 0,
+      startCol: 0,
+      endRow: 0,
+      endCol: 0,
       children: [],
       parent,
       order: order++,
     };
   };
+  const place = (n: Mutable, start: number, end: number): void => {
+    n.start = start;
+    n.end = end;
+    n.startRow = rowOf(start);
+    n.startCol = start - lineStarts[n.startRow];
+    n.endRow = rowOf(end);
+    n.endCol = end - lineStarts[n.endRow];
+  };
+  // A parent starts where its first child does, so its start need not be read from wasm.
+  // Its end must be: some nodes end past their last child (a format specifier's text).
+  const close = (n: Mutable): void => place(n, n.children[0].start, n.end);
   const root = make(null);
-  const stack: SyntaxNode[] = [root];
+  const rootStart = cursor.startIndex;
+  const rootEnd = cursor.endIndex;
+  const stack: Mutable[] = [root];
   // Iterative pre-order walk: deep expressions must not overflow the JS stack.
   if (cursor.gotoFirstChild()) {
     for (;;) {
       const parent = stack[stack.length - 1];
       const node = make(parent);
       parent.children.push(node);
+      const end = cursor.endIndex;
       if (cursor.gotoFirstChild()) {
+        node.end = end;
         stack.push(node);
         continue;
       }
+      place(node, cursor.startIndex, end);
+      let done = false;
       while (!cursor.gotoNextSibling()) {
         if (!cursor.gotoParent() || stack.length === 1) {
-          cursor.delete();
-          return root;
+          done = true;
+          break;
         }
-        stack.pop();
+        close(stack.pop() as Mutable);
       }
+      if (done) break;
     }
   }
   cursor.delete();
+  place(root, rootStart, rootEnd);
   return root;
 }
 

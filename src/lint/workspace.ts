@@ -118,6 +118,19 @@ export class Workspace implements WorkspaceFacts {
     }, undefined);
   }
 
+  isAccumulatingMethod(method: string): boolean {
+    const names = this.cached('accumulatingMethods', () => {
+      const out = new Set<string>();
+      for (const perFile of this.classes.values()) {
+        for (const list of perFile.values()) {
+          for (const cls of list) for (const m of cls.methods.keys()) if (this.accumulatingParams(cls.name, m)) out.add(m);
+        }
+      }
+      return out;
+    }, new Set<string>());
+    return names.has(method);
+  }
+
   callSites(name: string): readonly CallSite[] {
     return all(this.sites, name);
   }

@@ -124,7 +124,7 @@ function classFromCallers(fn: FunctionInfo, param: string, depth: number): strin
 
 function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefined {
   const mc = model.methodCall(call);
-  if (!mc || mc.method.startsWith('_')) return undefined;
+  if (!mc || mc.method.startsWith('_') || !model.facts.isAccumulatingMethod(mc.method)) return undefined;
   const cls = classOfInstance(model, mc.receiver, call);
   if (!cls) return undefined;
   const indexes = model.facts.accumulatingParams(cls, mc.method);

@@ -89,3 +89,23 @@ describe('lint rules over the fixture corpus', () => {
     });
   });
 });
+
+describe('the PyTorch examples', () => {
+  let linter: Linter;
+  before(async () => {
+    linter = await createLinter();
+  });
+  after(() => linter.dispose());
+  const examples = join(pythonFixtures, '..', '..', '..', 'examples', 'pytorch');
+
+  it('train_with_hazards.py shows one hazard of each kind it was written with', () => {
+    const path = join(examples, 'train_with_hazards.py');
+    const ids = linter.lintFile(path, readFileSync(path, 'utf8')).map((f) => f.ruleId).sort();
+    assert.deepEqual(ids, ['accumulated-loss', 'empty-cache-in-loop', 'missing-no-grad', 'sampler-shuffle']);
+  });
+
+  it('train_clean.py is clean', () => {
+    const path = join(examples, 'train_clean.py');
+    assert.deepEqual(linter.lintFile(path, readFileSync(path, 'utf8')), []);
+  });
+});
