@@ -10,6 +10,7 @@ import { gpuMonitorSettings } from './config';
 import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
+import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -29,6 +30,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   registerGpuPanel(context, monitor);
   registerGpuStatusBar(context, monitor);
+  registerLintClient(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
