@@ -3,7 +3,7 @@
  * Light Modern themes (the subset the panel and @vscode-elements read), and the body class it adds.
  */
 export interface Theme {
-  readonly name: 'dark' | 'light';
+  readonly name: 'dark' | 'light' | 'high-contrast';
   readonly bodyClass: string;
   readonly vars: Readonly<Record<string, string>>;
 }
@@ -103,5 +103,51 @@ export const light: Theme = {
     '--vscode-charts-orange': '#d18616',
     '--vscode-charts-green': '#388a34',
     '--vscode-charts-purple': '#652d90',
+  },
+};
+
+export const highContrast: Theme = {
+  name: 'high-contrast',
+  bodyClass: 'vscode-high-contrast',
+  vars: {
+    ...common,
+    '--vscode-foreground': '#ffffff',
+    '--vscode-descriptionForeground': '#ffffffb3',
+    '--vscode-errorForeground': '#f48771',
+    '--vscode-focusBorder': '#f38518',
+    '--vscode-contrastBorder': '#6fc3df',
+    '--vscode-contrastActiveBorder': '#f38518',
+    '--vscode-widget-border': '#6fc3df',
+    '--vscode-panel-border': '#6fc3df',
+    '--vscode-sideBar-background': '#000000',
+    '--vscode-sideBarSectionHeader-background': '#000000',
+    '--vscode-sideBarTitle-foreground': '#ffffff',
+    '--vscode-icon-foreground': '#ffffff',
+    '--vscode-editor-background': '#000000',
+    '--vscode-editor-foreground': '#ffffff',
+    '--vscode-editorWarning-foreground': '#ffd370',
+    '--vscode-editorInfo-foreground': '#3794ff',
+    '--vscode-input-background': '#000000',
+    '--vscode-inputValidation-errorBorder': '#6fc3df',
+    '--vscode-textLink-foreground': '#21a6ff',
+    '--vscode-textLink-activeForeground': '#21a6ff',
+    '--vscode-textBlockQuote-background': '#000000',
+    '--vscode-textCodeBlock-background': '#000000',
+    '--vscode-badge-background': '#000000',
+    '--vscode-badge-foreground': '#ffffff',
+    '--vscode-statusBarItem-warningBackground': '#000000',
+    '--vscode-statusBarItem-warningForeground': '#ffffff',
+    '--vscode-button-background': '#000000',
+    '--vscode-button-foreground': '#ffffff',
+    '--vscode-button-border': '#6fc3df',
+    '--vscode-progressBar-background': '#6fc3df',
+    '--vscode-charts-foreground': '#ffffff',
+    '--vscode-charts-lines': '#ffffff80',
+    '--vscode-charts-red': '#f14c4c',
+    '--vscode-charts-blue': '#3794ff',
+    '--vscode-charts-yellow': '#ffd370',
+    '--vscode-charts-orange': '#d18616',
+    '--vscode-charts-green': '#89d185',
+    '--vscode-charts-purple': '#b180d7',
   },
 };
