@@ -1,0 +1,433 @@
+/**
+ * The experiment runner: asks the searcher for configs, runs each trial as a process (up to
+ * `maxConcurrent` at once, GPUs handed out by `CUDA_VISIBLE_DEVICES`), feeds its reports to the
+ * scheduler, stops the trials ASHA gives up on, journals everything, and on `resume` continues a
+ * journal where it ended. No vscode here: the CLI and the VS Code layer both drive this class.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
+import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
+import { JournalWriter, readJournal } from './journal';
+import { createSearcher, toLoss, type Observation, type Searcher } from './search';
+import type { Config, Params } from './space';
+import { totalTrials, type TuneSpec } from './spec';
+
+export type TrialStatus = 'pending' | 'running' | 'done' | 'stopped' | 'failed' | 'interrupted';
+
+/** A trial as the reporters show it. */
+export interface TrialView {
+  readonly trialId: number;
+  readonly config: Config;
+  readonly params: Params;
+  readonly status: TrialStatus;
+  readonly reports: readonly TrialResult[];
+  readonly stopReason?: StopReason;
+  readonly error?: string;
+}
+
+export interface ExperimentOptions {
+  readonly spec: TuneSpec;
+  /** The folder that holds `.gpu-workbench/experiments/<name>/`. */
+  readonly workspace: string;
+  /** Overrides the spec's name. */
+  readonly name?: string;
+  readonly resume?: boolean;
+  /** GPUs on this machine (the callers read it with the GPU engine's `sampleOnce`). */
+  readonly gpuCount: number;
+  /** The environment trials inherit (default process.env). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** Each trial's own output (stdout and stderr as they come), e.g. a task terminal or a log file. */
+  readonly output?: (trialId: number, text: string) => void;
+}
+
+export class ExperimentError extends Error {}
+
+interface Trial {
+  readonly trialId: number;
+  readonly params: Params;
+  readonly config: Config;
+  status: TrialStatus;
+  reports: TrialResult[];
+  attempt: number;
+  stopReason?: StopReason;
+  error?: string;
+  proc?: ChildProcess;
+  gpus?: number[];
+  /** Set once the trial was told to stop; later reports are ignored. */
+  stopping?: boolean;
+  killTimer?: NodeJS.Timeout;
+}
+
+export function experimentDir(workspace: string, name: string): string {
+  return join(workspace, '.gpu-workbench', 'experiments', name);
+}
+
+/** The parts of a spec that decide which trials exist and how they are judged. */
+function searchIdentity(raw: Readonly<Record<string, unknown>>): string {
+  const { space, search, metric, mode, scheduler } = raw;
+  return JSON.stringify({ space, search, metric, mode: mode ?? 'min', scheduler: scheduler ?? 'fifo' });
+}
+
+export class Experiment {
+  readonly name: string;
+  readonly dir: string;
+  readonly journalPath: string;
+  readonly total: number;
+  readonly maxConcurrent: number;
+  private readonly spec: TuneSpec;
+  private readonly searcher: Searcher;
+  private readonly scheduler: Scheduler;
+  private readonly gpusPerTrial: number;
+  private readonly gpuFree: number[];
+  private readonly trials = new Map<number, Trial>();
+  private readonly rerun: Trial[] = [];
+  private readonly listeners = new Set<(e: TuneEvent) => void>();
+  private journal: JournalWriter | null = null;
+  private stopped = false;
+  private finished = false;
+  private finish: (() => void) | null = null;
+
+  constructor(private readonly opts: ExperimentOptions) {
+    const { spec } = opts;
+    this.spec = spec;
+    this.name = opts.name ?? spec.name;
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(this.name)) throw new ExperimentError(`experiment name '${this.name}' may hold only letters, digits, '.', '_' and '-'`);
+    this.dir = experimentDir(opts.workspace, this.name);
+    this.journalPath = join(this.dir, 'journal.jsonl');
+    this.total = totalTrials(spec);
+    this.searcher = createSearcher(spec);
+    this.scheduler = spec.scheduler.type === 'asha' ? new AshaScheduler(spec.scheduler, spec.metric, spec.mode, spec.search.seed) : new FifoScheduler();
+    const gpus = Math.max(0, Math.floor(opts.gpuCount));
+    this.gpusPerTrial = spec.gpusPerTrial ?? (gpus > 0 ? 1 : 0);
+    if (gpus > 0 && this.gpusPerTrial > gpus) throw new ExperimentError(`gpusPerTrial is ${this.gpusPerTrial} but this machine has ${gpus} GPU${gpus === 1 ? '' : 's'}`);
+    this.gpuFree = new Array<number>(gpus).fill(1);
+    const byGpus = gpus > 0 && this.gpusPerTrial > 0 ? Math.floor(gpus / this.gpusPerTrial + 1e-9) : 2;
+    this.maxConcurrent = spec.maxConcurrent ?? byGpus;
+  }
+
+  onEvent(listener: (e: TuneEvent) => void): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** Every trial so far, in creation order. */
+  trialViews(): TrialView[] {
+    return [...this.trials.values()].map((t) => ({
+      trialId: t.trialId, config: t.config, params: t.params, status: t.status, reports: t.reports, stopReason: t.stopReason, error: t.error,
+    }));
+  }
+
+  /** Runs until every trial has ended (or `stop()`); resolves with the best trial. */
+  async run(): Promise<BestTrial | null> {
+    if (this.spec.trial.kind === 'job') {
+      throw new ExperimentError(`${this.spec.file || 'spec'}: /trial/job: job trials run on the training host, which is not available yet; use {"command": [...]} for now`);
+    }
+    const exists = existsSync(this.journalPath);
+    if (exists && !this.opts.resume) throw new ExperimentError(`experiment '${this.name}' already exists (${this.journalPath}); pass --resume to continue it or --name to start another`);
+    if (!exists && this.opts.resume) throw new ExperimentError(`nothing to resume: ${this.journalPath} does not exist`);
+    if (exists) this.restore();
+    else {
+      this.journal = new JournalWriter(this.journalPath);
+      this.journal.append({ type: 'journal/header', version: 1, name: this.name, spec: this.spec.raw, at: Date.now() });
+    }
+    const done = new Promise<void>((resolve) => { this.finish = resolve; });
+    this.emit({ type: 'experiment/started', name: this.name, dir: this.dir, totalTrials: this.total, maxConcurrent: this.maxConcurrent, gpus: this.gpuFree.length, resumed: exists, at: Date.now() });
+    this.fill();
+    await done;
+    return this.best();
+  }
+
+  /** Ends every trial (SIGTERM, SIGKILL after the grace period) and resolves once all have exited. */
+  async stop(): Promise<void> {
+    if (this.finished) return;
+    this.stopped = true;
+    const running = [...this.trials.values()].filter((t) => t.status === 'running');
+    for (const t of running) this.stopTrial(t, 'experiment', 'the experiment was stopped');
+    this.maybeFinish();
+    await new Promise<void>((resolve) => {
+      if (this.finished) resolve();
+      else this.onEvent((e) => { if (e.type === 'experiment/done') resolve(); });
+    });
+  }
+
+  best(): BestTrial | null {
+    let best: BestTrial | null = null;
+    for (const t of this.trials.values()) {
+      if (t.status !== 'done' && t.status !== 'stopped') continue;
+      const last = t.reports[t.reports.length - 1]?.[this.spec.metric];
+      if (typeof last !== 'number' || Number.isNaN(last)) continue;
+      if (!best || toLoss(last, this.spec.mode) < toLoss(best.metric, this.spec.mode)) best = { trialId: t.trialId, config: t.config, metric: last };
+    }
+    return best;
+  }
+
+  private emit(e: TuneEvent): void {
+    this.journal?.append(e);
+    for (const l of [...this.listeners]) l(e);
+  }
+
+  private out(trialId: number, text: string): void {
+    this.opts.output?.(trialId, text);
+  }
+
+  /** Rebuilds trials, scheduler and the re-run queue from the journal. */
+  private restore(): void {
+    const { records, validBytes, dropped } = readJournal(this.journalPath);
+    const header = records[0];
+    if (!header || header.type !== 'journal/header') throw new ExperimentError(`${this.journalPath}: not an experiment journal (no header record)`);
+    if (searchIdentity(header.spec) !== searchIdentity(this.spec.raw)) {
+      throw new ExperimentError(`${this.spec.file}: the space, search, metric, mode or scheduler changed since experiment '${this.name}' started; start a new one with --name`);
+    }
+    for (const d of dropped) this.out(0, `gpu-workbench: ${this.journalPath}:${d.line}: dropped an unreadable record (${d.text})\n`);
+    type Replayed = Extract<TuneEvent, { type: 'trial/started' | 'trial/report' }>;
+    const replay: Replayed[] = [];
+    const lastStart = new Map<number, number>();
+    for (const r of records) {
+      switch (r.type) {
+        case 'trial/started':
+          this.trials.set(r.trialId, { trialId: r.trialId, params: r.params, config: r.config, status: 'running', reports: [], attempt: r.attempt });
+          lastStart.set(r.trialId, replay.length);
+          replay.push(r);
+          break;
+        case 'trial/report': { const t = this.trials.get(r.trialId); if (t) { t.reports.push(r.result); replay.push(r); } break; }
+        case 'trial/stopped': { const t = this.trials.get(r.trialId); if (t) { t.status = r.reason === 'experiment' ? 'interrupted' : 'stopped'; t.stopReason = r.reason; } break; }
+        case 'trial/done': { const t = this.trials.get(r.trialId); if (t) t.status = 'done'; break; }
+        case 'trial/failed': { const t = this.trials.get(r.trialId); if (t) { t.status = 'failed'; t.error = r.error; } break; }
+        case 'trial/interrupted': { const t = this.trials.get(r.trialId); if (t) t.status = 'interrupted'; break; }
+        default: break;
+      }
+    }
+    // The scheduler sees the finished trials' last attempts again, in journal order; unfinished trials start over.
+    replay.forEach((r, seq) => {
+      const status = this.trials.get(r.trialId)?.status;
+      if ((status !== 'done' && status !== 'stopped') || seq < (lastStart.get(r.trialId) ?? 0)) return;
+      if (r.type === 'trial/started') this.scheduler.onTrialAdd(r.trialId);
+      else this.scheduler.onTrialResult(r.trialId, r.result);
+    });
+    for (const t of this.trials.values()) {
+      if (t.status === 'done' || t.status === 'stopped') this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
+    }
+    this.journal = new JournalWriter(this.journalPath, validBytes);
+    for (const t of this.trials.values()) {
+      if (t.status === 'running' || t.status === 'interrupted') {
+        if (t.status === 'running') this.journal.append({ type: 'trial/interrupted', trialId: t.trialId, at: Date.now() });
+        t.status = 'interrupted';
+        t.reports = [];
+        t.stopReason = undefined;
+        this.rerun.push(t);
+      }
+    }
+  }
+
+  private history(): Observation[] {
+    const timeAttr = this.spec.scheduler.type === 'asha' ? this.spec.scheduler.timeAttr : 'training_iteration';
+    return [...this.trials.values()].map((t) => {
+      const last = t.reports[t.reports.length - 1];
+      const m = last?.[this.spec.metric];
+      const step = last?.[timeAttr];
+      const state: Observation['state'] = t.status === 'done' || (t.status === 'stopped' && t.stopReason === 'maxT') ? 'done'
+        : t.status === 'stopped' ? 'pruned' : t.status === 'failed' ? 'failed' : 'running';
+      return { index: t.trialId - 1, params: t.params, state, loss: typeof m === 'number' ? toLoss(m, this.spec.mode) : null, step: typeof step === 'number' ? step : t.reports.length };
+    });
+  }
+
+  private running(): number {
+    let n = 0;
+    for (const t of this.trials.values()) if (t.status === 'running') n++;
+    return n;
+  }
+
+  /** GPUs for one more trial, or null when they are all taken. */
+  private allocate(): number[] | null {
+    const p = this.gpusPerTrial;
+    if (this.gpuFree.length === 0 || p === 0) return [];
+    if (p <= 1) {
+      const i = this.gpuFree.findIndex((f) => f >= p - 1e-9);
+      return i === -1 ? null : [i];
+    }
+    const free = this.gpuFree.map((f, i) => (f >= 1 - 1e-9 ? i : -1)).filter((i) => i >= 0);
+    return free.length >= p ? free.slice(0, p) : null;
+  }
+
+  private release(t: Trial): void {
+    for (const g of t.gpus ?? []) this.gpuFree[g] = Math.min(1, this.gpuFree[g] + Math.min(1, this.gpusPerTrial));
+    t.gpus = [];
+  }
+
+  /** Starts trials while there are free slots and trials left. */
+  private fill(): void {
+    while (!this.stopped && this.running() < this.maxConcurrent) {
+      const fresh = this.rerun.length === 0;
+      if (fresh && this.trials.size >= this.total) break;
+      const gpus = this.allocate();
+      if (!gpus) break;
+      let t: Trial;
+      if (!fresh) {
+        t = this.rerun.shift() as Trial;
+        t.attempt += 1;
+      } else {
+        const index = this.trials.size;
+        const params = this.searcher.suggest(index, this.history());
+        t = { trialId: index + 1, params, config: this.spec.space.build(params), status: 'pending', reports: [], attempt: 1 };
+        this.trials.set(t.trialId, t);
+      }
+      for (const g of gpus) this.gpuFree[g] -= Math.min(1, this.gpusPerTrial);
+      this.start(t, gpus);
+    }
+    this.maybeFinish();
+  }
+
+  private maybeFinish(): void {
+    if (this.finished || this.running() > 0) return;
+    const more = !this.stopped && (this.rerun.length > 0 || this.trials.size < this.total);
+    if (more) return;
+    this.finished = true;
+    this.emit({ type: 'experiment/done', best: this.best(), stopped: this.stopped, at: Date.now() });
+    this.journal?.close();
+    this.journal = null;
+    this.finish?.();
+  }
+
+  private start(t: Trial, gpus: number[]): void {
+    if (this.spec.trial.kind !== 'command') throw new Error('unreachable: job trials are refused in run()');
+    const { command, cwd, env } = this.spec.trial;
+    t.status = 'running';
+    t.gpus = gpus;
+    t.reports = [];
+    t.stopping = false;
+    t.stopReason = undefined;
+    const cuda = this.gpuFree.length > 0 ? gpus.join(',') : null;
+    const args = command.map((a) => substitute(a, t.config));
+    const childEnv: NodeJS.ProcessEnv = {
+      ...(this.opts.env ?? process.env), ...env,
+      GPU_WORKBENCH_CONFIG: JSON.stringify(t.config), GPU_WORKBENCH_TRIAL_ID: String(t.trialId), GPU_WORKBENCH_EXPERIMENT: this.name,
+      PYTHONUNBUFFERED: '1',
+    };
+    if (cuda !== null) childEnv.CUDA_VISIBLE_DEVICES = cuda;
+    this.scheduler.onTrialAdd(t.trialId);
+    this.emit({ type: 'trial/started', trialId: t.trialId, config: t.config, params: t.params, cudaVisibleDevices: cuda, attempt: t.attempt, at: Date.now() });
+
+    let proc: ChildProcess;
+    try {
+      // Its own process group, so that stopping it also ends whatever it started (data loaders, torchrun workers).
+      proc = spawn(args[0], args.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    } catch (err) {
+      this.fail(t, `cannot start ${args[0]}: ${(err as Error).message}`);
+      return;
+    }
+    t.proc = proc;
+    // A listener of trial/started may have stopped the experiment already.
+    if (this.stopped) this.stopTrial(t, 'experiment', 'the experiment was stopped');
+    const stderrTail: string[] = [];
+    let buffered = '';
+    proc.stdout?.setEncoding('utf8');
+    proc.stderr?.setEncoding('utf8');
+    proc.stdout?.on('data', (chunk: string) => {
+      this.out(t.trialId, chunk);
+      buffered += chunk;
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) !== -1) {
+        const line = buffered.slice(0, nl).replace(/\r$/, '');
+        buffered = buffered.slice(nl + 1);
+        this.onLine(t, line);
+      }
+    });
+    proc.stderr?.on('data', (chunk: string) => {
+      this.out(t.trialId, chunk);
+      stderrTail.push(...chunk.split('\n').filter((l) => l.trim()));
+      stderrTail.splice(0, Math.max(0, stderrTail.length - 5));
+    });
+    let spawnError: Error | null = null;
+    proc.on('error', (err) => { spawnError = err; });
+    proc.on('close', (code, signal) => {
+      if (buffered) this.onLine(t, buffered);
+      buffered = '';
+      clearTimeout(t.killTimer);
+      killGroup(proc, 'SIGKILL'); // anything the trial left behind in its group
+      this.release(t);
+      t.proc = undefined;
+      if (spawnError) {
+        const e = spawnError as NodeJS.ErrnoException;
+        this.fail(t, e.code === 'ENOENT' ? `command not found: ${args[0]} (cwd ${cwd})` : `cannot start ${args[0]}: ${e.message}`);
+      } else if (t.stopping) {
+        t.status = t.stopReason === 'experiment' ? 'interrupted' : 'stopped';
+        if (t.status === 'stopped') this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
+        else this.scheduler.onTrialRemove(t.trialId);
+      } else if (code === 0) {
+        t.status = 'done';
+        this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
+        this.emit({ type: 'trial/done', trialId: t.trialId, at: Date.now() });
+      } else {
+        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+        this.fail(t, `${args[0]} ${how}${stderrTail.length ? `: ${stderrTail.join(' | ')}` : ''}`);
+        return;
+      }
+      this.fill();
+    });
+  }
+
+  private fail(t: Trial, error: string): void {
+    t.status = 'failed';
+    t.error = error;
+    this.release(t);
+    this.scheduler.onTrialRemove(t.trialId);
+    this.emit({ type: 'trial/failed', trialId: t.trialId, error, at: Date.now() });
+    this.fill();
+  }
+
+  private onLine(t: Trial, line: string): void {
+    const at = line.indexOf('::report::');
+    if (at === -1 || line.slice(0, at).trim() !== '' || t.stopping) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line.slice(at + '::report::'.length));
+    } catch {
+      this.out(t.trialId, `gpu-workbench: ignored a report that is not JSON: ${line.slice(0, 120)}\n`);
+      return;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      this.out(t.trialId, `gpu-workbench: ignored a report that is not a JSON object: ${line.slice(0, 120)}\n`);
+      return;
+    }
+    const result: Record<string, unknown> = { ...(parsed as Record<string, unknown>) };
+    if (typeof result.training_iteration !== 'number') result.training_iteration = t.reports.length + 1;
+    if (typeof result[this.spec.metric] !== 'number' && t.reports.every((r) => typeof r[this.spec.metric] !== 'number')) {
+      this.out(t.trialId, `gpu-workbench: this report has no number '${this.spec.metric}' (the spec's metric): ${line.slice(0, 120)}\n`);
+    }
+    t.reports.push(result);
+    this.emit({ type: 'trial/report', trialId: t.trialId, result, at: Date.now() });
+    const d = this.scheduler.onTrialResult(t.trialId, result);
+    if (d.action === 'stop') this.stopTrial(t, d.reason, d.message);
+  }
+
+  private stopTrial(t: Trial, reason: StopReason, message: string): void {
+    if (t.stopping || !t.proc) return;
+    t.stopping = true;
+    t.stopReason = reason;
+    this.emit({ type: 'trial/stopped', trialId: t.trialId, reason, message, at: Date.now() });
+    const proc = t.proc;
+    killGroup(proc, 'SIGTERM');
+    t.killTimer = setTimeout(() => killGroup(proc, 'SIGKILL'), this.spec.stopGraceMs);
+  }
+}
+
+function killGroup(proc: ChildProcess, signal: NodeJS.Signals): void {
+  if (proc.pid === undefined) return;
+  try {
+    process.kill(-proc.pid, signal);
+  } catch {
+    // ESRCH: the group is gone already.
+  }
+}
+
+/** `${config.lr}` → the value (strings as is, others as JSON); an inactive conditional parameter → ''. */
+export function substitute(arg: string, config: Config): string {
+  return arg.replace(/\$\{config\.([^}]+)\}/g, (_, path: string) => {
+    let v: unknown = config;
+    for (const k of path.split('.')) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+    if (v === undefined) return '';
+    return typeof v === 'string' ? v : JSON.stringify(v);
+  });
+}
