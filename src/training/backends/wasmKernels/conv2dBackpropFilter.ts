@@ -15,6 +15,11 @@ import { aliasShape, asWasmBackend, f32View, runShipped, wasmTranspose } from '.
  */
 let maxColumnFloats = 1 << 23; // 32 MiB of float32 per chunk
 
+/** Floats of im2col matrix built at once by the conv gradients (filter and input). */
+export function columnChunkFloats(): number {
+  return maxColumnFloats;
+}
+
 /** Sets the colᵀ chunk size in floats and returns the previous one; tests use it to reach the chunked path on small tensors. */
 export function setColumnChunkFloats(floats: number): number {
   const previous = maxColumnFloats;
@@ -51,7 +56,7 @@ function filterGradientNhwc(wasm: BackendWasm, x: TensorInfo, dy: TensorInfo, in
   const left = info.padInfo.left;
   const k = filterHeight * filterWidth * inChannels;
   const perImage = outHeight * outWidth;
-  const imagesPerChunk = Math.max(1, Math.min(batchSize, Math.floor(maxColumnFloats / Math.max(1, k * perImage))));
+  const imagesPerChunk = Math.max(1, Math.min(batchSize, Math.floor(columnChunkFloats() / Math.max(1, k * perImage))));
   const filterShape = [filterHeight, filterWidth, inChannels, outChannels];
 
   let total: Float32Array | null = null;

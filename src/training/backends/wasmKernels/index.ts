@@ -1,8 +1,10 @@
 import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs-core';
 import { conv2DBackpropFilterConfig } from './conv2dBackpropFilter';
+import { conv2DBackpropInputConfig } from './conv2dBackpropInput';
 import { depthwiseBackpropFilterConfig, depthwiseBackpropInputConfig } from './depthwiseConv2dBackprop';
 import { gatherV2Config } from './gatherV2';
 import { batchMatMulConfig, fusedMatMulConfig } from './matMul';
+import { maxPoolGradConfig } from './maxPoolGrad';
 import { unsortedSegmentSumConfig } from './unsortedSegmentSum';
 import { rememberShipped } from './wasmData';
 
@@ -17,8 +19,10 @@ import { rememberShipped } from './wasmData';
  * Replaced — BatchMatMul and _FusedMatMul, which take a naive 1-2 GFLOP/s loop whenever an
  * operand is transposed (every backward matMul); ours transposes once and delegates to the
  * shipped kernel's fast path. The shipped configs are kept and restored by
- * `unregisterWasmKernels`. GatherV2 is replaced too: the shipped one needs ~14 ms to pick one
- * MNIST batch out of a dataset, which `model.fit` does for every batch.
+ * `unregisterWasmKernels`. Also replaced, because the shipped versions are direct loops that
+ * dominated a conv net's step once it could train at all: Conv2DBackpropInput (dy·Wᵀ on the
+ * shipped matMul, then col2im) and MaxPoolGrad (one pass over x); and GatherV2, which needs
+ * ~14 ms to pick one MNIST batch out of a dataset, as `model.fit` does for every batch.
  */
 const added: readonly KernelConfig[] = [
   conv2DBackpropFilterConfig,
@@ -26,7 +30,9 @@ const added: readonly KernelConfig[] = [
   depthwiseBackpropInputConfig,
   unsortedSegmentSumConfig,
 ];
-const replaced: readonly Omit<KernelConfig, 'setupFunc' | 'disposeFunc'>[] = [batchMatMulConfig, fusedMatMulConfig, gatherV2Config];
+const replaced: readonly Omit<KernelConfig, 'setupFunc' | 'disposeFunc'>[] = [
+  batchMatMulConfig, fusedMatMulConfig, conv2DBackpropInputConfig, maxPoolGradConfig, gatherV2Config,
+];
 
 /** Names of the kernels this module registers for 'wasm', added or replaced. */
 export const wasmKernelNames: readonly string[] = [...added, ...replaced].map((k) => k.kernelName);

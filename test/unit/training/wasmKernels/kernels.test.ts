@@ -70,6 +70,73 @@ describe('wasm kernels against the cpu backend', function () {
     });
   });
 
+  describe('Conv2DBackpropInput (replaces the shipped direct loop)', () => {
+    const cases: { x: number[]; f: number[]; strides: number | [number, number]; pad: Pad }[] = [
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'same' },
+      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'valid' },
+      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'same' },
+      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'valid' },
+      { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
+      { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
+      { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
+    ];
+    for (const c of cases) {
+      it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
+        const info = convInfo(c.x, c.f, c.strides, 1, c.pad, false);
+        await compareWithCpu('dx', () => runKernel('Conv2DBackpropInput',
+          { dy: tensor(info.outShape, 31), filter: tensor(c.f, 32) },
+          { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', inputShape: c.x }));
+      });
+    }
+
+    it('NCHW', async () => {
+      const info = convInfo([2, 6, 5, 3], [3, 3, 3, 4], 2, 1, 'same', false);
+      const [b, h, w, co] = info.outShape;
+      await compareWithCpu('dx (NCHW)', () => runKernel('Conv2DBackpropInput',
+        { dy: tensor([b, co, h, w], 33), filter: tensor([3, 3, 3, 4], 34) },
+        { strides: 2, pad: 'same', dataFormat: 'NCHW', inputShape: [2, 3, 6, 5] }));
+    });
+
+    it('batches cut into chunks give the same gradient', async () => {
+      const info = convInfo([5, 6, 6, 2], [3, 3, 2, 4], 1, 1, 'same', false);
+      const previous = setColumnChunkFloats(1000);
+      try {
+        await compareWithCpu('dx (chunked)', () => runKernel('Conv2DBackpropInput',
+          { dy: tensor(info.outShape, 35), filter: tensor([3, 3, 2, 4], 36) },
+          { strides: 1, pad: 'same', dataFormat: 'NHWC', inputShape: [5, 6, 6, 2] }));
+      } finally {
+        setColumnChunkFloats(previous);
+      }
+    });
+
+    it('conv2dTranspose (its forward pass at inference) matches', async () => {
+      await compareWithCpu('conv2dTranspose', () => tf.conv2dTranspose(
+        tensor([2, 4, 4, 5], 37) as tf.Tensor4D, tensor([3, 3, 2, 5], 38) as tf.Tensor4D, [2, 8, 8, 2], 2, 'same'));
+    });
+  });
+
+  describe('MaxPoolGrad (replaces the shipped direct loop)', () => {
+    const cases: { x: number[]; size: number | [number, number]; strides: number | [number, number]; pad: 'same' | 'valid' }[] = [
+      { x: [2, 8, 8, 3], size: 2, strides: 2, pad: 'valid' },
+      { x: [2, 7, 9, 4], size: 2, strides: 2, pad: 'same' },
+      { x: [1, 9, 9, 2], size: 3, strides: 2, pad: 'same' },
+      { x: [2, 6, 6, 3], size: 3, strides: 1, pad: 'same' },
+      { x: [3, 7, 5, 1], size: [2, 3], strides: [1, 2], pad: 'valid' },
+    ];
+    for (const c of cases) {
+      const outShape = tf.backend_util.computePool2DInfo(c.x as [number, number, number, number], c.size, c.strides, 1, c.pad).outShape;
+      it(`x ${c.x.join('x')}, pool ${String(c.size)}, strides ${String(c.strides)}, pad ${c.pad}`, async () => {
+        await compareWithCpu('dx', () => tf.grad((x: tf.Tensor) => tf.sum(tf.mul(
+          tf.maxPool(x as tf.Tensor4D, c.size, c.strides, c.pad), tensor(outShape, 41))))(tensor(c.x, 40)));
+      });
+    }
+    it('ties go to the same pixel as on cpu (ReLU zeros, repeated values)', async () => {
+      const x = (): tf.Tensor => tf.relu(tf.round(tf.mul(tensor([2, 6, 6, 3], 42), 2)));
+      await compareWithCpu('dx with ties', () => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(
+        tf.maxPool(v as tf.Tensor4D, 2, 2, 'valid'), tensor([2, 3, 3, 3], 43))))(x()));
+    });
+  });
+
   describe('depthwise conv gradients', () => {
     const cases: { x: number[]; f: number[]; strides: number; pad: Pad }[] = [
       { x: [2, 7, 7, 3], f: [3, 3, 3, 1], strides: 1, pad: 'same' },
