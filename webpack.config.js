@@ -52,6 +52,8 @@ module.exports = (_env, argv) => {
     ...common,
     name: 'webview',
     target: 'web',
+    // The panel's CSP forbids eval, so no eval-based source maps here, even in development.
+    devtool: 'source-map',
     entry: { webview: './webview-ui/main.ts' },
     output: { path: path.resolve(__dirname, 'dist'), filename: '[name].js' },
     module: {
