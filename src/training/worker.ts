@@ -1,0 +1,273 @@
+/**
+ * One worker process: one rank, one device, the whole model and optimizer (DDP), or the
+ * only worker of a `single` job (a world of one). Talks to the coordinator over fork IPC
+ * for control and metrics, and to its ring neighbours over Unix domain sockets for gradients.
+ *
+ * A step: gather this rank's local batch from its shard, compute the gradients explicitly
+ * (`optimizer.computeGradients`), average them (and the loss) over the ring in buckets, then
+ * `applyGradients` — every rank applies the same averaged gradients to the same weights, so
+ * the replicas never drift apart.
+ */
+import type { LayersModel } from '@tensorflow/tfjs-layers';
+import type { Tensor, Variable } from '@tensorflow/tfjs-core';
+import { loadBackend, type LoadedBackend, type Tf } from './backend';
+import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { loadDataset, type Dataset, type Split } from './data';
+import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './events';
+import type { JobSpec } from './jobSpec';
+import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
+import { BucketedAllReduce, Ring, RingError } from './ring';
+import { shardIndices, stepsPerEpoch } from './sampler';
+
+type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
+
+function send(m: WorkerMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.send || !process.connected) return resolve();
+    process.send(m, undefined, {}, () => resolve());
+  });
+}
+
+const emit = (event: JobEvent): Promise<void> => send({ type: 'worker/event', event });
+
+function nextMessage<T extends CoordinatorMessage['type']>(type: T): Promise<Extract<CoordinatorMessage, { type: T }>> {
+  return new Promise((resolve) => {
+    const on = (m: CoordinatorMessage) => {
+      if (m?.type !== type) return;
+      process.off('message', on);
+      resolve(m as Extract<CoordinatorMessage, { type: T }>);
+    };
+    process.on('message', on);
+  });
+}
+
+/** Words that mean the process ran out of memory, in the messages of the backends. */
+const oomPattern = /out of memory|OOM|failed to allocate|Cannot enlarge memory|Array buffer allocation failed|Invalid typed array length|ResourceExhausted/i;
+
+export function hintFor(message: string): string | undefined {
+  if (oomPattern.test(message)) return 'The worker ran out of memory: try a smaller batchSize, more pipeline micro-batches, or ddp instead of dp (dp keeps every gradient on the coordinator).';
+  const kernel = /Kernel '(\w+)' not registered for backend '(\w+)'/.exec(message);
+  if (kernel) return `The ${kernel[2]} backend has no ${kernel[1]} kernel: set "backend": "cpu" in the job, or install @tensorflow/tfjs-node.`;
+  if (/CUDA|cuDNN|CUDNN/.test(message)) return 'A CUDA error: check that CUDA 11.2 and cuDNN 8.1 are installed for @tensorflow/tfjs-node-gpu, or set "backend": "cpu".';
+  return undefined;
+}
+
+class Batcher {
+  private xbuf: Float32Array;
+  private readonly width: number;
+
+  constructor(private readonly tf: Tf, private readonly data: Dataset, maxRows: number) {
+    this.width = data.inputShape.reduce((a, b) => a * b, 1);
+    this.xbuf = new Float32Array(maxRows * this.width);
+  }
+
+  /** x and one-hot y for `rows` of `split`. */
+  batch(split: Split, rows: ArrayLike<number>): { x: Tensor; y: Tensor } {
+    const n = rows.length;
+    if (this.xbuf.length < n * this.width) this.xbuf = new Float32Array(n * this.width);
+    const labels = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = rows[i];
+      this.xbuf.set(split.xs.subarray(r * this.width, (r + 1) * this.width), i * this.width);
+      labels[i] = split.labels[r];
+    }
+    const tf = this.tf;
+    // tf.tensor copies (or takes) the values; a fresh slice keeps the reused buffer ours.
+    const x = tf.tensor(this.xbuf.slice(0, n * this.width), [n, ...this.data.inputShape]);
+    const y = tf.tidy(() => tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), this.data.numClasses), 'float32'));
+    return { x, y };
+  }
+}
+
+/** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
+export class LeakWatch {
+  private history: number[] = [];
+  private reported = false;
+
+  constructor(private readonly window = 5) {}
+
+  /** Returns the step the growth started at, once, when a leak is seen. */
+  observe(step: number, numTensors: number): number | undefined {
+    this.history.push(numTensors);
+    if (this.history.length > this.window + 1) this.history.shift();
+    if (this.reported || this.history.length <= this.window) return undefined;
+    for (let i = 1; i < this.history.length; i++) if (this.history[i] <= this.history[i - 1]) return undefined;
+    this.reported = true;
+    return step - this.window;
+  }
+}
+
+async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: Ring): Promise<{ accuracy: number; loss: number }> {
+  // Each rank evaluates a contiguous slice of the test split; the sums meet on the ring.
+  const n = data.test.count;
+  const from = Math.floor((ring.rank * n) / ring.worldSize);
+  const to = Math.floor(((ring.rank + 1) * n) / ring.worldSize);
+  let correct = 0;
+  let lossSum = 0;
+  for (let start = from; start < to; start += 512) {
+    const rows = Array.from({ length: Math.min(512, to - start) }, (_, i) => start + i);
+    const { x, y } = batcher.batch(data.test, rows);
+    const [c, l] = tf.tidy(() => {
+      const out = model.apply(x, { training: false }) as Tensor;
+      const hits = tf.sum(tf.cast(tf.equal(tf.argMax(out, -1), tf.argMax(y, -1)), 'float32'));
+      return [hits.dataSync()[0], lossFn(tf, spec.loss, y, out).dataSync()[0] * rows.length];
+    });
+    correct += c;
+    lossSum += l;
+    tf.dispose([x, y]);
+  }
+  const sums = new Float32Array([correct, lossSum]);
+  await ring.allReduceSum(sums);
+  return { accuracy: sums[0] / n, loss: sums[1] / n };
+}
+
+async function train(init: Init, backend: LoadedBackend, data: Dataset, model: LayersModel): Promise<JobMetrics> {
+  const { spec, rank, worldSize } = init;
+  const tf = backend.tf;
+  const optimizer = makeOptimizer(tf, spec.optimizer);
+  const vars = model.trainableWeights.map((w) => w.read() as Variable);
+  const localBatch = spec.batchSize / worldSize;
+  const batcher = new Batcher(tf, data, localBatch);
+
+  let startEpoch = 0;
+  let globalStep = 0;
+  const resumeFrom = init.resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
+  if (resumeFrom) {
+    const state = await loadCheckpoint(tf, resumeFrom, model, optimizer);
+    startEpoch = state.epochsDone;
+    globalStep = state.globalStep;
+    if (rank === 0) await emit({ type: 'job/log', level: 'info', message: `resumed from ${resumeFrom} (${state.epochsDone} epochs done)` });
+  }
+
+  await send(readyMessage(init, backend, data, startEpoch));
+  await nextMessage('worker/go');
+  const ring = await Ring.join({ rank, worldSize, dir: init.ringDir });
+  try {
+    if (!resumeFrom && worldSize > 1) {
+      // As DDP does at construction: every replica starts from rank 0's weights.
+      for (const v of vars) {
+        const values = v.dataSync().slice() as Float32Array;
+        await ring.broadcast(values, 0);
+        const t = tf.tensor(values, v.shape);
+        v.assign(t);
+        t.dispose();
+      }
+    }
+    if (rank === 0) {
+      const s = summarize(model, localBatch, optimizerSlots(spec.optimizer.name));
+      await emit({ type: 'job/summary', ...s });
+    }
+
+    const reducer = new BucketedAllReduce(ring);
+    const leaks = new LeakWatch();
+    const started = Date.now();
+    let samples = 0;
+    let lastTrainLoss = NaN;
+    let lastEval = { accuracy: NaN, loss: NaN };
+    const steps = stepsPerEpoch(Math.ceil(data.train.count / worldSize), localBatch, spec.maxStepsPerEpoch);
+    for (let epoch = startEpoch; epoch < spec.epochs; epoch++) {
+      const shard = shardIndices({ datasetSize: data.train.count, worldSize, rank, seed: spec.seed, epoch });
+      const epochStart = Date.now();
+      let epochSamples = 0;
+      let lossSum = 0;
+      for (let step = 0; step < steps; step++) {
+        const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
+        const { x, y } = batcher.batch(data.train, rows);
+        const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
+        const arrays = vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array));
+        const loss = new Float32Array([value.dataSync()[0]]);
+        tf.dispose([x, y, value]);
+        tf.dispose(Object.values(grads));
+        await reducer.mean(arrays, loss);
+        const averaged: { name: string; tensor: Tensor }[] = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(arrays[i], v.shape) }));
+        optimizer.applyGradients(averaged);
+        tf.dispose(averaged.map((g) => g.tensor));
+        globalStep++;
+        const batchSamples = rows.length * worldSize;
+        epochSamples += batchSamples;
+        samples += batchSamples;
+        lossSum += loss[0];
+        const mem = tf.memory();
+        const leakFrom = leaks.observe(globalStep, mem.numTensors);
+        if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors}); a tensor is created each step and never disposed` });
+        if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
+        if (rank === 0) {
+          const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
+          await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: steps, globalStep, loss: loss[0], samplesPerSecond: epochSamples / secs });
+        }
+      }
+      lastTrainLoss = lossSum / steps;
+      const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
+      lastEval = await evaluate(tf, model, spec, data, batcher, ring);
+      if (rank === 0) {
+        await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
+        if (spec.checkpointDir) {
+          const dir = await saveCheckpoint(tf, spec.checkpointDir, model, optimizer, { epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
+          await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
+        }
+      }
+    }
+    if (startEpoch >= spec.epochs) lastEval = await evaluate(tf, model, spec, data, batcher, ring);
+    const durationMs = Date.now() - started;
+    return {
+      testAccuracy: lastEval.accuracy,
+      testLoss: lastEval.loss,
+      trainLoss: lastTrainLoss,
+      epochs: spec.epochs,
+      steps: globalStep,
+      samplesPerSecond: samples / Math.max(1e-3, durationMs / 1000),
+      durationMs,
+      ...(spec.checkpointDir && latestCheckpoint(spec.checkpointDir) ? { checkpoint: latestCheckpoint(spec.checkpointDir) } : {}),
+    };
+  } finally {
+    ring.close();
+  }
+}
+
+function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): WorkerMessage {
+  const localBatch = init.spec.batchSize / init.worldSize;
+  return {
+    type: 'worker/ready',
+    rank: init.rank,
+    pid: process.pid,
+    device: backend.device,
+    backend: backend.name,
+    backendNote: backend.note,
+    stepsPerEpoch: stepsPerEpoch(Math.ceil(data.train.count / init.worldSize), localBatch, init.spec.maxStepsPerEpoch),
+    trainSamples: data.train.count,
+    testSamples: data.test.count,
+    startEpoch,
+  };
+}
+
+/** The wasm backend as shipped has no Conv2DBackpropFilter: a conv net falls back to cpu rather than fail at step 1. */
+async function ensureTrainable(backend: LoadedBackend, model: LayersModel): Promise<LoadedBackend> {
+  if (backend.name !== 'wasm') return backend;
+  const tf = backend.tf;
+  const missing = ['Conv2DBackpropFilter', 'Conv2DBackpropInput'].filter((k) => model.layers.some((l) => l.getClassName() === 'Conv2D') && !tf.getKernel(k, 'wasm'));
+  if (missing.length === 0) return backend;
+  await tf.setBackend('cpu');
+  await tf.ready();
+  return { ...backend, name: 'cpu', label: 'cpu', note: `${backend.note ? `${backend.note}; ` : ''}wasm has no ${missing.join('/')} kernel for this conv net, so cpu` };
+}
+
+export async function workerMain(): Promise<void> {
+  // The coordinator gone means the job is over: never outlive it.
+  process.on('disconnect', () => process.exit(1));
+  const init = await nextMessage('worker/init');
+  try {
+    let backend = await loadBackend(init.spec.backend);
+    const data = await loadDataset(init.spec.data, init.spec.file);
+    const model = await buildModel(backend.tf, init.spec.model, data.inputShape, data.numClasses, init.spec.seed);
+    backend = await ensureTrainable(backend, model);
+    const metrics = await train(init, backend, data, model);
+    await send({ type: 'worker/done', rank: init.rank, metrics });
+    process.exit(0);
+  } catch (err) {
+    const e = err as Error;
+    const reason = e instanceof RingError ? e.message : `${e.name === 'Error' ? '' : `${e.name}: `}${e.message ?? String(err)}`;
+    const hint = hintFor(reason);
+    await send({ type: 'worker/failed', rank: init.rank, reason, ...(hint ? { hint } : {}), peerLost: e instanceof RingError && e.peerLost });
+    process.exit(1);
+  }
+}
