@@ -5,12 +5,14 @@
  */
 import { run as gpus } from './cli/gpus';
 import { run as lint } from './cli/lint';
+import { run as tune } from './cli/tune';
 
 type Command = { readonly summary: string; readonly run: (argv: string[]) => Promise<number> };
 
 const commands: Record<string, Command> = {
   gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
   lint: { summary: 'find GPU-memory hazards in PyTorch code (--json, --select, --fix)', run: lint },
+  tune: { summary: 'search hyperparameters: grid, random, TPE or GP search with ASHA (--json, --resume)', run: tune },
 };
 
 function usage(): string {
