@@ -10,8 +10,10 @@
  * trains with `trainOnBatch` on pre-built batches (no data pipeline in the measurement) for
  * at least S seconds after one warm-up step; configurations are interleaved over R rounds and
  * the best round is kept, since other processes share this machine's cores. Prints samples/s
- * and the ratio to the cpu anchor, then matMul GFLOP/s for the transposed shapes of a dense
- * backward pass, and what the wasm backend runs with (SIMD, threads).
+ * of wall time and samples per CPU second of this process (process.cpuUsage: all backends
+ * here run on one thread, so this is the figure that other load on the machine disturbs
+ * least), each with its ratio to the cpu anchor; then matMul GFLOP/s for the transposed
+ * shapes of a dense backward pass, and what the wasm backend runs with (SIMD, threads).
  */
 import { cpus, loadavg } from 'node:os';
 import * as tf from '@tensorflow/tfjs-core';
@@ -38,8 +40,10 @@ async function use(config: Config): Promise<void> {
   await tf.setBackend(config === 'cpu' ? 'cpu' : 'wasm');
 }
 
-/** Samples/s, or the error that stopped training. */
-async function throughput(config: Config, build: () => tfl.Sequential, inputShape: number[], batch: number, optimizer: string): Promise<number | Error> {
+interface Rate { wall: number; cpu: number }
+
+/** Samples per wall second and per CPU second, or the error that stopped training. */
+async function throughput(config: Config, build: () => tfl.Sequential, inputShape: number[], batch: number, optimizer: string): Promise<Rate | Error> {
   await use(config);
   const model = build();
   setDeterministicWeights(model, 1);
@@ -49,12 +53,16 @@ async function throughput(config: Config, build: () => tfl.Sequential, inputShap
     await model.trainOnBatch(batches[0].x, batches[0].y);
     let steps = 0;
     const start = performance.now();
+    const cpuStart = process.cpuUsage();
     while (performance.now() - start < seconds * 1000 || steps < 3) {
       const b = batches[steps % batches.length];
       await model.trainOnBatch(b.x, b.y);
       steps++;
     }
-    return (steps * batch) / ((performance.now() - start) / 1000);
+    const wallS = (performance.now() - start) / 1000;
+    const used = process.cpuUsage(cpuStart);
+    const cpuS = (used.user + used.system) / 1e6;
+    return { wall: (steps * batch) / wallS, cpu: (steps * batch) / cpuS };
   } catch (e) {
     return e instanceof Error ? e : new Error(String(e));
   } finally {
@@ -89,20 +97,26 @@ async function main(): Promise<void> {
   ];
   for (const optimizer of optimizers) {
     for (const m of models) {
-      const best = new Map<Config, number | Error>();
+      const best = new Map<Config, Rate | Error>();
       for (let r = 0; r < rounds; r++) {
         for (const config of configs) {
           const result = await throughput(config, m.build, m.shape, m.batch, optimizer);
           const prev = best.get(config);
-          if (prev == null || (typeof result === 'number' && (typeof prev !== 'number' || result > prev))) best.set(config, result);
+          if (prev == null || prev instanceof Error) {
+            best.set(config, result);
+          } else if (!(result instanceof Error)) {
+            best.set(config, { wall: Math.max(prev.wall, result.wall), cpu: Math.max(prev.cpu, result.cpu) });
+          }
         }
       }
       const anchor = best.get('cpu');
+      const ratio = (v: number, a: number | undefined): string => (a == null ? '' : `(${(v / a).toFixed(2)}× cpu)`);
       console.log(`\n${m.name}, ${optimizer} (best of ${rounds} rounds of ≥${seconds}s)`);
       for (const config of configs) {
         const v = best.get(config);
-        const text = typeof v === 'number'
-          ? `${v.toFixed(0).padStart(7)} samples/s   ${typeof anchor === 'number' ? `${(v / anchor).toFixed(2)}× cpu` : ''}`
+        const a = anchor instanceof Error ? undefined : anchor;
+        const text = v != null && !(v instanceof Error)
+          ? `${v.wall.toFixed(0).padStart(6)} samples/s ${ratio(v.wall, a?.wall).padEnd(14)} ${v.cpu.toFixed(0).padStart(6)} samples/CPU-s ${ratio(v.cpu, a?.cpu)}`
           : `does not train: ${v?.message.split('\n')[0] ?? '?'}`;
         console.log(`  ${config.padEnd(20)} ${text}`);
       }
