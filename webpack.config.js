@@ -26,6 +26,8 @@ module.exports = (_env, argv) => {
     entry: {
       extension: './src/extension.ts',
       cli: './src/cli.ts',
+      // Forked by the extension (and by itself, as the worker of each rank): src/training/host.ts.
+      trainingHost: './src/training/host.ts',
       server: './src/server/server.ts',
     },
     output: {
@@ -44,6 +46,8 @@ module.exports = (_env, argv) => {
       new webpack.IgnorePlugin({ resourceRegExp: /^(osx|macos)-temperature-sensor$/ }),
       // The lint engine loads tree-sitter and the Python grammar from next to the bundle (src/lint/parser.ts).
       new CopyPlugin({ patterns: [{ from: 'node_modules/web-tree-sitter/web-tree-sitter.wasm' }, { from: 'node_modules/tree-sitter-python/tree-sitter-python.wasm' }] }),
+      // TF.js wasm backend binaries, found next to the bundle by src/training/backend.ts.
+      new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]' }] }),
     ],
     optimization: { minimize: false },
   };

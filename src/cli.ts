@@ -4,6 +4,7 @@
  * (the exit code); this file only dispatches.
  */
 import { run as gpus } from './cli/gpus';
+import { run as train } from './cli/train';
 import { run as lint } from './cli/lint';
 import { run as tune } from './cli/tune';
 
@@ -11,6 +12,7 @@ type Command = { readonly summary: string; readonly run: (argv: string[]) => Pro
 
 const commands: Record<string, Command> = {
   gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
+  train: { summary: 'run a training job (single, ddp) from a *.job.json file (--json, --resume)', run: train },
   lint: { summary: 'find GPU-memory hazards in PyTorch code (--json, --select, --fix)', run: lint },
   tune: { summary: 'search hyperparameters: grid, random, TPE or GP search with ASHA (--json, --resume)', run: tune },
 };

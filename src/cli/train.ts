@@ -1,0 +1,168 @@
+/**
+ * `gpu-workbench train JOB.json`: runs a training job headless, with progress lines for
+ * people or one JSON event per line (`--json`) for machines, ending with `job/done` or
+ * `job/failed`. The same coordinator as the extension's training host.
+ */
+import { relative } from 'node:path';
+import type { JobEvent } from '../training/events';
+import { runJob } from '../training/job';
+import type { BackendChoice, JobOverrides, Strategy } from '../training/jobSpec';
+
+const help = `usage: gpu-workbench train JOB.json [options]
+
+Runs a training job (a *.job.json file, see schemas/job.schema.json) and prints its progress.
+
+options:
+  --strategy S       single | dp | ddp | pipeline (overrides the job's strategy)
+  --devices D        how many devices (N) or which ones (0,1,...); one worker process each
+  --epochs N         train for N epochs
+  --backend B        auto | tensorflow-gpu | tensorflow | wasm | cpu
+  --resume           continue from the last checkpoint in the job's checkpointDir
+  --json             print one JSON event per line (job/started, job/step, ...), ending with
+                     job/done or job/failed
+  -h, --help         show this help
+
+Exit code 0 when the job finished, 1 when it failed, 2 for bad options.`;
+
+interface Options {
+  file: string;
+  json: boolean;
+  resume: boolean;
+  overrides: JobOverrides;
+}
+
+class UsageError extends Error {}
+
+const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
+const backends: readonly BackendChoice[] = ['auto', 'tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'];
+
+export function parseTrainArgs(argv: string[]): Options | 'help' {
+  const o: Options = { file: '', json: false, resume: false, overrides: {} };
+  const files: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    const value = (): string => {
+      if (eq > 0) return arg.slice(eq + 1);
+      const v = argv[i + 1];
+      if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
+      i++;
+      return v;
+    };
+    switch (name) {
+      case '-h': case '--help': return 'help';
+      case '--json': o.json = true; break;
+      case '--resume': o.resume = true; break;
+      case '--strategy': {
+        const v = value();
+        if (!strategies.includes(v as Strategy)) throw new UsageError(`--strategy expects one of ${strategies.join(', ')}, got '${v}'`);
+        o.overrides.strategy = v as Strategy;
+        break;
+      }
+      case '--backend': {
+        const v = value();
+        if (!backends.includes(v as BackendChoice)) throw new UsageError(`--backend expects one of ${backends.join(', ')}, got '${v}'`);
+        o.overrides.backend = v as BackendChoice;
+        break;
+      }
+      case '--devices': {
+        const v = value();
+        if (/^[1-9]\d*$/.test(v) && !v.includes(',')) o.overrides.devices = Number(v);
+        else if (/^\d+(,\d+)+$/.test(v) || /^\d+,?$/.test(v)) o.overrides.devices = v.split(',').filter((s) => s !== '').map(Number);
+        else throw new UsageError(`--devices expects a count (2) or a list of device indices (0,1), got '${v}'`);
+        break;
+      }
+      case '--epochs': {
+        const v = value();
+        if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`--epochs expects a whole number of at least 1, got '${v}'`);
+        o.overrides.epochs = Number(v);
+        break;
+      }
+      default:
+        if (arg.startsWith('-')) throw new UsageError(`unknown option '${arg}'`);
+        files.push(arg);
+    }
+  }
+  if (files.length !== 1) throw new UsageError(files.length === 0 ? 'which job? give the path of a *.job.json file' : `one job at a time, got ${files.length} files`);
+  o.file = files[0];
+  return o;
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
+const rate = (x: number) => `${Math.round(x).toLocaleString('en-US')} samples/s`;
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** Turns events into the progress lines a person reads; returns '' for events it keeps quiet about. */
+export function formatEvent(e: JobEvent, state: { every: number }): string {
+  switch (e.type) {
+    case 'job/started': {
+      state.every = Math.max(1, Math.round(e.stepsPerEpoch / 5));
+      const workers = e.workers.map((w) => `  rank ${w.rank}  pid ${w.pid}  ${w.device}  ${w.backend}`);
+      const resumed = e.startEpoch > 0 ? `, resuming after epoch ${e.startEpoch}` : '';
+      return [`${e.job}: ${e.strategy}, ${e.description}`, ...workers, `${e.trainSamples} train / ${e.testSamples} test samples, global batch ${e.globalBatch}, ${e.stepsPerEpoch} steps per epoch, ${e.epochs} epochs${resumed}`].join('\n');
+    }
+    case 'job/summary': {
+      const rows = e.layers.map((l) => `  ${l.name.padEnd(24)} ${l.className.padEnd(14)} ${l.outputShape.padEnd(18)} ${l.params.toLocaleString('en-US')}`);
+      return [`model: ${e.totalParams.toLocaleString('en-US')} parameters (${e.trainableParams.toLocaleString('en-US')} trainable), about ${mib(e.estimatedBytesPerDevice)} per device`, ...rows].join('\n');
+    }
+    case 'job/step':
+      if (e.step % state.every !== 0 && e.step !== e.stepsPerEpoch && e.step !== 1) return '';
+      return `epoch ${e.epoch}  step ${e.step}/${e.stepsPerEpoch}  loss ${e.loss.toFixed(4)}  ${rate(e.samplesPerSecond)}`;
+    case 'job/epoch':
+      return `epoch ${e.epoch}/${e.epochs} done: train loss ${e.trainLoss.toFixed(4)}, test loss ${e.testLoss.toFixed(4)}, test accuracy ${pct(e.testAccuracy)}, ${rate(e.samplesPerSecond)} (${secs(e.durationMs)})`;
+    case 'job/memory':
+      return '';
+    case 'job/checkpoint':
+      return `checkpoint: ${relative(process.cwd(), e.dir) || e.dir}`;
+    case 'job/log':
+      return `${e.level === 'warning' ? 'warning: ' : ''}${e.rank !== undefined ? `rank ${e.rank}: ` : ''}${e.message}`;
+    case 'job/done': {
+      const m = e.metrics;
+      return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}`;
+    }
+    case 'job/failed':
+      return [`training failed${e.rank !== undefined ? ` (rank ${e.rank})` : ''}: ${e.reason}`, ...(e.hint ? [`hint: ${e.hint}`] : [])].join('\n');
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let o: Options | 'help';
+  try {
+    o = parseTrainArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`gpu-workbench train: ${err.message}\n\n${help}\n`);
+    return 2;
+  }
+  if (o === 'help') {
+    process.stdout.write(`${help}\n`);
+    return 0;
+  }
+  const opts = o;
+  const state = { every: 1 };
+  const handle = runJob({
+    file: opts.file,
+    overrides: opts.overrides,
+    resume: opts.resume,
+    onEvent: (e) => {
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(e)}\n`);
+        return;
+      }
+      const line = formatEvent(e, state);
+      if (line) (e.type === 'job/failed' ? process.stderr : process.stdout).write(`${line}\n`);
+    },
+  });
+  const onSignal = () => handle.cancel();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const final = await handle.finished;
+    return final.type === 'job/done' ? 0 : final.cancelled ? 130 : 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
