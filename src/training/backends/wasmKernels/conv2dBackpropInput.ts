@@ -6,9 +6,13 @@ import { aliasShape, asWasmBackend, f32View, runShipped, wasmTranspose } from '.
 /**
  * The input gradient of a 2-D convolution (and the forward pass of Conv2DTranspose). The
  * shipped wasm kernel is a direct loop: ~25 ms for the second conv of the small CNN at batch
- * 64, ten times its forward conv. Here: dcol = dy·Wᵀ ([P, co]·[co, K], the shipped XNNPACK
- * matMul, with Wᵀ a tiny transpose), then col2im adds each row of dcol back into the input
- * pixels its filter taps came from, in contiguous runs of `inChannels`.
+ * 64, ten times its forward conv.
+ * - Stride 1 (most convs): a 'full' convolution of dy with the filter flipped in space and
+ *   with in/out channels swapped, on the shipped XNNPACK Conv2D (about 3× faster than the
+ *   path below on the small CNN).
+ * - Otherwise: dcol = dy·Wᵀ ([P, co]·[co, K], the shipped XNNPACK matMul, with Wᵀ a tiny
+ *   transpose), then col2im adds each row of dcol back into the input pixels its filter taps
+ *   came from, in contiguous runs of `inChannels`.
  */
 function conv2DBackpropInput({ inputs, backend, attrs }: { inputs: Record<string, TensorInfo | undefined>; backend: unknown; attrs?: unknown }): TensorInfo {
   const wasm = asWasmBackend(backend, Conv2DBackpropInput);
@@ -29,7 +33,7 @@ function conv2DBackpropInput({ inputs, backend, attrs }: { inputs: Record<string
     }
     const info = backend_util.computeConv2DInfo(
       nhwcShape, filter.shape as [number, number, number, number], strides, 1, pad, dimRoundingMode, false, 'channelsLast');
-    const dx = inputGradientNhwc(wasm, dy, filter, info);
+    const dx = fullConvolution(wasm, dy, filter, info) ?? inputGradientNhwc(wasm, dy, filter, info);
     if (!channelsFirst) {
       return dx;
     }
@@ -37,6 +41,27 @@ function conv2DBackpropInput({ inputs, backend, attrs }: { inputs: Record<string
     return wasmTranspose(wasm, dx, [0, 3, 1, 2]);
   } finally {
     for (const t of owned) wasm.disposeData(t.dataId);
+  }
+}
+
+/** dx = conv(dy, flip(W)ᵀ) with padding filter−1−pad; null where that does not apply. */
+function fullConvolution(wasm: BackendWasm, dy: TensorInfo, filter: TensorInfo, info: backend_util.Conv2DInfo): TensorInfo | null {
+  const { filterHeight: fh, filterWidth: fw, padInfo } = info;
+  const pads = [fh - 1 - padInfo.top, fh - 1 - padInfo.bottom, fw - 1 - padInfo.left, fw - 1 - padInfo.right];
+  if (info.strideHeight !== 1 || info.strideWidth !== 1 || pads.some((p) => p < 0)) {
+    return null;
+  }
+  const flipped = runShipped('Reverse', wasm, { x: filter }, { dims: [0, 1] });
+  let swapped: TensorInfo | null = null;
+  try {
+    swapped = wasmTranspose(wasm, flipped, [0, 1, 3, 2]);
+    return runShipped('Conv2D', wasm, { x: dy, filter: swapped }, {
+      strides: 1, dilations: 1, dataFormat: 'NHWC',
+      pad: [[0, 0], [pads[0], pads[1]], [pads[2], pads[3]], [0, 0]],
+    });
+  } finally {
+    wasm.disposeData(flipped.dataId);
+    if (swapped != null) wasm.disposeData(swapped.dataId);
   }
 }
 

@@ -79,6 +79,8 @@ describe('wasm kernels against the cpu backend', function () {
       { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
       { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
       { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
+      // Padding wider than the filter: the full-convolution path does not apply, im2col does.
+      { x: [2, 5, 5, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [3, 0], [1, 3], [0, 0]] },
     ];
     for (const c of cases) {
       it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
@@ -97,13 +99,14 @@ describe('wasm kernels against the cpu backend', function () {
         { strides: 2, pad: 'same', dataFormat: 'NCHW', inputShape: [2, 3, 6, 5] }));
     });
 
-    it('batches cut into chunks give the same gradient', async () => {
-      const info = convInfo([5, 6, 6, 2], [3, 3, 2, 4], 1, 1, 'same', false);
-      const previous = setColumnChunkFloats(1000);
+    it('batches cut into chunks give the same gradient (strided: the im2col path)', async () => {
+      const info = convInfo([5, 7, 7, 2], [3, 3, 2, 4], 2, 1, 'same', false);
+      // One image's dcol is 16 × 18 floats: a limit of 300 puts one image in each chunk.
+      const previous = setColumnChunkFloats(300);
       try {
         await compareWithCpu('dx (chunked)', () => runKernel('Conv2DBackpropInput',
           { dy: tensor(info.outShape, 35), filter: tensor([3, 3, 2, 4], 36) },
-          { strides: 1, pad: 'same', dataFormat: 'NHWC', inputShape: [5, 6, 6, 2] }));
+          { strides: 2, pad: 'same', dataFormat: 'NHWC', inputShape: [5, 7, 7, 2] }));
       } finally {
         setColumnChunkFloats(previous);
       }

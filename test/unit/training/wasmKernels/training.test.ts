@@ -142,6 +142,11 @@ describe('training under the wasm backend', function () {
           for (const chunk of [700, 1 << 23]) {
             setColumnChunkFloats(chunk);
             tf.dispose(tf.engine().runKernel('Conv2DBackpropFilter', { x, dy }, { strides: 1, pad: 'same', dataFormat: 'NHWC', filterShape: [3, 3, 2, 4] }));
+            for (const strides of [1, 2]) {
+              const dyIn = tf.ones([3, 6 / strides, 6 / strides, 4]);
+              const filter = tf.ones([3, 3, 2, 4]);
+              tf.dispose([dyIn, filter, tf.engine().runKernel('Conv2DBackpropInput', { dy: dyIn, filter }, { strides, pad: 'same', dataFormat: 'NHWC', inputShape: [3, 6, 6, 2] })]);
+            }
           }
           // tidy returns (keeps) its result: dispose it too.
           tf.dispose(tf.tidy(() => tf.matMul(tf.ones([5, 3]), tf.ones([4, 5]), true, true)));
