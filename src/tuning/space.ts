@@ -84,8 +84,14 @@ export class Space {
     return new Space(root, dims);
   }
 
+  /** Grid parameters sorted by path, as Ray sorts its grid variables. */
   get gridDims(): readonly GridDim[] {
-    return this.dims.filter((d): d is GridDim => d.kind === 'grid');
+    const key = (d: GridDim): string[] => d.path.split('.');
+    const cmp = (a: string[], b: string[]): number => {
+      for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1;
+      return a.length - b.length;
+    };
+    return this.dims.filter((d): d is GridDim => d.kind === 'grid').sort((a, b) => cmp(key(a), key(b)));
   }
 
   /** How many points the grid parameters span (1 without any). */
@@ -93,7 +99,7 @@ export class Space {
     return this.gridDims.reduce((n, d) => n * d.size, 1);
   }
 
-  /** The grid indices of point k, the first grid parameter varying fastest (as Ray's variants). */
+  /** The grid indices of point k, the first grid parameter (by path) varying fastest, as Ray's variant generator. */
   gridPoint(k: number): Params {
     const out: Params = {};
     let rest = k % this.gridSize;

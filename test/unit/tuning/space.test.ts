@@ -8,7 +8,7 @@ function draws(spec: unknown, n = 20000, seed = 7): number[] {
   return Array.from({ length: n }, () => space.sample(rng).x);
 }
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-const sd = (xs: number[]): number => Math.sqrt(mean(xs.map((x) => (x - mean(xs)) ** 2)));
+const sd = (xs: number[]): number => { const m = mean(xs); return Math.sqrt(mean(xs.map((x) => (x - m) ** 2))); };
 function counts(xs: number[]): Map<number, number> {
   const m = new Map<number, number>();
   for (const x of xs) m.set(x, (m.get(x) ?? 0) + 1);
@@ -123,8 +123,8 @@ describe('tuning space: groups, conditionals, grid', () => {
     assert.deepEqual(space.dims.map((d) => d.path), ['lr', 'model.depth', 'optimizer', 'optimizer[0].momentum']);
   });
 
-  it('crosses grid values, first parameter fastest, others sampled per point', () => {
-    const g = Space.parse({ a: { grid: [1, 2] }, b: { grid: ['x', 'y', 'z'] }, c: { uniform: [0, 1] } });
+  it('crosses grid values, first parameter by path fastest (as Ray), others sampled per point', () => {
+    const g = Space.parse({ b: { grid: ['x', 'y', 'z'] }, a: { grid: [1, 2] }, c: { uniform: [0, 1] } });
     assert.equal(g.gridSize, 6);
     const points = Array.from({ length: 6 }, (_, k) => g.build(g.gridPoint(k)));
     assert.deepEqual(points.map((p) => [p.a, p.b]), [[1, 'x'], [2, 'x'], [1, 'y'], [2, 'y'], [1, 'z'], [2, 'z']]);
