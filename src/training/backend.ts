@@ -108,6 +108,8 @@ async function activate(name: string): Promise<boolean> {
  * that says why; `auto` falls through to the next one and remembers why.
  */
 export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend> {
+  // Production mode: no debug checks, and no "install our node backend" banner in the worker's output.
+  tf.enableProdMode();
   const api = { ...tf, ...tfl } as Tf;
   const skipped: string[] = [];
   const extra: string[] = [];

@@ -35,13 +35,20 @@ export class DataError extends Error {
   }
 }
 
-export function loadDataset(src: DataSource, jobFile: string): Promise<Dataset> {
+export async function loadDataset(src: DataSource, jobFile: string): Promise<Dataset> {
   switch (src.kind) {
-    case 'mnist': return Promise.resolve(loadMnist(src, jobFile));
-    case 'csv': return Promise.resolve(loadCsv(src));
-    case 'idx': return Promise.resolve(loadIdx(src));
+    case 'mnist': return loadMnist(src, jobFile);
+    case 'csv': return loadCsv(src);
+    case 'idx': return loadIdx(src);
     case 'module': return loadModule(src.path);
   }
+}
+
+/** The largest label (no spread: a data set may have more labels than the stack has room for). */
+function maxLabel(...splits: Split[]): number {
+  let max = 0;
+  for (const s of splits) for (let i = 0; i < s.labels.length; i++) if (s.labels[i] > max) max = s.labels[i];
+  return max;
 }
 
 function sizeOf(shape: readonly number[]): number {
@@ -173,9 +180,9 @@ function loadCsv(src: Extract<DataSource, { kind: 'csv' }>): Dataset {
   } else {
     ({ train, test } = splitRows(all.xs, all.labels, all.width, src.testFraction));
   }
-  const maxLabel = Math.max(...train.labels, ...test.labels);
-  const numClasses = src.numClasses ?? maxLabel + 1;
-  if (maxLabel >= numClasses) throw new DataError(`${src.path}: label ${maxLabel} is not below numClasses ${numClasses}`);
+  const top = maxLabel(train, test);
+  const numClasses = src.numClasses ?? top + 1;
+  if (top >= numClasses) throw new DataError(`${src.path}: label ${top} is not below numClasses ${numClasses}`);
   return { inputShape, numClasses: Math.max(2, numClasses), train, test, description: `CSV ${src.path}: ${train.count} train, ${test.count} test rows` };
 }
 
@@ -217,7 +224,7 @@ function loadIdx(src: Extract<DataSource, { kind: 'idx' }>): Dataset {
   } else {
     ({ train, test } = splitRows(all.xs, all.labels, width, src.testFraction));
   }
-  const numClasses = Math.max(2, Math.max(...train.labels, ...test.labels) + 1);
+  const numClasses = Math.max(2, maxLabel(train, test) + 1);
   return { inputShape: all.shape, numClasses, train, test, description: `IDX ${src.images}: ${train.count} train, ${test.count} test` };
 }
 

@@ -40,8 +40,9 @@ export async function buildModel(tf: Tf, src: ModelSource, inputShape: readonly 
 function mlp(tf: Tf, inputShape: readonly number[], numClasses: number, hidden: readonly number[], seed: number): LayersModel {
   const init = (i: number) => tf.initializers.glorotUniform({ seed: seed * 100 + i });
   const model = tf.sequential({ name: 'mlp' });
-  model.add(tf.layers.flatten({ inputShape: [...inputShape] }));
-  hidden.forEach((units, i) => model.add(tf.layers.dense({ units, activation: 'relu', kernelInitializer: init(i) })));
+  // Flatten wants rank ≥ 3 (images); feature vectors go straight into the first dense layer.
+  const first = inputShape.length > 1 ? (model.add(tf.layers.flatten({ inputShape: [...inputShape] })), {}) : { inputShape: [...inputShape] };
+  hidden.forEach((units, i) => model.add(tf.layers.dense({ ...(i === 0 ? first : {}), units, activation: 'relu', kernelInitializer: init(i) })));
   model.add(tf.layers.dense({ units: numClasses, activation: 'softmax', kernelInitializer: init(hidden.length) }));
   return model;
 }

@@ -131,6 +131,17 @@ describe('training jobs (worker processes)', function () {
     assert.deepEqual(second.events.filter((e) => e.type === 'job/step').map((e) => e.type === 'job/step' && e.globalStep), [3, 4], 'the step count carries on');
   });
 
+  it('trains from a CSV file, and from user modules (createModel, loadData) on a forced backend', async () => {
+    const csv = await run({ file: join(fixtures, 'jobs', 'tiny-csv.job.json') });
+    assert.equal(csv.final.type, 'job/done', JSON.stringify(csv.final));
+    const mod = await run({ file: join(fixtures, 'jobs', 'module-model.job.json') });
+    assert.equal(mod.final.type, 'job/done', JSON.stringify(mod.final));
+    const started = mod.events.find((e) => e.type === 'job/started');
+    assert.equal(started?.type === 'job/started' && started.description, 'backend cpu (CPU), 1 worker, no GPU');
+    // Two well-separated blobs: three epochs of SGD find the boundary.
+    assert.ok(mod.final.type === 'job/done' && mod.final.metrics.testAccuracy >= 0.9, JSON.stringify(mod.final));
+  });
+
   it('fails at once with the job file error, without starting workers', async () => {
     const { final, pids } = await run({ file: join(fixtures, 'jobs', 'bad-learning-rate.job.json') });
     assert.equal(final.type, 'job/failed');
