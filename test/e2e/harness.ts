@@ -355,9 +355,13 @@ export async function openWorkbench(browser: Browser, server: CodeServer): Promi
   return { page, console: consoleLines, ms: since(t0) };
 }
 
-/** The inner document of a webview: two nested iframes (the webview host, then `#active-frame`). */
-export function webviewFrame(page: Page): FrameLocator {
-  return page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+/**
+ * The inner document of one of our webviews: two nested iframes (the webview host, then
+ * `#active-frame`). The host frame's URL names the extension and the purpose (`webviewView` for a
+ * sidebar view, `webviewPanel` for an editor panel), which keeps later webviews apart.
+ */
+export function webviewFrame(page: Page, purpose: 'webviewView' | 'webviewPanel' = 'webviewView'): FrameLocator {
+  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${extensionId}&"][src*="purpose=${purpose}"]`).frameLocator('iframe#active-frame');
 }
 
 let shotCount = 0;
