@@ -37,6 +37,12 @@ done
 packages=()
 [ "$want_browser" = 1 ] && packages+=(chromium)
 [ "$want_e2e" = 1 ] && packages+=(libkrb5-dev ripgrep)
+# code-server's native modules (kerberos, node-pty, spdlog, ...) are compiled by node-gyp.
+if [ "$want_e2e" = 1 ]; then
+  for tool in make g++ python3; do
+    command -v "$tool" >/dev/null || { packages+=(make g++ python3); break; }
+  done
+fi
 
 is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
