@@ -66,10 +66,14 @@ export async function compareWithCpu(what: string, build: () => tf.Tensor, rtol 
   assertClose(actual, expected, what, rtol);
 }
 
+/** Initialises both backends, leaving the active one as it was (other suites share this process). */
 export async function initBackends(): Promise<void> {
+  await tf.ready(); // wasm initialises asynchronously: before this, getBackend() has no answer
+  const previous = tf.getBackend();
   for (const name of ['cpu', 'wasm']) {
     assert.ok(await tf.setBackend(name), `backend ${name} failed to initialise`);
   }
+  await tf.setBackend(previous);
 }
 
 export function ourKernelsRegistered(): boolean {
