@@ -68,8 +68,8 @@ export function runJob(o: RunJobOptions): JobHandle {
     o.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
-  if (spec.strategy === 'dp' || spec.strategy === 'pipeline') {
-    const event: JobEvent = { type: 'job/failed', reason: `strategy "${spec.strategy}" is not implemented yet`, hint: 'Use "single" or "ddp" for now.' };
+  if (spec.strategy === 'pipeline') {
+    const event: JobEvent = { type: 'job/failed', reason: 'strategy "pipeline" is not implemented yet', hint: 'Use "single", "dp" or "ddp" for now.' };
     o.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }

@@ -15,8 +15,8 @@ import { mkdirSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 
-const magic = 0x52575047; // 'GPWR'
-const headerBytes = 16;
+export const magic = 0x52575047; // 'GPWR'
+export const headerBytes = 16;
 
 /** The ring broke: a peer closed its socket, died or sent garbage. */
 export class RingError extends Error {
@@ -252,7 +252,7 @@ function bytes(f: Float32Array): Uint8Array {
   return new Uint8Array(f.buffer, f.byteOffset, f.byteLength);
 }
 
-async function connectWithRetry(path: string, rank: number, deadline: number): Promise<Socket> {
+export async function connectWithRetry(path: string, rank: number, deadline: number): Promise<Socket> {
   for (;;) {
     try {
       return await new Promise<Socket>((resolve, reject) => {

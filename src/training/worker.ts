@@ -18,6 +18,7 @@ import type { JobSpec } from './jobSpec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { BucketedAllReduce, Ring, RingError } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
+import { Star, Tag } from './star';
 
 type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
 
@@ -97,8 +98,16 @@ export class LeakWatch {
   }
 }
 
-async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: Ring): Promise<{ accuracy: number; loss: number }> {
-  // Each rank evaluates a contiguous slice of the test split; the sums meet on the ring.
+/** Who evaluates what: a contiguous slice of the test split per rank, and how the sums meet. */
+interface EvalGroup {
+  readonly rank: number;
+  readonly worldSize: number;
+  allReduceSum(data: Float32Array): Promise<void>;
+}
+
+const alone: EvalGroup = { rank: 0, worldSize: 1, allReduceSum: () => Promise.resolve() };
+
+async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: EvalGroup): Promise<{ accuracy: number; loss: number }> {
   const n = data.test.count;
   const from = Math.floor((ring.rank * n) / ring.worldSize);
   const to = Math.floor(((ring.rank + 1) * n) / ring.worldSize);
@@ -119,6 +128,38 @@ async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset
   const sums = new Float32Array([correct, lossSum]);
   await ring.allReduceSum(sums);
   return { accuracy: sums[0] / n, loss: sums[1] / n };
+}
+
+/** Gradients of the mean loss over (x, y), copied out in `vars` order, and the loss. Disposes x and y. */
+function gradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor): { arrays: Float32Array[]; loss: number } {
+  const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
+  const arrays = vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array));
+  const loss = value.dataSync()[0];
+  tf.dispose([x, y, value]);
+  tf.dispose(Object.values(grads));
+  return { arrays, loss };
+}
+
+function flatten(arrays: Float32Array[], extra: number[] = []): Float32Array {
+  const out = new Float32Array(arrays.reduce((n, a) => n + a.length, 0) + extra.length);
+  let off = 0;
+  for (const a of arrays) {
+    out.set(a, off);
+    off += a.length;
+  }
+  out.set(extra, off);
+  return out;
+}
+
+function assignFlat(tf: Tf, vars: Variable[], flat: Float32Array): void {
+  let off = 0;
+  for (const v of vars) {
+    const t = tf.tensor(flat.subarray(off, off + v.size), v.shape);
+    v.assign(t);
+    t.dispose();
+    off += v.size;
+  }
+  if (off !== flat.length) throw new Error(`received ${flat.length} weights, the model has ${off}`);
 }
 
 async function train(init: Init, backend: LoadedBackend, data: Dataset, model: LayersModel): Promise<JobMetrics> {
@@ -173,11 +214,9 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
       for (let step = 0; step < steps; step++) {
         const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
         const { x, y } = batcher.batch(data.train, rows);
-        const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
-        const arrays = vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array));
-        const loss = new Float32Array([value.dataSync()[0]]);
-        tf.dispose([x, y, value]);
-        tf.dispose(Object.values(grads));
+        const g = gradients(tf, model, vars, spec, optimizer, x, y);
+        const arrays = g.arrays;
+        const loss = new Float32Array([g.loss]);
         await reducer.mean(arrays, loss);
         const averaged: { name: string; tensor: Tensor }[] = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(arrays[i], v.shape) }));
         optimizer.applyGradients(averaged);
@@ -224,7 +263,149 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
   }
 }
 
-function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): WorkerMessage {
+/**
+ * dp (torch.nn.DataParallel): rank 0 holds the optimizer, reads each global batch, scatters
+ * slices to the replicas, computes its own slice, gathers their gradients, averages them
+ * weighted by slice size (exactly the gradient of the global batch), steps once and sends the
+ * new weights back out. Replicas only compute gradients.
+ */
+async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model: LayersModel): Promise<JobMetrics> {
+  const { spec, rank, worldSize } = init;
+  const tf = backend.tf;
+  const vars = model.trainableWeights.map((w) => w.read() as Variable);
+  const optimizer = makeOptimizer(tf, spec.optimizer);
+  const width = data.inputShape.reduce((a, b) => a * b, 1);
+  const batcher = new Batcher(tf, data, spec.batchSize);
+  let startEpoch = 0;
+  let globalStep = 0;
+  const resumeFrom = rank === 0 && init.resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
+  if (resumeFrom) {
+    const state = await loadCheckpoint(tf, resumeFrom, model, optimizer);
+    startEpoch = state.epochsDone;
+    globalStep = state.globalStep;
+    await emit({ type: 'job/log', level: 'info', message: `resumed from ${resumeFrom} (${state.epochsDone} epochs done)` });
+  }
+  const stepsFor = stepsPerEpoch(data.train.count, spec.batchSize, spec.maxStepsPerEpoch);
+  await send({ ...readyMessage(init, backend, data, startEpoch), stepsPerEpoch: stepsFor });
+  await nextMessage('worker/go');
+  const star = await Star.join({ rank, worldSize, dir: init.ringDir });
+  const weightsOf = () => flatten(vars.map((v) => v.dataSync() as Float32Array));
+  try {
+    if (rank !== 0) {
+      // A replica: weights in, gradients out, until rank 0 says stop.
+      const link = star.links[0]!;
+      let steps = 0;
+      for (;;) {
+        const f = await link.next();
+        if (f.tag === Tag.Stop) break;
+        if (f.tag === Tag.Weights) {
+          assignFlat(tf, vars, f.data);
+          continue;
+        }
+        if (f.tag !== Tag.Batch) throw new RingError(`rank 0 sent frame type ${f.tag}`, false);
+        const n = f.data.length / (width + 1);
+        const labels = Int32Array.from(f.data.subarray(0, n));
+        const split: Split = { xs: f.data.subarray(n), labels, count: n };
+        const { x, y } = batcher.batch(split, Array.from({ length: n }, (_, i) => i));
+        const g = gradients(tf, model, vars, spec, optimizer, x, y);
+        await link.send(Tag.Grads, flatten(g.arrays, [g.loss]));
+        steps++;
+        if (steps === 1 || steps % 20 === 0) {
+          const mem = tf.memory();
+          await emit({ type: 'job/memory', rank, step: steps, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
+        }
+      }
+      return { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: spec.epochs, steps, samplesPerSecond: NaN, durationMs: 0 };
+    }
+
+    const replicas = star.links.slice(1).map((l) => l!);
+    const broadcastWeights = async () => {
+      const w = weightsOf();
+      await Promise.all(replicas.map((l) => l.send(Tag.Weights, w)));
+    };
+    await broadcastWeights();
+    await emit({ type: 'job/summary', ...summarize(model, spec.batchSize, optimizerSlots(spec.optimizer.name)) });
+    const leaks = new LeakWatch();
+    const started = Date.now();
+    let samples = 0;
+    let lastTrainLoss = NaN;
+    let lastEval = { accuracy: NaN, loss: NaN };
+    for (let epoch = startEpoch; epoch < spec.epochs; epoch++) {
+      const order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch });
+      const epochStart = Date.now();
+      let epochSamples = 0;
+      let lossSum = 0;
+      for (let step = 0; step < stepsFor; step++) {
+        const rows = order.subarray(step * spec.batchSize, Math.min(order.length, (step + 1) * spec.batchSize));
+        const m = rows.length;
+        const bounds = Array.from({ length: worldSize + 1 }, (_, r) => Math.floor((r * m) / worldSize));
+        const sizes = Array.from({ length: worldSize }, (_, r) => bounds[r + 1] - bounds[r]);
+        // Scatter: each replica gets [labels..., features...] of its slice.
+        const sent = replicas.map((link, i) => {
+          const r = i + 1;
+          if (sizes[r] === 0) return Promise.resolve();
+          const slice = rows.subarray(bounds[r], bounds[r + 1]);
+          const payload = new Float32Array(sizes[r] * (width + 1));
+          slice.forEach((row, k) => {
+            payload[k] = data.train.labels[row];
+            payload.set(data.train.xs.subarray(row * width, (row + 1) * width), sizes[r] + k * width);
+          });
+          return link.send(Tag.Batch, payload);
+        });
+        const own = sizes[0] > 0 ? (() => { const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1])); return gradients(tf, model, vars, spec, optimizer, x, y); })() : undefined;
+        await Promise.all(sent);
+        // Gather and average, weighted by slice size.
+        const total = flatten(own ? own.arrays : vars.map((v) => new Float32Array(v.size)), [own ? own.loss : 0]);
+        for (let i = 0; i < total.length; i++) total[i] *= sizes[0];
+        const gathered = await Promise.all(replicas.map((link, i) => (sizes[i + 1] > 0 ? link.expect(Tag.Grads) : Promise.resolve(undefined))));
+        gathered.forEach((g, i) => {
+          if (!g) return;
+          if (g.length !== total.length) throw new RingError(`rank ${i + 1} sent ${g.length} gradient values, expected ${total.length}`, false);
+          const w = sizes[i + 1];
+          for (let k = 0; k < total.length; k++) total[k] += w * g[k];
+        });
+        for (let k = 0; k < total.length; k++) total[k] /= m;
+        let off = 0;
+        const averaged = vars.map((v) => {
+          const t = tf.tensor(total.subarray(off, off + v.size), v.shape);
+          off += v.size;
+          return { name: v.name, tensor: t };
+        });
+        optimizer.applyGradients(averaged);
+        tf.dispose(averaged.map((a) => a.tensor));
+        await broadcastWeights();
+        const loss = total[total.length - 1];
+        globalStep++;
+        epochSamples += m;
+        samples += m;
+        lossSum += loss;
+        const mem = tf.memory();
+        const leakFrom = leaks.observe(globalStep, mem.numTensors);
+        if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors})` });
+        if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
+        const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
+        await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: stepsFor, globalStep, loss, samplesPerSecond: epochSamples / secs });
+      }
+      lastTrainLoss = lossSum / stepsFor;
+      const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
+      lastEval = await evaluate(tf, model, spec, data, batcher, alone);
+      await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
+      if (spec.checkpointDir) {
+        const dir = await saveCheckpoint(tf, spec.checkpointDir, model, optimizer, { epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
+        await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
+      }
+    }
+    if (startEpoch >= spec.epochs) lastEval = await evaluate(tf, model, spec, data, batcher, alone);
+    await Promise.all(replicas.map((l) => l.send(Tag.Stop, new Float32Array(0))));
+    const durationMs = Date.now() - started;
+    const checkpoint = spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
+    return { testAccuracy: lastEval.accuracy, testLoss: lastEval.loss, trainLoss: lastTrainLoss, epochs: spec.epochs, steps: globalStep, samplesPerSecond: samples / Math.max(1e-3, durationMs / 1000), durationMs, ...(checkpoint ? { checkpoint } : {}) };
+  } finally {
+    star.close();
+  }
+}
+
+function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): Extract<WorkerMessage, { type: 'worker/ready' }> {
   const localBatch = init.spec.batchSize / init.worldSize;
   return {
     type: 'worker/ready',
@@ -260,7 +441,7 @@ export async function workerMain(): Promise<void> {
     const data = await loadDataset(init.spec.data, init.spec.file);
     const model = await buildModel(backend.tf, init.spec.model, data.inputShape, data.numClasses, init.spec.seed);
     backend = await ensureTrainable(backend, model);
-    const metrics = await train(init, backend, data, model);
+    const metrics = init.spec.strategy === 'dp' ? await trainDp(init, backend, data, model) : await train(init, backend, data, model);
     await send({ type: 'worker/done', rank: init.rank, metrics });
     process.exit(0);
   } catch (err) {

@@ -90,6 +90,23 @@ describe('training jobs (worker processes)', function () {
     assert.ok(moved > 1e-3, `steps 2-4 moved the weights by ${moved}`);
   });
 
+  it('dp on 3 replicas ends with the same weights as single, also when the last batch splits unevenly', async () => {
+    // 256 samples in batches of 48: the sixth batch holds 16, scattered as 5 + 5 + 6.
+    const overrides = { batchSize: 48, maxStepsPerEpoch: 6 };
+    const [a, b] = await Promise.all([
+      run({ file: tinyJob, overrides: { ...overrides, strategy: 'single', devices: 1, checkpointDir: join(dir, 'single') } }),
+      run({ file: tinyJob, overrides: { ...overrides, strategy: 'dp', devices: 3, checkpointDir: join(dir, 'dp') } }),
+    ]);
+    assert.equal(a.final.type, 'job/done', JSON.stringify(a.final));
+    assert.equal(b.final.type, 'job/done', JSON.stringify(b.final));
+    assert.deepEqual(b.events.filter((e) => e.type === 'job/step').map((e) => e.type === 'job/step' && e.globalStep), [1, 2, 3, 4, 5, 6]);
+    const ws = checkpointWeights(join(dir, 'single'));
+    const wd = checkpointWeights(join(dir, 'dp'));
+    let maxDiff = 0;
+    for (let i = 0; i < ws.length; i++) maxDiff = Math.max(maxDiff, Math.abs(ws[i] - wd[i]));
+    assert.ok(maxDiff < 1e-5, `max |single - dp| = ${maxDiff}`);
+  });
+
   it('ends within 10 s naming the rank that a SIGKILL took, and leaves no worker behind', async () => {
     let victim = 0;
     let killedAt = 0;
@@ -116,6 +133,16 @@ describe('training jobs (worker processes)', function () {
       if (e.type === 'job/started') process.kill(e.workers[0].pid, 'SIGKILL');
     });
     assert.equal(final.type === 'job/failed' && final.rank, 0, JSON.stringify(final));
+  });
+
+  it('ends a dp job naming the replica that a SIGKILL took', async () => {
+    let replica = 0;
+    const { final, pids } = await run({ file: tinyJob, overrides: { strategy: 'dp', devices: 2, epochs: 100, maxStepsPerEpoch: 1000 } }, (e) => {
+      if (e.type === 'job/started') replica = e.workers[1].pid;
+      if (e.type === 'job/step' && e.globalStep === 2) process.kill(replica, 'SIGKILL');
+    });
+    assert.equal(final.type === 'job/failed' && final.rank, 1, JSON.stringify(final));
+    await until('every worker to be gone', () => pids.every((p) => !alive(p)), 2000);
   });
 
   it('checkpoints every epoch and resumes from the last one', async () => {

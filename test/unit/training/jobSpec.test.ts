@@ -60,9 +60,9 @@ describe('job file', () => {
     const spec = loadJobFile(join(jobs, 'tiny-csv.job.json'));
     assert.equal(spec.data.kind, 'csv');
     assert.equal(spec.data.kind === 'csv' && spec.data.path, join(jobs, 'tiny.csv'));
-    const msg = problems(() => parseJob({ model: './net/model.json', data: { module: 'data.js' }, batchSize: 1, epochs: 1 }, join(jobs, 'x.job.json')));
+    const msg = problems(() => parseJob({ model: './net/model.json', data: { module: 'missing-data.js' }, batchSize: 1, epochs: 1 }, join(jobs, 'x.job.json')));
     assert.match(msg, /x\.job\.json: \/model: .*net\/model\.json does not exist/);
-    assert.match(msg, /\/data: .*data\.js does not exist/);
+    assert.match(msg, /\/data: .*missing-data\.js does not exist/);
   });
 
   it('lets the command line override strategy, devices and epochs, and checks the result', () => {
