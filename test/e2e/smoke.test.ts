@@ -163,7 +163,7 @@ describe('e2e: GPU Workbench in code-server', function () {
         const text = report.join('\n');
         const passing = Number(/(\d+) passing/.exec(text)?.[1] ?? 0);
         const failing = Number(/(\d+) failing/.exec(text)?.[1] ?? 0);
-        console.log(`      in-host suite: ${passing} passing, ${failing} failing, exit ${code}`);
+        console.log(`      in-host suite: exit ${code}, ${passing} passed, ${failing} failed`); // not "N passing": scripts/test.mjs counts that
         assert.equal(code, 0, `the in-host suite failed (exit ${code}):\n${text}`);
         assert.ok(passing >= 2 && failing === 0, `unexpected in-host report:\n${text}`);
       } finally {
