@@ -145,6 +145,15 @@ describe('training jobs (worker processes)', function () {
     await until('every worker to be gone', () => pids.every((p) => !alive(p)), 2000);
   });
 
+  it('stops on cancel with job/failed marked cancelled, and no worker left', async () => {
+    const events: JobEvent[] = [];
+    const handle = runJob({ file: tinyJob, overrides: { strategy: 'ddp', devices: 2, epochs: 100, maxStepsPerEpoch: 1000 }, onEvent: (e) => { events.push(e); if (e.type === 'job/step' && e.globalStep === 1) handle.cancel(); } });
+    const final = await handle.finished;
+    assert.deepEqual(final, { type: 'job/failed', reason: 'cancelled', cancelled: true });
+    assert.equal(events.filter((e) => e.type === 'job/failed').length, 1, 'one final event');
+    await until('every worker to be gone', () => handle.pids().every((p) => !alive(p)), 2000);
+  });
+
   it('checkpoints every epoch and resumes from the last one', async () => {
     const ckpt = join(dir, 'ckpt');
     const first = await run({ file: tinyJob, overrides: { epochs: 1, maxStepsPerEpoch: 2, checkpointDir: ckpt } });
