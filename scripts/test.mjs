@@ -47,12 +47,13 @@ for (const layer of run) {
   const files = testFiles(join('out', 'test', layer));
   console.log(`\n== ${layer} tests (${files.length} files)`);
   if (files.length === 0) continue;
-  const r = spawnSync(process.execPath, [join('node_modules', 'mocha', 'bin', 'mocha.js'), '--reporter', 'spec', '--timeout', layer === 'unit' ? '20000' : '180000', ...files], {
-    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', maxBuffer: 1 << 28, env: { ...process.env, FORCE_COLOR: '0' },
+  const r = spawnSync(process.execPath, [join('node_modules', 'mocha', 'bin', 'mocha.js'), '--reporter', 'spec', '--no-color', '--timeout', layer === 'unit' ? '20000' : '180000', ...files], {
+    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', maxBuffer: 1 << 28, env: { ...process.env, FORCE_COLOR: '0', E2E_SKIP_BUILD: '1' },
   });
   process.stdout.write(r.stdout ?? '');
-  const num = (re) => Number((r.stdout ?? '').match(re)?.[1] ?? 0);
-  const p = num(/(\d+) passing/), f = num(/(\d+) failing/), s = num(/(\d+) pending/);
+  // mocha's summary comes last; take the last match so a test's own log line cannot fool the count.
+  const num = (re) => Number([...(r.stdout ?? '').matchAll(new RegExp(re.source, re.flags + 'g'))].at(-1)?.[1] ?? 0);
+  const p = num(/^ {2}(\d+) passing/m), f = num(/^ {2}(\d+) failing/m), s = num(/^ {2}(\d+) pending/m);
   passed += p; failed += f; pending += s;
   if (r.status !== 0 && f === 0) { console.error(`${layer}: mocha exited ${r.status} without a failing count`); failed += 1; }
 }

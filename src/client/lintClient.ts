@@ -24,5 +24,14 @@ export function registerLintClient(context: vscode.ExtensionContext): void {
   };
   const client = new LanguageClient('gpuWorkbench.lint', 'GPU Workbench: OOM hints', serverOptions, clientOptions);
   context.subscriptions.push(outputChannel, watcher, { dispose: () => void client.stop().catch(() => undefined) });
-  client.start().catch((err: unknown) => outputChannel.error(`The OOM-hints server did not start: ${err instanceof Error ? err.message : String(err)}`));
+  // Start the server only once a Python file is open: a workspace without Python never pays
+  // for it, and activate() stays short.
+  const start = (): void => {
+    opened.dispose();
+    client.start().catch((err: unknown) => outputChannel.error(`The OOM-hints server did not start: ${err instanceof Error ? err.message : String(err)}`));
+  };
+  const isPython = (d: vscode.TextDocument): boolean => d.languageId === 'python';
+  const opened = vscode.workspace.onDidOpenTextDocument((d) => { if (isPython(d)) start(); });
+  context.subscriptions.push(opened);
+  if (vscode.workspace.textDocuments.some(isPython)) start();
 }
