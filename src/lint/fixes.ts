@@ -148,3 +148,27 @@ export function removeStatement(model: FileModel, stmt: SyntaxNode): TextEdit {
   if (stmt.endRow + 1 < model.lineCount) return { range: { start: { line: stmt.startRow, character: 0 }, end: { line: stmt.endRow + 1, character: 0 } }, newText: '' };
   return { range: { start: { line: stmt.startRow, character: 0 }, end: { line: stmt.endRow, character: lastLine.length } }, newText: '' };
 }
+
+/**
+ * Inserts `lines` (without indentation) as the first statements of a compound statement's
+ * body, indented like that body. Undefined when the body sits on the header's line
+ * (`for e in r: step()`), where a new line would change the meaning.
+ */
+export function insertAtBodyTop(model: FileModel, compound: SyntaxNode, lines: readonly string[]): TextEdit | undefined {
+  const body = compound.children.find((c) => c.field === 'body');
+  const first = body?.children.find((c) => c.named && c.type !== 'comment');
+  if (!body || !first || first.startRow === compound.startRow) return undefined;
+  // Above a leading comment that belongs to the first statement would split them; go above the comment.
+  let row = first.startRow;
+  for (const c of body.children) if (c.type === 'comment' && c.startRow < row && c.startRow > compound.startRow) row = Math.min(row, c.startRow);
+  const indent = leadingWhitespace(model.line(first.startRow));
+  const at = { line: row, character: 0 };
+  return { range: { start: at, end: at }, newText: lines.map((l) => (l ? `${indent}${l}` : l)).join('\n') + '\n' };
+}
+
+/** Where a loop's header ends (its `:`), for a squiggle that does not cover the whole body. */
+export function headerRange(compound: SyntaxNode): Range {
+  const colon = compound.children.find((c) => c.type === ':');
+  const end = colon ?? compound;
+  return { start: { line: compound.startRow, character: compound.startCol }, end: { line: end.endRow, character: end.endCol } };
+}

@@ -45,6 +45,8 @@ export interface WorkspaceFacts {
   isAccumulatingMethod(method: string): boolean;
   /** Calls of functions or methods named `name`, across the workspace. */
   callSites(name: string): readonly CallSite[];
+  /** Functions and methods named `name`, across the workspace. */
+  functionsNamed(name: string): readonly FunctionInfo[];
 }
 
 export type GradState = 'off' | 'on' | 'default';
@@ -714,6 +716,39 @@ export class FileModel {
     const q = this.qualify(expr) ?? text;
     if (torchFamily.test(q)) return false;
     return modelNamePattern.test(lastName(text));
+  }
+
+  /**
+   * Is this expression known to hold a module: built from an `nn` class, a model zoo or a
+   * workspace `nn.Module` subclass, or the receiver of a module-only method (`.parameters()`,
+   * `.eval()`), or `self` / `self.x` bound to one? Unlike `isModelExpr`, a name alone is not enough.
+   */
+  isKnownModule(expr: SyntaxNode, at: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    if (text === 'self') return this.isModelExpr(expr, at);
+    const { models, losses } = this.moduleTexts;
+    return models.has(text) && !losses.has(text);
+  }
+
+  /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
+  constructedClass(text: string): string | undefined {
+    for (const [, data] of this.scopes) {
+      for (const b of data.bindings.get(text) ?? []) {
+        let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+        for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
+          const mc = this.methodCall(v);
+          if (mc && passThroughMethods.has(mc.method)) {
+            v = unparen(mc.receiver);
+            continue;
+          }
+          const q = this.qualify(this.callee(v));
+          if (q) return q;
+          break;
+        }
+      }
+    }
+    return undefined;
   }
 
   isLossExpr(expr: SyntaxNode): boolean {

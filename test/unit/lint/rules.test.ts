@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { applyEdits } from '../../../src/lint/fixes';
-import { createLinter, type Linter } from '../../../src/lint/linter';
+import { createLinter, rules, type Linter } from '../../../src/lint/linter';
+import { repoRoot } from '../../paths';
 import { expectations, keyOf, pythonFixtures, readFixtures } from './corpus';
 
 /** Rules that explain but have no mechanical fix. */
@@ -17,6 +18,20 @@ describe('lint rules over the fixture corpus', () => {
 
   const good = readFixtures(join(pythonFixtures, 'good'));
   const bad = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
+
+  it('registers every rule with a docs page and at least one hazard fixture', () => {
+    const ids = rules.map((r) => r.id);
+    assert.equal(new Set(ids).size, ids.length, 'rule ids are unique');
+    const marked = new Set(bad.flatMap((f) => expectations(f.text).map((e) => e.slice(e.indexOf(':') + 1))));
+    for (const r of rules) {
+      const page = join(repoRoot, 'docs', 'rules', `${r.id}.md`);
+      assert.ok(existsSync(page), `${page} is missing`);
+      const text = readFileSync(page, 'utf8');
+      for (const section of ['## The hazard', '## Bad', '## Good', '## The memory effect']) assert.ok(text.includes(section), `${r.id}.md lacks "${section}"`);
+      assert.ok(marked.has(r.id), `no bad fixture expects ${r.id}`);
+      assert.equal(r.docsUrl.endsWith(`/docs/rules/${r.id}.md`), true);
+    }
+  });
 
   it('has a corpus worth the name', () => {
     assert.ok(good.length >= 20, `${good.length} correct files`);
