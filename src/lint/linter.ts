@@ -17,13 +17,14 @@ import { rule as missingNoGrad } from './rules/missingNoGrad';
 import { rule as missingSetEpoch } from './rules/missingSetEpoch';
 import { rule as modelToDeviceInLoop } from './rules/modelToDeviceInLoop';
 import { rule as samplerShuffle } from './rules/samplerShuffle';
+import { rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
 import { rule as volatileVariable } from './rules/volatileVariable';
 import { toSyntax } from './syntax';
 import type { Finding, LintOptions, RawFinding, TextEdit } from './types';
 import { Workspace } from './workspace';
 
 /** In fix order: a missing guard is fixed before the accumulations it causes. */
-export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
+export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
 
 export interface SourceFile {
   readonly path: string;

@@ -8,6 +8,11 @@ import { expectations, keyOf, pythonFixtures, readFixtures } from './corpus';
 
 /** Rules that explain but have no mechanical fix. */
 const adviceOnly = new Set(['data-parallel']);
+/**
+ * Rules whose fix needs something the code may not have (an epoch variable, a name bound
+ * before the loop, sibling lists already on the CPU): a finding may come without one.
+ */
+const fixDependsOnContext = new Set(['missing-set-epoch', 'model-to-device-in-loop', 'tensors-kept-for-logging', 'carried-hidden-state']);
 
 describe('lint rules over the fixture corpus', () => {
   let linter: Linter;
@@ -76,7 +81,7 @@ describe('lint rules over the fixture corpus', () => {
       it(f.name, () => {
         const findings = linter.lintFile(f.path, f.text);
         findings.forEach((finding, i) => {
-          if (adviceOnly.has(finding.ruleId)) return;
+          if (adviceOnly.has(finding.ruleId) || (fixDependsOnContext.has(finding.ruleId) && finding.fixes.length === 0)) return;
           assert.ok(finding.fixes.length > 0, `${keyOf(finding)} has no fix`);
           const text = applyEdits(f.text, finding.fixes[0].edits);
           const probe = `${f.path}#fix${i}`;
