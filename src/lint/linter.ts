@@ -11,6 +11,7 @@ import { FileModel } from './model';
 import { loadPython, PythonParser } from './parser';
 import type { Rule } from './rule';
 import { rule as accumulatedLoss } from './rules/accumulatedLoss';
+import { rule as carriedHiddenState } from './rules/carriedHiddenState';
 import { rule as dataParallel } from './rules/dataParallel';
 import { rule as emptyCacheInLoop } from './rules/emptyCacheInLoop';
 import { rule as missingNoGrad } from './rules/missingNoGrad';
@@ -24,7 +25,7 @@ import type { Finding, LintOptions, RawFinding, TextEdit } from './types';
 import { Workspace } from './workspace';
 
 /** In fix order: a missing guard is fixed before the accumulations it causes. */
-export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
+export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, carriedHiddenState, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
 
 export interface SourceFile {
   readonly path: string;
