@@ -69,6 +69,57 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
   return bindings.some((b) => !contains(loop, b.target));
 }
 
+/**
+ * A buffer attribute that another function of the file reads into a backward pass
+ * (REINFORCE's `policy.saved_log_probs`, summed into the episode loss in `finish_episode`):
+ * the accumulator is the loss, not a leak. Matched by attribute name, in a scope that runs
+ * backward, where the read flows into a backpropagated value directly, through an
+ * assignment, or through a loop over it that accumulates into one.
+ */
+function backpropagatedElsewhere(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): boolean {
+  const attr = child(base, 'attribute');
+  if (!attr) return false;
+  const name = model.src(attr);
+  for (const fn of model.functions) {
+    if (!fn.body || contains(fn.node, stmt) || !model.hasTrainingSignal(fn.node)) continue;
+    for (const n of descendants(fn.body, (x) => x.type === 'function_definition')) {
+      if (n.type !== 'attribute' || n.parent?.type === 'attribute') continue;
+      const a = child(n, 'attribute');
+      if (!a || model.src(a) !== name) continue;
+      if (readFlowsIntoBackward(model, n)) return true;
+    }
+  }
+  return false;
+}
+
+function readFlowsIntoBackward(model: FileModel, read: SyntaxNode): boolean {
+  for (let n: SyntaxNode | null = read; n && n.type !== 'block' && n.type !== 'function_definition'; n = n.parent) {
+    const p: SyntaxNode | null = n.parent;
+    if (!p) break;
+    if (p.type === 'call' && n.field === 'function') {
+      const mc = model.methodCall(p);
+      if (mc?.method === 'backward') return true;
+    }
+    if ((p.type === 'assignment' || p.type === 'augmented_assignment') && n.field === 'right') {
+      const left = child(p, 'left');
+      return !!left && model.reachesBackward(model.src(left), p);
+    }
+    if (p.type === 'for_statement' && n.field === 'right') {
+      const left = child(p, 'left');
+      const vars = new Set(left ? [left, ...descendants(left)].filter((d) => d.type === 'identifier').map((d) => model.src(d)) : []);
+      const body = child(p, 'body');
+      for (const s of body ? descendants(body) : []) {
+        if (s.type !== 'expression_statement') continue;
+        const acc = model.accumulation(s);
+        if (!acc || ![acc.value, ...descendants(acc.value)].some((d) => d.type === 'identifier' && vars.has(model.src(d)))) continue;
+        if (model.reachesBackward(model.src(baseOf(acc.target)), s)) return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
 function suffixFor(model: FileModel, value: SyntaxNode, kind: Accumulation['kind']): string {
   if (model.isScalar(value)) return '.item()';
   return kind === 'list' && !model.src(value).endsWith('.cpu()') ? '.detach().cpu()' : '.detach()';
@@ -81,6 +132,7 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
+  if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
   const suffix = suffixFor(model, acc.value, acc.kind);
   const valueText = model.src(acc.value);
   const targetText = model.src(acc.target);
