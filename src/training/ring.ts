@@ -17,6 +17,8 @@ import { join } from 'node:path';
 
 export const magic = 0x52575047; // 'GPWR'
 export const headerBytes = 16;
+/** Floats per frame within a ring step (256 KiB): small enough to overlap, big enough to amortise a frame. */
+const pieceFloats = 1 << 16;
 
 /** The ring broke: a peer closed its socket, died or sent garbage. */
 export class RingError extends Error {
@@ -187,26 +189,53 @@ export class Ring {
     if (this.closed) throw new RingError('the ring is closed', false);
     const seq = this.seq++ >>> 0;
     const bounds = (c: number): [number, number] => [Math.floor((c * data.length) / w), Math.floor(((c + 1) * data.length) / w)];
-    const maxChunk = Math.ceil(data.length / w);
-    if (this.scratch.length < maxChunk) this.scratch = new Float32Array(maxChunk);
+    if (this.scratch.length < pieceFloats) this.scratch = new Float32Array(pieceFloats);
     const r = this.rank;
     // Reduce-scatter: after W-1 steps, rank r holds the full sum of chunk (r+1) mod W.
     for (let s = 0; s < w - 1; s++) {
       const sendC = (r - s + w) % w;
       const recvC = (r - s - 1 + w) % w;
       const [rs, re] = bounds(recvC);
-      const incoming = this.scratch.subarray(0, re - rs);
-      await Promise.all([this.send(seq, sendC, data, bounds(sendC)), this.reader.read(seq, recvC, bytes(incoming))]);
-      const dst = data.subarray(rs, re);
-      for (let i = 0; i < dst.length; i++) dst[i] += incoming[i];
+      await this.step(seq, sendC, data, bounds(sendC), recvC, re - rs, (off, len) => {
+        const incoming = this.scratch.subarray(0, len);
+        return [bytes(incoming), () => {
+          const dst = data.subarray(rs + off, rs + off + len);
+          for (let i = 0; i < len; i++) dst[i] += incoming[i];
+        }];
+      });
     }
     // All-gather: pass the finished chunks around.
     for (let s = 0; s < w - 1; s++) {
       const sendC = (r + 1 - s + w) % w;
       const recvC = (r - s + w) % w;
       const [rs, re] = bounds(recvC);
-      await Promise.all([this.send(seq, sendC, data, bounds(sendC)), this.reader.read(seq, recvC, bytes(data.subarray(rs, re)))]);
+      await this.step(seq, sendC, data, bounds(sendC), recvC, re - rs, (off, len) => [bytes(data.subarray(rs + off, rs + off + len)), undefined]);
     }
+  }
+
+  /**
+   * One ring step, pipelined: the chunk goes out in pieces, and each piece received is
+   * reduced while the next one is still on the wire, so copying, adding and the socket overlap.
+   */
+  private async step(seq: number, sendC: number, data: Float32Array, [ss, se]: [number, number], recvC: number, recvLen: number, into: (off: number, len: number) => [Uint8Array, (() => void) | undefined]): Promise<void> {
+    const sends: Promise<void>[] = [];
+    for (let off = ss, p = 0; off < se || (p === 0 && ss === se); off += pieceFloats, p++) {
+      sends.push(this.send(seq, (sendC << 16) | p, data, [off, Math.min(se, off + pieceFloats)]));
+      if (ss === se) break;
+    }
+    try {
+      for (let off = 0, p = 0; off < recvLen || (p === 0 && recvLen === 0); off += pieceFloats, p++) {
+        const len = Math.min(pieceFloats, recvLen - off);
+        const [target, reduce] = into(off, len);
+        await this.reader.read(seq, (recvC << 16) | p, target);
+        reduce?.();
+        if (recvLen === 0) break;
+      }
+    } finally {
+      // Never return (and let the caller overwrite) while our own pieces are still being written.
+      await Promise.allSettled(sends);
+    }
+    await Promise.all(sends);
   }
 
   /** Averages `data` over all ranks, in place. */
