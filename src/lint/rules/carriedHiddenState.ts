@@ -4,9 +4,10 @@
  * bound before the loop and never detached or re-initialised inside it).
  *
  * Reported only when the loop trains (a backward pass or an optimizer step inside it) and
- * nothing in the loop rebinds the state or hands it to anything but the model: a
+ * nothing in the loop rebinds the state or hands it to a call made for its effect: a
  * `hidden = repackage_hidden(hidden)`, `hidden = tuple(h.detach() for h in hidden)`, a
- * `hidden = None` on a new sequence, or a `detach_hidden(hidden)` call all count as handled.
+ * `hidden = None` on a new sequence, `hidden.detach_()` or a `detach_hidden(hidden)`
+ * statement all count as handled.
  */
 import { indentUnit, insertAtBodyTop, rangeOf } from '../fixes';
 import { lastName, type FileModel } from '../model';
@@ -150,7 +151,9 @@ function isCarried(model: FileModel, state: SyntaxNode, assignment: SyntaxNode, 
   const outside = bindings.some((b) => !contains(loop, b.target)) || state.type === 'attribute' || model.isParam(scope, key) || model.isGlobalIn(scope, key);
   if (!outside) return false;
   for (const d of descendants(loop, isScopeNode)) {
-    if (d.type !== 'call' || d === call) continue;
+    // Only a call that is a statement of its own can be handling the state (`hidden.detach_()`,
+    // `detach_state(hidden)`); one whose value is used (`head(hidden)`, a loss) only reads it.
+    if (d.type !== 'call' || d === call || d.parent?.type !== 'expression_statement') continue;
     const mc = model.methodCall(d);
     // `hidden.detach_()`, `hidden[0].detach_()`, `self.hidden.zero_()`
     if (mc && rootName(model, mc.receiver) === key && mc.method !== 'size' && mc.method !== 'dim') return false;

@@ -107,6 +107,12 @@ describe('lint rules over the fixture corpus', () => {
     it('reports an evaluation one caller leaves unguarded, and a meter passed in from another file', () => {
       for (const r of lint('unguarded')) assert.deepEqual(r.got, r.expected, r.name);
     });
+    it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
+      const missing = lint('distributed');
+      assert.ok(missing.some((r) => r.expected.length > 0));
+      for (const r of missing) assert.deepEqual(r.got, r.expected, r.name);
+      for (const r of lint('distributed_ok')) assert.deepEqual(r.got, [], r.name);
+    });
   });
 });
 
@@ -122,6 +128,15 @@ describe('the PyTorch examples', () => {
     const path = join(examples, 'train_with_hazards.py');
     const ids = linter.lintFile(path, readFileSync(path, 'utf8')).map((f) => f.ruleId).sort();
     assert.deepEqual(ids, ['accumulated-loss', 'empty-cache-in-loop', 'missing-no-grad', 'sampler-shuffle']);
+  });
+
+  it('ddp_lstm_with_hazards.py shows the DDP and RNN hazards, and ddp_lstm_clean.py none', () => {
+    const lintExample = (name: string) => {
+      const path = join(examples, name);
+      return linter.lintFile(path, readFileSync(path, 'utf8')).map((f) => f.ruleId).sort();
+    };
+    assert.deepEqual(lintExample('ddp_lstm_with_hazards.py'), ['carried-hidden-state', 'missing-set-epoch', 'model-to-device-in-loop', 'tensors-kept-for-logging']);
+    assert.deepEqual(lintExample('ddp_lstm_clean.py'), []);
   });
 
   it('train_clean.py is clean', () => {
