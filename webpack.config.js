@@ -49,7 +49,7 @@ module.exports = (_env, argv) => {
       // TF.js wasm backend binaries, found next to the bundle by src/training/backend.ts.
       new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]' }] }),
     ],
-    optimization: { minimize: false },
+    optimization: { minimize: production },
   };
   /** @type {import('webpack').Configuration} */
   const web = {
