@@ -14,7 +14,9 @@ export type StopReason =
   /** It reached the scheduler's maxT (Ray stops trials there). */
   | 'maxT'
   /** The experiment was stopped (Ctrl-C, "Stop Experiment", VS Code closing); a resume re-runs it. */
-  | 'experiment';
+  | 'experiment'
+  /** Someone stopped this one trial (in VS Code: terminated its task); it counts as ended, a resume keeps it. */
+  | 'user';
 
 export interface BestTrial { readonly trialId: number; readonly config: Config; readonly metric: number }
 

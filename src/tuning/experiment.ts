@@ -152,6 +152,17 @@ export class Experiment {
     });
   }
 
+  /**
+   * Stops one running trial (SIGTERM, then SIGKILL after the grace period), as when its task is
+   * terminated in VS Code; the experiment goes on with the next. False when it is not running.
+   */
+  cancelTrial(trialId: number, message = 'stopped by the user'): boolean {
+    const t = this.trials.get(trialId);
+    if (!t || t.status !== 'running' || t.stopping || !t.proc) return false;
+    this.stopTrial(t, 'user', message);
+    return true;
+  }
+
   best(): BestTrial | null {
     let best: BestTrial | null = null;
     for (const t of this.trials.values()) {
