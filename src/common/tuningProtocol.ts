@@ -1,0 +1,104 @@
+/**
+ * Messages between the extension host and the "Tuning Results" webview panel, typed once and
+ * imported by both ends (src/views/tuningResults.ts and webview-ui/results/). The host folds the
+ * experiment's events (live, or replayed from its journal) into these rows; the page only draws.
+ * Self-contained on purpose: the page's bundle must not pull in the engine.
+ */
+
+/** A trial's state as the results view shows it (the engine's statuses). */
+export type ResultsTrialStatus = 'pending' | 'running' | 'done' | 'stopped' | 'failed' | 'interrupted';
+
+/** Why the experiment stopped a trial: ASHA's cutoff, the scheduler's maxT, the whole experiment, or the user (terminated its task). */
+export type ResultsStopReason = 'asha' | 'maxT' | 'experiment' | 'user';
+
+export interface ResultsTrial {
+  readonly trialId: number;
+  readonly status: ResultsTrialStatus;
+  /** The config the trial ran with, as its process got it (nested). */
+  readonly config: Readonly<Record<string, unknown>>;
+  /** The searched parameters only, flat (`optimizer.lr`), in the space's order: the table's config column and the scatter's x. */
+  readonly values: Readonly<Record<string, unknown>>;
+  /** The learning curve: [time attribute (training_iteration unless the scheduler says otherwise), metric] per report that had the metric. */
+  readonly curve: ReadonlyArray<readonly [number, number]>;
+  /** Reports received (the "iterations" column). */
+  readonly iterations: number;
+  /** The last reported metric, or null before the first. */
+  readonly metric: number | null;
+  readonly stopReason?: ResultsStopReason;
+  /** The scheduler's words, e.g. "loss 0.91 is worse than the rung's cutoff 0.52 at training_iteration 4". */
+  readonly stopMessage?: string;
+  readonly error?: string;
+  /** 2 or more when an interrupted trial was run again. */
+  readonly attempt: number;
+}
+
+export interface ResultsParam {
+  /** Flat path, as in `ResultsTrial.values`. */
+  readonly name: string;
+  /** `log` for loguniform / qloguniform / lograndint: the scatter's x axis is logarithmic. */
+  readonly scale: 'linear' | 'log' | 'category';
+}
+
+export interface ResultsExperiment {
+  readonly name: string;
+  readonly metric: string;
+  readonly mode: 'min' | 'max';
+  /** The x of the learning curves. */
+  readonly timeAttr: string;
+  readonly params: readonly ResultsParam[];
+  readonly totalTrials: number;
+  /** `running`: live; `done` / `stopped`: the run ended (here or before); `journal`: read back from a journal with no run in this window. */
+  readonly state: 'running' | 'done' | 'stopped' | 'journal';
+  readonly best: { readonly trialId: number; readonly metric: number } | null;
+  /** What "Apply Best Config" does: write into the job file, or offer the config JSON (command trials). */
+  readonly apply: { readonly kind: 'job'; readonly file: string } | { readonly kind: 'command' };
+}
+
+/** Sent by the extension host to the results page. */
+export type HostToResultsMessage =
+  /** After `results/ready` (and whenever the page is re-created): everything to draw from scratch. */
+  | { readonly type: 'results/init'; readonly experiment: ResultsExperiment; readonly trials: readonly ResultsTrial[] }
+  /** A trial changed (started, reported, stopped, ended): its whole row, replacing the old one. */
+  | { readonly type: 'results/trial'; readonly trial: ResultsTrial }
+  /** The experiment's state or best trial changed. */
+  | { readonly type: 'results/experiment'; readonly experiment: ResultsExperiment };
+
+/** Sent by the results page to the extension host. */
+export type ResultsToHostMessage =
+  /** The page has loaded its script and can receive messages (the ready handshake). */
+  | { readonly type: 'results/ready' }
+  /** The user pressed "Apply Best Config". */
+  | { readonly type: 'results/applyBest' }
+  /** The user asked to see a trial's terminal (its task), e.g. by double-clicking its row. */
+  | { readonly type: 'results/showTrial'; readonly trialId: number };
+
+/** Validates a message from the page; returns undefined for anything malformed. */
+export function parseResultsMessage(value: unknown): ResultsToHostMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const m = value as { type?: unknown; trialId?: unknown };
+  switch (m.type) {
+    case 'results/ready':
+    case 'results/applyBest':
+      return { type: m.type };
+    case 'results/showTrial':
+      return typeof m.trialId === 'number' && Number.isInteger(m.trialId) && m.trialId > 0 ? { type: 'results/showTrial', trialId: m.trialId } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Validates a message from the host (the page's side); undefined for anything else on the window. */
+export function asResultsHostMessage(value: unknown): HostToResultsMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const m = value as { type?: unknown; experiment?: unknown; trials?: unknown; trial?: unknown };
+  switch (m.type) {
+    case 'results/init':
+      return typeof m.experiment === 'object' && m.experiment !== null && Array.isArray(m.trials) ? value as HostToResultsMessage : undefined;
+    case 'results/trial':
+      return typeof m.trial === 'object' && m.trial !== null && typeof (m.trial as { trialId?: unknown }).trialId === 'number' ? value as HostToResultsMessage : undefined;
+    case 'results/experiment':
+      return typeof m.experiment === 'object' && m.experiment !== null ? value as HostToResultsMessage : undefined;
+    default:
+      return undefined;
+  }
+}
