@@ -10,7 +10,36 @@ export type HostToPanelMessage =
   /** After `panel/ready`, and whenever the view becomes visible again: everything to draw from scratch. */
   | { readonly type: 'gpu/init'; readonly snapshot: GpuSnapshot | null; readonly history: readonly MemorySeries[]; readonly inventory: readonly GpuInventoryEntry[]; readonly hints: readonly GpuHint[]; readonly historyMinutes: number }
   /** On every new sample. */
-  | { readonly type: 'gpu/snapshot'; readonly snapshot: GpuSnapshot; readonly hints: readonly GpuHint[] };
+  | { readonly type: 'gpu/snapshot'; readonly snapshot: GpuSnapshot; readonly hints: readonly GpuHint[] }
+  /**
+   * The training job started from "Start Training…" (null when none ran since the extension
+   * started): after `gpu/init`, and as the job progresses (a few times a second at most).
+   * The panel marks the job's devices and draws its loss curve.
+   */
+  | { readonly type: 'gpu/job'; readonly job: PanelJob | null };
+
+/** One worker of a training job, as the GPU panel marks it. */
+export interface PanelJobWorker {
+  readonly rank: number;
+  /** The GPU the worker runs on (its `CUDA_VISIBLE_DEVICES` index), null for a CPU worker. */
+  readonly gpuIndex: number | null;
+  /** What the worker really got, e.g. `gpu:1 (CUDA_VISIBLE_DEVICES=1)` or `cpu`. */
+  readonly device: string;
+}
+
+/** A training job as the GPU panel shows it. */
+export interface PanelJob {
+  readonly name: string;
+  readonly strategy: string;
+  readonly state: 'starting' | 'running' | 'done' | 'failed' | 'cancelled';
+  /** One line for people: "epoch 1/2 · step 26/63 · loss 0.517 · 4,150 samples/s", or the outcome. */
+  readonly status: string;
+  /** Empty until the job has started its workers. */
+  readonly workers: readonly PanelJobWorker[];
+  /** Training loss after optimizer steps (global step numbers), oldest first; thinned out on long jobs. */
+  readonly lossSteps: readonly number[];
+  readonly loss: readonly number[];
+}
 
 /** Sent by the GPU panel webview to the extension host. */
 export type PanelToHostMessage =
