@@ -9,6 +9,7 @@
  *   device). Only control and metrics travel here; gradients go peer to peer over the ring.
  */
 import type { JobOverrides, JobSpec, Strategy } from './jobSpec';
+import type { PipelineMetrics } from './pipelineSchedule';
 
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {
@@ -38,6 +39,8 @@ export interface JobMetrics {
   readonly samplesPerSecond: number;
   readonly durationMs: number;
   readonly checkpoint?: string;
+  /** pipeline jobs: the split, per-stage busy and idle time, and the measured bubble. */
+  readonly pipeline?: PipelineMetrics;
 }
 
 /** Sent by the training host to its client, in this order: started, summary, (step | memory | epoch | checkpoint | log)*, then done or failed. */
@@ -130,5 +133,13 @@ function parseOverrides(value: unknown): JobOverrides {
   if (int('batchSize') !== undefined) out.batchSize = int('batchSize');
   if (int('maxStepsPerEpoch') !== undefined) out.maxStepsPerEpoch = int('maxStepsPerEpoch');
   if (str('checkpointDir') !== undefined) out.checkpointDir = str('checkpointDir');
+  if (typeof v.pipeline === 'object' && v.pipeline !== null) {
+    const p = v.pipeline as Record<string, unknown>;
+    const pipeline: NonNullable<JobOverrides['pipeline']> = {};
+    if (Number.isInteger(p.stages)) pipeline.stages = p.stages as number;
+    if (Number.isInteger(p.microBatches)) pipeline.microBatches = p.microBatches as number;
+    if (p.schedule === 'gpipe' || p.schedule === '1f1b') pipeline.schedule = p.schedule;
+    out.pipeline = pipeline;
+  }
   return out;
 }

@@ -68,11 +68,6 @@ export function runJob(o: RunJobOptions): JobHandle {
     o.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
-  if (spec.strategy === 'pipeline') {
-    const event: JobEvent = { type: 'job/failed', reason: 'strategy "pipeline" is not implemented yet', hint: 'Use "single", "dp" or "ddp" for now.' };
-    o.onEvent(event);
-    return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
-  }
   return new Coordinator(spec, o).start();
 }
 

@@ -53,6 +53,8 @@ export interface JobOverrides {
   batchSize?: number;
   maxStepsPerEpoch?: number;
   checkpointDir?: string;
+  /** pipeline: stages, micro-batches per batch, schedule. */
+  pipeline?: { stages?: number; microBatches?: number; schedule?: 'gpipe' | '1f1b' };
 }
 
 /** A job file that cannot run; the message names the file, the field and what was expected. */
@@ -255,11 +257,16 @@ export function parseJob(raw: unknown, file: string, overrides: JobOverrides = {
   for (const p of dataPaths(data)) if (!existsSync(p)) more.push(`/data: ${p} does not exist`);
 
   const strategy = overrides.strategy ?? j.strategy ?? 'single';
-  const devicesRaw = overrides.devices ?? j.devices ?? (strategy === 'single' ? 1 : 2);
+  const stagesGiven = overrides.pipeline?.stages ?? j.pipeline?.stages;
+  const devicesRaw = overrides.devices ?? j.devices ?? (strategy === 'single' ? 1 : strategy === 'pipeline' && stagesGiven ? stagesGiven : 2);
   const devices = typeof devicesRaw === 'number' ? Array.from({ length: devicesRaw }, (_, i) => i) : [...devicesRaw];
   if (strategy === 'single' && devices.length !== 1) more.push(`/devices: strategy "single" runs on one device, got ${devices.length}`);
   const optName = j.optimizer?.name ?? 'adam';
-  const pipeline = { stages: j.pipeline?.stages ?? devices.length, microBatches: j.pipeline?.microBatches ?? 4, schedule: j.pipeline?.schedule ?? 'gpipe' } as const;
+  const po = overrides.pipeline ?? {};
+  const pipeline = { stages: po.stages ?? j.pipeline?.stages ?? devices.length, microBatches: po.microBatches ?? j.pipeline?.microBatches ?? 4, schedule: po.schedule ?? j.pipeline?.schedule ?? 'gpipe' } as const;
+  // One stage per device, one process per device, as the other strategies.
+  if (strategy === 'pipeline' && pipeline.stages !== devices.length) more.push(`/pipeline/stages must equal the number of devices (one stage per device): ${pipeline.stages} stages on ${devices.length} device${devices.length === 1 ? '' : 's'}`);
+  if (strategy === 'pipeline' && pipeline.stages < 2) more.push(`/pipeline/stages must be at least 2 for strategy "pipeline", got ${pipeline.stages}`);
   const batchSize = overrides.batchSize ?? j.batchSize;
   if ((strategy === 'ddp' || strategy === 'dp') && batchSize % devices.length !== 0) more.push(`/batchSize must be divisible by the number of devices (${devices.length}) for strategy "${strategy}", got ${batchSize}`);
   if (strategy === 'pipeline' && batchSize % pipeline.microBatches !== 0) more.push(`/batchSize must be divisible by /pipeline/microBatches (${pipeline.microBatches}), got ${batchSize}`);

@@ -19,19 +19,20 @@ import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './
 import { BucketedAllReduce, Ring, RingError } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
+import { trainPipeline } from './pipeline';
 
-type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
+export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
 
-function send(m: WorkerMessage): Promise<void> {
+export function send(m: WorkerMessage): Promise<void> {
   return new Promise((resolve) => {
     if (!process.send || !process.connected) return resolve();
     process.send(m, undefined, {}, () => resolve());
   });
 }
 
-const emit = (event: JobEvent): Promise<void> => send({ type: 'worker/event', event });
+export const emit = (event: JobEvent): Promise<void> => send({ type: 'worker/event', event });
 
-function nextMessage<T extends CoordinatorMessage['type']>(type: T): Promise<Extract<CoordinatorMessage, { type: T }>> {
+export function nextMessage<T extends CoordinatorMessage['type']>(type: T): Promise<Extract<CoordinatorMessage, { type: T }>> {
   return new Promise((resolve) => {
     const on = (m: CoordinatorMessage) => {
       if (m?.type !== type) return;
@@ -53,7 +54,7 @@ export function hintFor(message: string): string | undefined {
   return undefined;
 }
 
-class Batcher {
+export class Batcher {
   private xbuf: Float32Array;
   private readonly width: number;
 
@@ -105,9 +106,9 @@ interface EvalGroup {
   allReduceSum(data: Float32Array): Promise<void>;
 }
 
-const alone: EvalGroup = { rank: 0, worldSize: 1, allReduceSum: () => Promise.resolve() };
+export const alone: EvalGroup = { rank: 0, worldSize: 1, allReduceSum: () => Promise.resolve() };
 
-async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: EvalGroup): Promise<{ accuracy: number; loss: number }> {
+export async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: EvalGroup): Promise<{ accuracy: number; loss: number }> {
   const n = data.test.count;
   const from = Math.floor((ring.rank * n) / ring.worldSize);
   const to = Math.floor(((ring.rank + 1) * n) / ring.worldSize);
@@ -140,7 +141,7 @@ function gradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, 
   return { arrays, loss };
 }
 
-function flatten(arrays: Float32Array[], extra: number[] = []): Float32Array {
+export function flatten(arrays: Float32Array[], extra: number[] = []): Float32Array {
   const out = new Float32Array(arrays.reduce((n, a) => n + a.length, 0) + extra.length);
   let off = 0;
   for (const a of arrays) {
@@ -405,7 +406,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   }
 }
 
-function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): Extract<WorkerMessage, { type: 'worker/ready' }> {
+export function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): Extract<WorkerMessage, { type: 'worker/ready' }> {
   const localBatch = init.spec.batchSize / init.worldSize;
   return {
     type: 'worker/ready',
@@ -441,7 +442,7 @@ export async function workerMain(): Promise<void> {
     const data = await loadDataset(init.spec.data, init.spec.file);
     const model = await buildModel(backend.tf, init.spec.model, data.inputShape, data.numClasses, init.spec.seed);
     backend = await ensureTrainable(backend, model);
-    const metrics = init.spec.strategy === 'dp' ? await trainDp(init, backend, data, model) : await train(init, backend, data, model);
+    const metrics = init.spec.strategy === 'dp' ? await trainDp(init, backend, data, model) : init.spec.strategy === 'pipeline' ? await trainPipeline(init, backend, data, model) : await train(init, backend, data, model);
     await send({ type: 'worker/done', rank: init.rank, metrics });
     process.exit(0);
   } catch (err) {
