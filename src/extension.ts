@@ -10,6 +10,7 @@ import { gpuMonitorSettings } from './config';
 import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
+import { registerTraining } from './views/training';
 import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -30,6 +31,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   registerGpuPanel(context, monitor);
   registerGpuStatusBar(context, monitor);
+  registerTraining(context, monitor);
   registerLintClient(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);

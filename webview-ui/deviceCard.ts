@@ -42,6 +42,7 @@ interface ProcessRow {
 export class DeviceCard {
   readonly root: HTMLElementTagNameMap['vscode-collapsible'];
   private readonly summary = el('span', 'summary');
+  private readonly jobMark = el('p', 'job-mark');
   private readonly numbers = el('span', 'memory-numbers');
   private readonly reserved = el('span', 'memory-reserved');
   private readonly bar = el('div', 'bar');
@@ -54,8 +55,11 @@ export class DeviceCard {
   private readonly noProcesses: HTMLTableRowElement;
   private readonly rows = new Map<number, ProcessRow>();
   readonly chart: MemoryChart;
+  /** The tool's device index, as of the last update (a training job names its GPUs by it). */
+  index: number;
 
   constructor(readonly key: string, device: GpuDevice, open: boolean, windowMinutes: number, colors: ChartColors, onToggle: (key: string, open: boolean) => void) {
+    this.index = device.index;
     const root = document.createElement('vscode-collapsible');
     this.root = root;
     root.className = 'device';
@@ -96,7 +100,8 @@ export class DeviceCard {
     this.noProcesses.append(none);
     table.append(head, this.processBody);
 
-    body.append(memory, stats, chartBox, table);
+    this.jobMark.hidden = true;
+    body.append(this.jobMark, memory, stats, chartBox, table);
     root.append(this.summary, body);
 
     this.chart = new MemoryChart(chartBox, `GPU ${device.index}`, windowMinutes, colors);
@@ -104,6 +109,7 @@ export class DeviceCard {
   }
 
   update(d: GpuDevice, processes: readonly GpuProcess[]): void {
+    this.index = d.index;
     const heading = `GPU ${d.index}`;
     if (this.root.heading !== heading) this.root.heading = heading;
     const name = d.name ?? missing;
@@ -164,6 +170,14 @@ export class DeviceCard {
     let inOrder = current.length === wanted.length;
     for (let i = 0; inOrder && i < wanted.length; i++) inOrder = current[i] === wanted[i];
     if (!inOrder) this.processBody.replaceChildren(...wanted);
+  }
+
+  /** "training: mnist-ddp, rank 0" while a job started from the editor runs on this GPU. */
+  setJob(mark: string | null): void {
+    this.jobMark.hidden = mark === null;
+    setText(this.jobMark, mark ?? '');
+    this.root.classList.toggle('in-job', mark !== null);
+    this.summary.classList.toggle('in-job', mark !== null);
   }
 
   setStale(stale: boolean): void {

@@ -1,7 +1,8 @@
-import type { HostToPanelMessage } from '../src/common/protocol';
+import type { HostToPanelMessage, PanelJob } from '../src/common/protocol';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../src/gpu/types';
 import { DeviceCard, deviceKey } from './deviceCard';
 import { clock } from './format';
+import { JobSection, jobMark } from './jobSection';
 import { onThemeChange, readChartColors } from './theme';
 import type { PanelState, VsCodeApi } from './vscodeApi';
 
@@ -24,9 +25,18 @@ export function asHostMessage(data: unknown): HostToPanelMessage | undefined {
       return (m.snapshot === null || snapshotOk(m.snapshot)) && Array.isArray(m.history) && Array.isArray(m.hints) ? (data as HostToPanelMessage) : undefined;
     case 'gpu/snapshot':
       return snapshotOk(m.snapshot) && Array.isArray(m.hints) ? (data as HostToPanelMessage) : undefined;
+    case 'gpu/job':
+      return jobOk((data as { job?: unknown }).job) ? (data as HostToPanelMessage) : undefined;
     default:
       return undefined;
   }
+}
+
+function jobOk(j: unknown): boolean {
+  if (j === null) return true;
+  if (typeof j !== 'object' || j === undefined) return false;
+  const job = j as Partial<PanelJob>;
+  return typeof job.name === 'string' && typeof job.status === 'string' && typeof job.state === 'string' && Array.isArray(job.workers) && Array.isArray(job.lossSteps) && Array.isArray(job.loss);
 }
 
 /** Hint texts quote code in `backticks`, as the course notes do: show those parts as code. */
@@ -77,6 +87,8 @@ export class Panel {
   private readonly retry = el('vscode-button', 'retry', 'Retry');
   private readonly hints = el('ul', 'hints');
   private readonly devices = el('div', 'devices');
+  private job: PanelJob | null = null;
+  private readonly jobSection = new JobSection(readChartColors());
 
   constructor(private readonly root: HTMLElement, private readonly api: VsCodeApi, private readonly firstSampleTimeoutMs: number) {
     this.collapsed = new Set(api.getState()?.collapsed ?? []);
@@ -97,13 +109,14 @@ export class Panel {
       const url = a.getAttribute('href') ?? '';
       if (/^https:\/\//.test(url)) this.api.postMessage({ type: 'panel/openLink', url });
     });
-    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.hints, this.devices);
+    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.hints, this.jobSection.root, this.devices);
     this.setMode('waiting');
     this.startFirstSampleTimer();
 
     onThemeChange(() => {
       this.colors = readChartColors();
       for (const card of this.cards.values()) card.chart.setColors(this.colors);
+      this.jobSection.setColors(this.colors);
     });
   }
 
@@ -115,11 +128,21 @@ export class Panel {
       case 'gpu/snapshot':
         this.show(message.snapshot, message.hints, true);
         break;
+      case 'gpu/job':
+        this.showJob(message.job);
+        break;
       default: {
         const unreachable: never = message;
         throw new Error(`unhandled message ${JSON.stringify(unreachable)}`);
       }
     }
+  }
+
+  /** The job's section, and a mark on each device card it trains on. */
+  private showJob(job: PanelJob | null): void {
+    this.job = job;
+    this.jobSection.update(job);
+    for (const card of this.cards.values()) card.setJob(jobMark(job, card.index));
   }
 
   private init(snapshot: GpuSnapshot | null, history: readonly MemorySeries[], inventory: readonly GpuInventoryEntry[], hints: readonly GpuHint[], historyMinutes: number): void {
@@ -175,6 +198,7 @@ export class Panel {
       if (expected !== card.root) this.devices.insertBefore(card.root, expected);
       previous = card.root;
       card.update(d, snapshot.processes.filter((p) => p.gpuIndex === d.index));
+      card.setJob(jobMark(this.job, d.index));
       card.setStale(snapshot.stale === true);
       if (appendToChart) card.chart.append(snapshot.takenAt, d.memoryUsedMiB, d.memoryTotalMiB);
     }

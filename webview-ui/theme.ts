@@ -1,6 +1,8 @@
 /** Colours for the canvas (uPlot cannot use CSS variables, so we read them from the theme). */
 export interface ChartColors {
   readonly line: string;
+  /** The training loss curve: another chart colour than memory's, so the two never read as one. */
+  readonly loss: string;
   readonly fill: string;
   readonly axis: string;
   readonly grid: string;
@@ -23,6 +25,7 @@ export function readChartColors(): ChartColors {
   const family = cssVar('--vscode-font-family', 'sans-serif');
   return {
     line,
+    loss: cssVar('--vscode-charts-orange', line),
     fill: translucent(line, '33'),
     axis: cssVar('--vscode-descriptionForeground', cssVar('--vscode-foreground', 'gray')),
     grid: cssVar('--vscode-charts-lines', 'rgba(128,128,128,0.3)'),

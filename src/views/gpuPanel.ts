@@ -10,6 +10,7 @@ import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot } from '../gpu/types';
 import { log } from '../log';
 import { makeNonce, renderPanelHtml } from './panelHtml';
+import { trainingJobFeed } from './trainingFeed';
 
 export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disposable {
   static readonly viewId = 'gpuWorkbench.gpuPanel';
@@ -28,6 +29,9 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
   constructor(private readonly extensionUri: vscode.Uri, private readonly monitor: GpuMonitor) {
     this.subscriptions.push(
       monitor.onSnapshot((snapshot, hints) => this.onSnapshot(snapshot, hints)),
+      trainingJobFeed.onChange((job) => {
+        if (this.ready && this.view?.visible) this.post({ type: 'gpu/job', job });
+      }),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('gpuWorkbench.gpuMonitor.enabled')) this.updateLease();
       }),
@@ -143,6 +147,8 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
       hints: this.monitor.hints(),
       historyMinutes: gpuMonitorSettings().historyMinutes ?? 10,
     });
+    const job = trainingJobFeed.current();
+    if (job) this.post({ type: 'gpu/job', job });
   }
 
   /**

@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import type { HostToPanelMessage, PanelJob } from '../../src/common/protocol';
+import { repoRoot } from '../paths';
+import { launchChromium, openPanel, startPanelServer, type PanelPage, type PanelServer } from './harness';
+import { history, noDriver, rtx3090, t0, twoGpus } from './samples';
+import { dark, highContrast, light } from './themes';
+
+/** Polls a condition until it holds or the deadline passes (uPlot paints on its own schedule). */
+async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const init: HostToPanelMessage = { type: 'gpu/init', snapshot: twoGpus(), history: history(), inventory: [], hints: [], historyMinutes: 10 };
+
+function job(extra: Partial<PanelJob> = {}): PanelJob {
+  const steps = Array.from({ length: 40 }, (_, i) => i + 1);
+  return {
+    name: 'mnist-ddp',
+    strategy: 'ddp',
+    state: 'running',
+    status: 'epoch 1/2 · step 40/63 · loss 0.517 · 4,150 samples/s',
+    workers: [{ rank: 0, gpuIndex: 0, device: 'gpu:0 (CUDA_VISIBLE_DEVICES=0)' }, { rank: 1, gpuIndex: 1, device: 'gpu:1 (CUDA_VISIBLE_DEVICES=1)' }],
+    lossSteps: steps,
+    loss: steps.map((s) => 2.3 * Math.exp(-s / 12) + 0.3),
+    ...extra,
+  };
+}
+
+function mark(p: PanelPage, index: number) {
+  return p.page.locator(`vscode-collapsible.device[data-key="${rtx3090(index, 0).uuid}"] .job-mark`);
+}
+
+/** Canvas pixels of the job's loss chart close to the given #rrggbb. */
+async function lossPixels(p: PanelPage, hex: string): Promise<number> {
+  return p.page.evaluate<number>(`(() => {
+    const canvas = document.querySelector('section.job canvas');
+    if (!canvas) return 0;
+    const [r, g, b] = [1, 3, 5].map((i) => parseInt(${JSON.stringify(hex)}.slice(i, i + 2), 16));
+    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    let n = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i + 3] > 200 && Math.abs(data[i] - r) < 12 && Math.abs(data[i + 1] - g) < 12 && Math.abs(data[i + 2] - b) < 12) n++;
+    }
+    return n;
+  })()`);
+}
+
+describe('GPU panel: the training job (headless Chromium)', function () {
+  this.timeout(60_000);
+  let browser: Browser;
+  let server: PanelServer;
+  const open: PanelPage[] = [];
+
+  async function panel(theme = dark): Promise<PanelPage> {
+    const p = await openPanel(browser, server, theme);
+    open.push(p);
+    await p.waitForPosted('panel/ready');
+    return p;
+  }
+
+  before(async () => {
+    server = await startPanelServer();
+    browser = await launchChromium();
+  });
+
+  afterEach(async function () {
+    for (const p of open.splice(0)) {
+      const csp = await p.cspViolations();
+      const errors = p.errors;
+      await p.close();
+      if (this.currentTest?.state === 'passed') {
+        assert.deepEqual(csp, [], 'Content Security Policy violations');
+        assert.deepEqual(errors, [], 'uncaught errors in the page');
+      }
+    }
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('marks the job\'s GPUs with its name and rank and draws its loss curve in --vscode-charts-orange, in three themes', async () => {
+    for (const theme of [dark, light, highContrast]) {
+      const p = await panel(theme);
+      await p.send(init);
+      assert.equal(await p.page.locator('section.job').isVisible(), false, 'no job section before any job');
+      await p.send({ type: 'gpu/job', job: job() });
+      await mark(p, 0).waitFor();
+      assert.equal(await mark(p, 0).textContent(), 'training: mnist-ddp, rank 0');
+      assert.equal(await mark(p, 1).textContent(), 'training: mnist-ddp, rank 1');
+      const section = p.page.locator('section.job');
+      assert.equal(await section.locator('.job-title').textContent(), 'Training mnist-ddp (ddp)');
+      assert.equal(await section.locator('.job-status').textContent(), 'epoch 1/2 · step 40/63 · loss 0.517 · 4,150 samples/s');
+      assert.equal(await section.locator('.job-workers').textContent(), 'rank 0 · GPU 0, rank 1 · GPU 1');
+      assert.equal(await section.locator('.job-chart').getAttribute('data-points'), '40');
+      const orange = theme.vars['--vscode-charts-orange'];
+      await eventually(async () => await lossPixels(p, orange) > 30, `${theme.name}: the loss line is drawn in ${orange}`);
+      mkdirSync(join(repoRoot, 'test-results'), { recursive: true });
+      await p.page.screenshot({ path: join(repoRoot, 'test-results', `gpu-panel-job-${theme.name}.png`), fullPage: true });
+    }
+  });
+
+  it('updates in place as steps arrive, marks a card that appears later, and clears the marks when the job ends', async () => {
+    const p = await panel();
+    await p.send({ type: 'gpu/init', snapshot: { ...twoGpus(), devices: [rtx3090(0, 7270)] }, history: [], inventory: [], hints: [], historyMinutes: 10 });
+    await p.send({ type: 'gpu/job', job: job({ lossSteps: [1, 2], loss: [2.3, 2.1] }) });
+    await mark(p, 0).waitFor();
+    // A mark on the element proves that the next message updates it rather than rebuilding it.
+    await p.page.evaluate(`document.querySelector('section.job').dataset.probe = 'kept'`);
+    await p.send({ type: 'gpu/job', job: job() });
+    await eventually(async () => (await p.page.locator('section.job .job-chart').getAttribute('data-points')) === '40', 'the chart has the 40 points');
+    assert.equal(await p.page.locator('section.job').getAttribute('data-probe'), 'kept', 'the same section element, updated in place');
+    // GPU 1 reports only now: its card is marked as soon as it is built.
+    await p.send({ type: 'gpu/snapshot', snapshot: twoGpus(t0 + 1000), hints: [] });
+    await mark(p, 1).waitFor();
+    assert.equal(await mark(p, 1).textContent(), 'training: mnist-ddp, rank 1');
+    await p.send({ type: 'gpu/job', job: job({ state: 'done', status: 'done · test accuracy 93.46%' }) });
+    await mark(p, 0).waitFor({ state: 'hidden' });
+    assert.equal(await mark(p, 1).isVisible(), false);
+    assert.equal(await p.page.locator('section.job .job-status').textContent(), 'done · test accuracy 93.46%');
+    assert.equal(await p.page.locator('section.job .job-state').textContent(), 'done');
+  });
+
+  it('shows a CPU-only job without a GPU, and ignores a malformed job message', async () => {
+    const p = await panel();
+    await p.send({ type: 'gpu/init', snapshot: noDriver, history: [], inventory: [], hints: [], historyMinutes: 10 });
+    await p.send({ type: 'gpu/job', job: { name: 'bad' } as unknown as PanelJob });
+    await p.send({ type: 'gpu/job', job: job({ workers: [{ rank: 0, gpuIndex: null, device: 'cpu' }, { rank: 1, gpuIndex: null, device: 'cpu' }] }) });
+    await p.page.locator('section.job').waitFor();
+    assert.equal(await p.page.locator('section.job .job-title').textContent(), 'Training mnist-ddp (ddp)');
+    assert.equal(await p.page.locator('section.job .job-workers').textContent(), '2 CPU workers');
+    assert.equal(await p.page.locator('.job-mark:visible').count(), 0);
+  });
+});

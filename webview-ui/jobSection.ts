@@ -1,0 +1,119 @@
+import uPlot from 'uplot';
+import type { PanelJob } from '../src/common/protocol';
+import type { ChartColors } from './theme';
+
+const chartHeight = 90;
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (className) e.className = className;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+function setText(e: HTMLElement, text: string): void {
+  if (e.textContent !== text) e.textContent = text;
+}
+
+/** "training: mnist-ddp, rank 0": how a device card says which job runs on it. */
+export function jobMark(job: PanelJob | null, gpuIndex: number): string | null {
+  if (!job || (job.state !== 'running' && job.state !== 'starting')) return null;
+  const ranks = job.workers.filter((w) => w.gpuIndex === gpuIndex).map((w) => w.rank);
+  if (ranks.length === 0) return null;
+  return `training: ${job.name}, rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+}
+
+/** "rank 0 · GPU 0, rank 1 · GPU 1" or "2 CPU workers". */
+function workersText(job: PanelJob): string {
+  if (job.workers.length === 0) return '';
+  if (job.workers.every((w) => w.gpuIndex == null)) return `${job.workers.length} CPU worker${job.workers.length === 1 ? '' : 's'}`;
+  return job.workers.map((w) => `rank ${w.rank} · ${w.gpuIndex == null ? 'CPU' : `GPU ${w.gpuIndex}`}`).join(', ');
+}
+
+/**
+ * The training job started from "Start Training…": its name, state, progress line, workers and
+ * loss curve (uPlot, loss over global steps). Built once, updated in place per message.
+ */
+export class JobSection {
+  readonly root = el('section', 'job');
+  private readonly title = el('h2', 'job-title');
+  private readonly state = el('vscode-badge', 'job-state');
+  private readonly status = el('p', 'job-status');
+  private readonly workers = el('p', 'job-workers');
+  private readonly chartBox = el('div', 'job-chart');
+  private readonly caption = el('div', 'chart-caption');
+  private plot: uPlot | undefined;
+  private width = 0;
+  private data: uPlot.AlignedData = [[], []];
+  private readonly resizeObserver: ResizeObserver;
+
+  constructor(private colors: ChartColors) {
+    this.root.hidden = true;
+    this.root.setAttribute('aria-label', 'Training job');
+    const head = el('div', 'job-head');
+    head.append(this.title, this.state);
+    this.chartBox.setAttribute('role', 'img');
+    this.root.append(head, this.status, this.workers, this.chartBox, this.caption);
+    this.resizeObserver = new ResizeObserver(() => this.fit());
+    this.resizeObserver.observe(this.root);
+  }
+
+  update(job: PanelJob | null): void {
+    this.root.hidden = job === null;
+    if (!job) return;
+    this.root.dataset.state = job.state;
+    setText(this.title, `Training ${job.name} (${job.strategy})`);
+    setText(this.state, job.state);
+    setText(this.status, job.status);
+    setText(this.workers, workersText(job));
+    this.workers.hidden = job.workers.length === 0;
+    const n = Math.min(job.lossSteps.length, job.loss.length);
+    this.data = [job.lossSteps.slice(0, n), job.loss.slice(0, n)];
+    const last = n ? job.loss[n - 1] : null;
+    setText(this.caption, last == null ? 'Training loss: no steps yet' : `Training loss · last ${last.toFixed(3)} at step ${job.lossSteps[n - 1]}`);
+    this.chartBox.setAttribute('aria-label', `Training loss of ${job.name} over ${n} steps`);
+    this.chartBox.dataset.points = String(n);
+    this.chartBox.hidden = n === 0;
+    this.draw();
+  }
+
+  setColors(colors: ChartColors): void {
+    this.colors = colors;
+    this.plot?.destroy();
+    this.plot = undefined;
+    this.draw();
+  }
+
+  private fit(): void {
+    const width = Math.floor(this.root.clientWidth);
+    if (width <= 0 || width === this.width) return;
+    this.width = width;
+    if (this.plot) this.plot.setSize({ width, height: chartHeight });
+    else this.draw();
+  }
+
+  private draw(): void {
+    if (this.plot) {
+      this.plot.setData(this.data);
+      return;
+    }
+    if (this.root.hidden || this.data[0].length === 0) return;
+    if (this.width <= 0) this.width = Math.floor(this.root.clientWidth);
+    if (this.width <= 0) return;
+    const c = this.colors;
+    const axis: uPlot.Axis = { stroke: c.axis, font: c.font, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1, size: 4 } };
+    this.plot = new uPlot({
+      width: this.width,
+      height: chartHeight,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
+      scales: { x: { time: false }, y: { range: (_u, _min, max) => [0, Math.max(max, 1e-3) * 1.05] } },
+      series: [{}, { label: 'Loss', stroke: c.loss, width: 1.5, points: { show: (u) => u.data[0].length < 5, size: 5 } }],
+      axes: [
+        { ...axis, space: 50, size: 22 },
+        { ...axis, size: 40, space: 20, values: (_u, splits) => splits.map((v) => (v === 0 ? '0' : v.toFixed(v < 1 ? 2 : 1))) },
+      ],
+    }, this.data, this.chartBox);
+  }
+}
