@@ -8,9 +8,9 @@
  * watchers), and that whole group is killed at the end, also when a test fails or mocha exits.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { basename, delimiter, join } from 'node:path';
 import { chromium, type Browser, type FrameLocator, type Page } from 'playwright-core';
 import { fixtures, repoRoot } from '../paths';
 
@@ -136,7 +136,23 @@ export interface ServerOptions {
   env?: NodeJS.ProcessEnv;
   /** A short name for the folders and screenshots. */
   name: string;
+  /** The folder the server opens by default; default test/fixtures/e2e-workspace. */
+  workspace?: string;
+  /**
+   * Leave workspace trust on (no `--disable-workspace-trust`): the folder opens in Restricted
+   * Mode, without the trust dialog (`security.workspace.trust.startupPrompt: never`).
+   */
+  restricted?: boolean;
 }
+
+/** Settings that make a fresh user open every folder in Restricted Mode, with no dialog. */
+const restrictedModeSettings = {
+  'security.workspace.trust.enabled': true,
+  'security.workspace.trust.startupPrompt': 'never',
+  'security.workspace.trust.banner': 'always',
+  'security.workspace.trust.untrustedFiles': 'open',
+  'security.workspace.trust.emptyWindow': false,
+};
 
 export interface Timings {
   [step: string]: number;
@@ -183,7 +199,8 @@ export class CodeServer {
     const extensionsDir = join(root, 'extensions');
     mkdirSync(join(userDataDir, 'User'), { recursive: true });
     mkdirSync(extensionsDir, { recursive: true });
-    writeFileSync(join(userDataDir, 'User', 'settings.json'), JSON.stringify({ ...userSettings, ...opts.settings }, null, 2));
+    const settings = { ...userSettings, ...(opts.restricted ? restrictedModeSettings : {}), ...opts.settings };
+    writeFileSync(join(userDataDir, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
     // Our own config file, or code-server writes ~/.config/code-server/config.yaml with a password.
     const config = join(root, 'cs.yaml');
     writeFileSync(config, 'bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n');
@@ -215,9 +232,10 @@ export class CodeServer {
     }
 
     const t0 = performance.now();
+    const trust = opts.restricted ? [] : ['--disable-workspace-trust'];
     const child = spawn(
       process.execPath,
-      [codeServerEntry, ...base, '--bind-addr', '127.0.0.1:0', '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', e2eWorkspace],
+      [codeServerEntry, ...base, '--bind-addr', '127.0.0.1:0', '--auth', 'none', '--disable-telemetry', '--disable-update-check', ...trust, opts.workspace ?? e2eWorkspace],
       { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     if (child.pid === undefined) throw new Error('could not spawn code-server');
@@ -342,14 +360,14 @@ export function remoteUri(server: CodeServer, path: string): string {
   return `vscode-remote://127.0.0.1:${server.port}${path}`;
 }
 
-/** Opens a fresh page on the workbench and waits until it has drawn. Console lines are kept on `page` for failure messages. */
-export async function openWorkbench(browser: Browser, server: CodeServer): Promise<{ page: Page; console: string[]; ms: number }> {
+/** Opens a fresh page on the workbench with `folder` and waits until it has drawn. Console lines are kept for failure messages. */
+export async function openWorkbench(browser: Browser, server: CodeServer, folder = e2eWorkspace): Promise<{ page: Page; console: string[]; ms: number }> {
   const t0 = performance.now();
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const consoleLines: string[] = [];
   page.on('console', (m) => consoleLines.push(`[${m.type()}] ${m.text()}`));
   page.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.message}`));
-  await page.goto(workbenchUrl(server), { timeout: 60_000 });
+  await page.goto(workbenchUrl(server, folder), { timeout: 60_000 });
   await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
   await page.locator('.activitybar').waitFor({ timeout: 60_000 });
   return { page, console: consoleLines, ms: since(t0) };
@@ -364,21 +382,85 @@ export function webviewFrame(page: Page, purpose: 'webviewView' | 'webviewPanel'
   return page.frameLocator(`iframe.webview.ready[src*="extensionId=${extensionId}&"][src*="purpose=${purpose}"]`).frameLocator('iframe#active-frame');
 }
 
+export const activityBarItem = '.activitybar .action-item a[aria-label^="GPU Workbench"]';
+
+/** Opens the GPU Workbench view from the activity bar and returns its inner webview document. */
+export async function openGpuView(page: Page): Promise<FrameLocator> {
+  await page.locator(activityBarItem).click({ timeout: 30_000 });
+  await page.locator('.sidebar .composite.title', { hasText: 'GPU Workbench' }).waitFor({ timeout: 30_000 });
+  const web = webviewFrame(page);
+  await web.locator('body').waitFor({ timeout: 30_000 });
+  return web;
+}
+
+/** Opens `name` from the explorer (more robust than Quick Open, E2E.md) and waits for its editor. */
+export async function openFileFromExplorer(page: Page, name: string): Promise<void> {
+  const explorer = page.locator('.explorer-folders-view');
+  if (!(await explorer.isVisible())) await page.keyboard.press('Control+Shift+E');
+  await page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first().click({ timeout: 60_000 });
+  await page.locator('.tabs-container .tab', { hasText: name }).waitFor({ timeout: 30_000 });
+  await page.locator('.editor-instance .monaco-editor .view-lines').first().waitFor({ timeout: 30_000 });
+}
+
+/** One row of the Problems panel as the user reads it. */
+export interface ProblemRow {
+  text: string;
+  /** 1-based, from the row's "[Ln N, Col M]". */
+  line: number;
+  column: number;
+}
+
+/** The marker rows the Problems panel shows now (files are expanded rows without a position). */
+export async function problemRows(page: Page): Promise<ProblemRow[]> {
+  const texts = await page.locator('.markers-panel .monaco-list-row').allInnerTexts();
+  const rows: ProblemRow[] = [];
+  for (const raw of texts) {
+    const text = raw.replace(/\s+/g, ' ').trim();
+    const m = /\[Ln (\d+), Col (\d+)\]/.exec(text);
+    if (m) rows.push({ text, line: Number(m[1]), column: Number(m[2]) });
+  }
+  return rows;
+}
+
+/** On a failed test: a screenshot of the page and the tails of the server log and the page console. */
+export async function reportFailure(ctx: Mocha.Context, page: Page | undefined, server: CodeServer | undefined, consoleLines: string[]): Promise<void> {
+  const test = ctx.currentTest;
+  if (test?.state !== 'failed') return;
+  if (page) await screenshot(page, `failed-${test.title.replace(/\W+/g, '-').slice(0, 40)}`).catch(() => undefined);
+  console.log(`      server log tail:\n${server?.log().slice(-2000) ?? '(no server)'}\n      page console tail:\n${consoleLines.slice(-30).join('\n')}`);
+}
+
 let shotCount = 0;
-/** Empties test-results/e2e/ so that the screenshots there are this run's only. */
+let resultsReset = false;
+/**
+ * Empties test-results/e2e/ so that the screenshots there are this run's only. Once per process:
+ * every suite file calls it, and the later ones must not wipe the earlier ones' screenshots.
+ */
 export function resetResults(): void {
+  if (resultsReset) return;
+  resultsReset = true;
   rmSync(resultsDir, { recursive: true, force: true });
   mkdirSync(resultsDir, { recursive: true });
   shotCount = 0;
 }
 
-/** A screenshot of the step into test-results/e2e/, numbered in the order taken. */
+/** A screenshot of the step into test-results/e2e/, numbered in the order taken (this run's across all suite files). */
 export async function screenshot(page: Page, name: string): Promise<string> {
-  mkdirSync(resultsDir, { recursive: true });
+  resetResults();
   shotCount += 1;
   const path = join(resultsDir, `${String(shotCount).padStart(2, '0')}-${name}.png`);
   await page.screenshot({ path });
   return path;
+}
+
+/**
+ * A throwaway workspace folder holding copies of `files` (never the repository's own files,
+ * which the tests must not modify); removed by the caller.
+ */
+export function copyWorkspace(name: string, files: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), `gpu-workbench-e2e-ws-${name}-`));
+  for (const f of files) copyFileSync(f, join(dir, basename(f)));
+  return dir;
 }
 
 /** A fresh temporary folder for this run (vsix, logs); removed by the caller. */

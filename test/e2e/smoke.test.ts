@@ -9,10 +9,9 @@ import { join } from 'node:path';
 import { format } from 'node:util';
 import type { Browser, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { CodeServer, e2eWorkspace, extensionId, launchBrowser, openWorkbench, packageVsix, remoteUri, resetResults, runDir, screenshot, since, waitUntil, webviewFrame, workbenchUrl } from './harness';
+import { activityBarItem, CodeServer, e2eWorkspace, extensionId, launchBrowser, openGpuView, openWorkbench, packageVsix, remoteUri, reportFailure, resetResults, runDir, screenshot, since, waitUntil, workbenchUrl } from './harness';
 
 const timings: Record<string, number> = {};
-const activityBarItem = '.activitybar .action-item a[aria-label^="GPU Workbench"]';
 
 describe('e2e: GPU Workbench in code-server', function () {
   this.timeout(180_000);
@@ -32,23 +31,6 @@ describe('e2e: GPU Workbench in code-server', function () {
     rmSync(work, { recursive: true, force: true });
     console.log(`      e2e timings (ms): ${JSON.stringify(timings)}`);
   });
-
-  /** On a failed test: a screenshot of the page and the tails of the server log and the page console. */
-  async function reportFailure(ctx: Mocha.Context, page: Page | undefined, server: CodeServer | undefined, consoleLines: string[]): Promise<void> {
-    const test = ctx.currentTest;
-    if (test?.state !== 'failed') return;
-    if (page) await screenshot(page, `failed-${test.title.replace(/\W+/g, '-').slice(0, 40)}`).catch(() => undefined);
-    console.log(`      server log tail:\n${server?.log().slice(-2000) ?? '(no server)'}\n      page console tail:\n${consoleLines.slice(-30).join('\n')}`);
-  }
-
-  /** Opens the GPU Workbench view from the activity bar and returns its inner webview document. */
-  async function openGpuView(page: Page): Promise<ReturnType<typeof webviewFrame>> {
-    await page.locator(activityBarItem).click({ timeout: 30_000 });
-    await page.locator('.sidebar .composite.title', { hasText: 'GPU Workbench' }).waitFor({ timeout: 30_000 });
-    const web = webviewFrame(page);
-    await web.locator('body').waitFor({ timeout: 30_000 });
-    return web;
-  }
 
   describe('with the fake nvidia-smi first on the server PATH (two GPUs)', () => {
     let server: CodeServer | undefined;
