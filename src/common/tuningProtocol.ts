@@ -72,6 +72,27 @@ export type ResultsToHostMessage =
   /** The user asked to see a trial's terminal (its task), e.g. by double-clicking its row. */
   | { readonly type: 'results/showTrial'; readonly trialId: number };
 
+// Formatting shared by the trial task names (host) and the results page.
+
+/** A number as short as reads well in a tab title: `3.2e-3`, `0.032`, `64`, `1.5e5`. */
+export function compactNumber(v: number): string {
+  if (!Number.isFinite(v)) return String(v);
+  const a = Math.abs(v);
+  if (Number.isInteger(v) && a < 1e6) return String(v);
+  if (a !== 0 && (a < 0.01 || a >= 1e5)) {
+    const [mantissa, exp] = v.toExponential(1).split('e');
+    return `${mantissa.replace(/\.0$/, '')}e${exp.replace(/^\+/, '')}`;
+  }
+  return String(Number(v.toPrecision(3)));
+}
+
+export function compactValue(v: unknown): string {
+  if (typeof v === 'number') return compactNumber(v);
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v)) return `[${v.map(compactValue).join(',')}]`;
+  return JSON.stringify(v);
+}
+
 /** Validates a message from the page; returns undefined for anything malformed. */
 export function parseResultsMessage(value: unknown): ResultsToHostMessage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;

@@ -3,31 +3,12 @@
  * the results model that folds an experiment's events, live or replayed from its journal, into
  * the rows the results page draws.
  */
-import type { ResultsExperiment, ResultsParam, ResultsTrial } from '../common/tuningProtocol';
+import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial } from '../common/tuningProtocol';
 import type { TuneEvent } from '../tuning/events';
 import type { TrialView } from '../tuning/experiment';
 import type { JournalRecord } from '../tuning/journal';
 import type { Config, Params } from '../tuning/space';
 import type { TuneSpec } from '../tuning/spec';
-
-/** A number as short as reads well in a tab title: `3.2e-3`, `0.032`, `64`, `1.5e5`. */
-export function compactNumber(v: number): string {
-  if (!Number.isFinite(v)) return String(v);
-  const a = Math.abs(v);
-  if (Number.isInteger(v) && a < 1e6) return String(v);
-  if (a !== 0 && (a < 0.01 || a >= 1e5)) {
-    const [mantissa, exp] = v.toExponential(1).split('e');
-    return `${mantissa.replace(/\.0$/, '')}e${exp.replace(/^\+/, '')}`;
-  }
-  return String(Number(v.toPrecision(3)));
-}
-
-export function compactValue(v: unknown): string {
-  if (typeof v === 'number') return compactNumber(v);
-  if (typeof v === 'string') return v;
-  if (Array.isArray(v)) return `[${v.map(compactValue).join(',')}]`;
-  return JSON.stringify(v);
-}
 
 /**
  * `Trial 7 · lr=3.2e-3 batch=64`: the trial's number and its searched values, each under the last

@@ -6,7 +6,8 @@ import type { TuneEvent } from '../../../src/tuning/events';
 import { Experiment } from '../../../src/tuning/experiment';
 import { readJournal } from '../../../src/tuning/journal';
 import { parseSpec } from '../../../src/tuning/spec';
-import { compactNumber, ResultsModel, setupFromSpec, trialTaskName } from '../../../src/views/tuningModel';
+import { compactNumber } from '../../../src/common/tuningProtocol';
+import { ResultsModel, setupFromSpec, trialTaskName } from '../../../src/views/tuningModel';
 import { fixtures } from '../../paths';
 
 describe('tuning: trial task names', () => {

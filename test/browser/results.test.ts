@@ -1,0 +1,370 @@
+/**
+ * The "Tuning Results" page in headless Chromium: the page from `renderResultsHtml` with its real
+ * CSP and the built `dist/results.js`, a fake `acquireVsCodeApi`, and messages as the host sends them.
+ */
+import assert from 'node:assert/strict';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize, sep } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import type { HostToResultsMessage, ResultsExperiment, ResultsToHostMessage, ResultsTrial } from '../../src/common/tuningProtocol';
+import { makeNonce } from '../../src/views/panelHtml';
+import { renderResultsHtml } from '../../src/views/resultsHtml';
+import { repoRoot } from '../paths';
+import { launchChromium } from './harness';
+import { dark, highContrast, light, type Theme } from './themes';
+
+const resultsDir = join(repoRoot, 'test-results');
+
+async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+// --- an experiment as the host would describe it ---------------------------------------------
+
+const experiment: ResultsExperiment = {
+  name: 'quadratic',
+  metric: 'loss',
+  mode: 'min',
+  timeAttr: 'training_iteration',
+  totalTrials: 12,
+  state: 'running',
+  best: { trialId: 3, metric: 0.118 },
+  apply: { kind: 'job', file: '/ws/mnist.job.json' },
+  params: [{ name: 'lr', scale: 'log' }, { name: 'batch_size', scale: 'category' }, { name: 'optimizer', scale: 'category' }],
+};
+
+function curve(floor: number, n: number): Array<[number, number]> {
+  return Array.from({ length: n }, (_, i) => [i + 1, Number((floor + 2.4 * Math.exp(-0.45 * (i + 1))).toFixed(4))]);
+}
+
+function trial(trialId: number, lr: number, batch: number, optimizer: string, floor: number, n: number, extra: Partial<ResultsTrial> = {}): ResultsTrial {
+  const c = curve(floor, n);
+  return {
+    trialId, status: 'done', config: { lr, batch_size: batch, optimizer, epochs: 12 }, values: { lr, batch_size: batch, optimizer },
+    curve: c, iterations: n, metric: c.length ? c[c.length - 1][1] : null, attempt: 1, ...extra,
+  };
+}
+
+const ashaMessage = (id: number, loss: string, cut: string, at: number): string => `loss ${loss} is worse than the rung's cutoff ${cut} at training_iteration ${at} (trial ${id})`;
+
+function trials(): ResultsTrial[] {
+  return [
+    trial(1, 0.0042, 64, 'adam', 0.31, 12),
+    trial(2, 0.05, 16, 'sgd', 1.2, 2, { status: 'stopped', stopReason: 'asha', stopMessage: ashaMessage(2, '1.61', '1.02', 2) }),
+    // Its last point is exactly 0.118 after 12 iterations, so the best of the summary.
+    { ...trial(3, 0.0032, 64, 'adam', 0.1, 12), metric: 0.118, curve: [...curve(0.1, 11), [12, 0.118]] },
+    trial(4, 0.0002, 128, 'sgd', 0.9, 4, { status: 'stopped', stopReason: 'asha', stopMessage: ashaMessage(4, '1.28', '0.77', 4) }),
+    trial(5, 0.011, 32, 'adam', 0.45, 12),
+    trial(6, 0.0007, 32, 'sgd', 0.7, 3, { status: 'failed', error: 'python3 exited with code 1: RuntimeError: CUDA out of memory' }),
+    trial(7, 0.0021, 128, 'adam', 0.2, 6, { status: 'running' }),
+    trial(8, 0.02, 16, 'adam', 0.6, 0, { status: 'running' }),
+  ];
+}
+
+function init(extra: Partial<ResultsExperiment> = {}, list = trials()): HostToResultsMessage {
+  return { type: 'results/init', experiment: { ...experiment, ...extra }, trials: list };
+}
+
+// --- the page harness --------------------------------------------------------------------------
+
+interface ResultsServer { readonly origin: string; close(): Promise<void> }
+
+async function startServer(): Promise<ResultsServer> {
+  const bundle = join(repoRoot, 'dist', 'results.js');
+  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: build the webviews first (npm run build)`);
+  let origin = '';
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', origin);
+    if (url.pathname === '/results.html') {
+      const html = renderResultsHtml({ cspSource: origin, nonce: makeNonce(), scriptUri: `${origin}/dist/results.js`, styleUris: [`${origin}/dist/uPlot.min.css`], experiment: 'quadratic' });
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(html);
+      return;
+    }
+    const file = normalize(join(repoRoot, decodeURIComponent(url.pathname)));
+    if (!file.startsWith(join(repoRoot, 'dist') + sep) || !existsSync(file)) {
+      res.writeHead(404).end();
+      return;
+    }
+    const types: Record<string, string> = { '.js': 'text/javascript', '.css': 'text/css', '.map': 'application/json' };
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { origin, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** Theme variables and a fake `acquireVsCodeApi` before the page's script (a string: the tests compile without the DOM library). */
+function fakeVsCode(theme: Theme): string {
+  return `(() => {
+  const vars = ${JSON.stringify(theme.vars)};
+  window.__csp = [];
+  document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+  let themed = false;
+  const apply = () => {
+    const html = document.documentElement;
+    if (html && !themed) {
+      for (const [k, v] of Object.entries(vars)) html.style.setProperty(k, v);
+      html.style.setProperty('background', 'var(--vscode-editor-background)');
+      themed = true;
+    }
+    if (!document.body) return false;
+    document.body.classList.add(${JSON.stringify(theme.bodyClass)});
+    return true;
+  };
+  if (!apply()) new MutationObserver((_r, o) => { if (apply()) o.disconnect(); }).observe(document, { childList: true, subtree: true });
+  window.acquireVsCodeApi = () => ({
+    postMessage: (m) => { void window.__resultsPosted(JSON.stringify(m)); },
+    getState: () => { const s = sessionStorage.getItem('results-state'); return s == null ? undefined : JSON.parse(s); },
+    setState: (s) => { sessionStorage.setItem('results-state', JSON.stringify(s)); return s; },
+  });
+})();`;
+}
+
+interface ResultsPage {
+  readonly page: Page;
+  readonly posted: ResultsToHostMessage[];
+  readonly errors: string[];
+  cspViolations(): Promise<string[]>;
+  waitForPosted(type: ResultsToHostMessage['type'], count?: number): Promise<void>;
+  send(message: HostToResultsMessage): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function openResults(browser: Browser, server: ResultsServer, theme: Theme = dark): Promise<ResultsPage> {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, timezoneId: 'UTC', locale: 'en-GB' });
+  const page = await context.newPage();
+  const consoleCsp: string[] = [];
+  const errors: string[] = [];
+  page.on('console', (m) => { if (/Content[- ]Security[- ]Policy/i.test(m.text())) consoleCsp.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.addInitScript({ content: fakeVsCode(theme) });
+  const posted: ResultsToHostMessage[] = [];
+  await page.exposeFunction('__resultsPosted', (json: string) => { posted.push(JSON.parse(json) as ResultsToHostMessage); });
+  await page.goto(`${server.origin}/results.html`);
+  return {
+    page, posted, errors,
+    cspViolations: async () => [...consoleCsp, ...await page.evaluate<string[]>('window.__csp')],
+    waitForPosted: (type, count = 1) => eventually(() => Promise.resolve(posted.filter((m) => m.type === type).length >= count),
+      `the page posts ${count} × ${type} (posted ${JSON.stringify(posted)}; errors ${JSON.stringify(errors)}; CSP ${JSON.stringify(consoleCsp)})`, 10_000),
+    send: async (message) => { await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`); },
+    close: () => context.close(),
+  };
+}
+
+// --- the tests ---------------------------------------------------------------------------------
+
+describe('Tuning Results webview (headless Chromium)', function () {
+  this.timeout(60_000);
+  let browser: Browser;
+  let server: ResultsServer;
+  const open: ResultsPage[] = [];
+
+  async function results(theme: Theme = dark): Promise<ResultsPage> {
+    const p = await openResults(browser, server, theme);
+    open.push(p);
+    await p.waitForPosted('results/ready');
+    return p;
+  }
+
+  const ids = (p: ResultsPage): Promise<string[]> => p.page.locator('table.trials tbody tr').evaluateAll((rows) => rows.map((r) => (r as unknown as { dataset: { trialId: string } }).dataset.trialId));
+
+  before(async () => {
+    server = await startServer();
+    browser = await launchChromium();
+  });
+
+  afterEach(async function () {
+    for (const p of open.splice(0)) {
+      const csp = await p.cspViolations();
+      const errors = [...p.errors];
+      await p.close();
+      if (this.currentTest?.state === 'passed') {
+        assert.deepEqual(csp, [], 'Content Security Policy violations');
+        assert.deepEqual(errors, [], 'uncaught errors in the page');
+      }
+    }
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('says results/ready first, then lists every trial with status, metric, iterations and config', async () => {
+    const p = await results();
+    assert.deepEqual(p.posted, [{ type: 'results/ready' }]);
+    await p.send(init());
+    const rows = p.page.locator('table.trials tbody tr');
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 8);
+    assert.deepEqual(await p.page.locator('table.trials thead th').allTextContents(), ['Trial', 'Status', 'loss', 'Iterations', 'lr', 'batch_size', 'optimizer']);
+    const cells = (id: number): Promise<string[]> => p.page.locator(`tr[data-trial-id="${id}"] td`).allTextContents();
+    assert.deepEqual(await cells(3), ['3best', 'Done', '0.118', '12', '3.2e-3', '64', 'adam']);
+    assert.deepEqual(await cells(2), ['2', 'Stopped by ASHA', '2.176', '2', '0.05', '16', 'sgd']);
+    assert.deepEqual(await cells(6), ['6', 'Failed', '1.322', '3', '7e-4', '32', 'sgd']);
+    assert.deepEqual(await cells(8), ['8', 'Running', '—', '0', '0.02', '16', 'adam']);
+    assert.equal(await p.page.locator('tr[data-trial-id="6"] td.status').getAttribute('title'), 'python3 exited with code 1: RuntimeError: CUDA out of memory');
+    assert.match(await p.page.locator('tr[data-trial-id="2"] td.status').getAttribute('title') ?? '', /worse than the rung's cutoff 1\.02/);
+    assert.equal(await p.page.locator('header.summary h1').textContent(), 'quadratic');
+    assert.equal(await p.page.locator('header.summary .state').textContent(), 'Running · 8 of 12 trials started · 2 running');
+  });
+
+  it('highlights the best trial: its row, the summary and Apply Best Config, which asks the host', async () => {
+    const p = await results();
+    await p.send(init());
+    await p.page.locator('tr.best').waitFor();
+    assert.deepEqual(await p.page.locator('tr.best').evaluateAll((rows) => rows.map((r) => (r as unknown as { dataset: { trialId: string } }).dataset.trialId)), ['3']);
+    assert.equal(await p.page.locator('tr.best .badge').textContent(), 'best');
+    assert.equal(await p.page.locator('.best-text').textContent(), 'Best: Trial 3 · loss 0.118 (lowest) · lr=3.2e-3 batch_size=64 optimizer=adam');
+    const apply = p.page.locator('vscode-button#apply-best');
+    assert.equal(await apply.textContent(), 'Apply Best Config');
+    assert.match(await apply.getAttribute('title') ?? '', /into \/ws\/mnist\.job\.json/);
+    await apply.click();
+    await p.waitForPosted('results/applyBest');
+    // The scatter marks the best point too.
+    assert.match(await p.page.locator('.chart.scatter').getAttribute('aria-label') ?? '', /best trial 3$/);
+
+    // Before any trial has ended there is no best, and the button does nothing.
+    await p.send(init({ best: null }, trials().map((t) => ({ ...t, status: 'running' as const }))));
+    await p.page.locator('.best-text', { hasText: 'No best trial yet' }).waitFor();
+    assert.equal(await p.page.locator('tr.best').count(), 0);
+    assert.equal(await p.page.locator('vscode-button#apply-best').getAttribute('disabled'), '');
+  });
+
+  it('sorts by a column when its header is clicked, then the other way; missing metrics last; the order survives a reload', async () => {
+    const p = await results();
+    await p.send(init());
+    await p.page.locator('table.trials tbody tr').first().waitFor();
+    assert.deepEqual(await ids(p), ['1', '2', '3', '4', '5', '6', '7', '8']);
+    await p.page.locator('th[data-key="metric"] button').click();
+    assert.deepEqual(await ids(p), ['3', '1', '7', '5', '4', '6', '2', '8']);
+    assert.equal(await p.page.locator('th[data-key="metric"]').getAttribute('aria-sort'), 'ascending');
+    await p.page.locator('th[data-key="metric"] button').click();
+    assert.deepEqual(await ids(p), ['2', '6', '4', '5', '7', '1', '3', '8']);
+    assert.equal(await p.page.locator('th[data-key="metric"]').getAttribute('aria-sort'), 'descending');
+    await p.page.locator('th[data-key="param:optimizer"] button').click();
+    assert.deepEqual(await ids(p), ['1', '3', '5', '7', '8', '2', '4', '6']);
+    await p.page.locator('th[data-key="param:lr"] button').click();
+    assert.deepEqual(await ids(p), ['4', '6', '7', '3', '1', '5', '8', '2']);
+    await p.page.locator('th[data-key="status"] button').click();
+    assert.deepEqual(await ids(p), ['7', '8', '1', '3', '5', '2', '4', '6']);
+    // The header keeps the keyboard focus, so Enter sorts the other way.
+    await p.page.keyboard.press('Enter');
+    assert.equal(await p.page.locator('th[data-key="status"]').getAttribute('aria-sort'), 'descending');
+
+    await p.page.reload();
+    await p.waitForPosted('results/ready', 2);
+    await p.send(init());
+    await p.page.locator('table.trials tbody tr').first().waitFor();
+    assert.equal(await p.page.locator('th[data-key="status"]').getAttribute('aria-sort'), 'descending', 'sort kept in the webview state');
+    assert.deepEqual(await ids(p), ['6', '2', '4', '1', '3', '5', '7', '8']);
+  });
+
+  it('marks where ASHA stopped each trial on its learning curve', async () => {
+    const p = await results();
+    await p.send(init());
+    const markers = p.page.locator('.chart.curves .stop-marker');
+    await markers.first().waitFor();
+    assert.deepEqual(await markers.evaluateAll((ms) => ms.map((m) => (m as unknown as { dataset: { trialId: string } }).dataset.trialId).sort()), ['2', '4']);
+    assert.equal(await p.page.locator('.stop-marker[data-trial-id="2"]').getAttribute('title'),
+      `Trial 2 stopped by ASHA at training_iteration 2 (loss 2.176): ${ashaMessage(2, '1.61', '1.02', 2)}`);
+    // The marker sits on the curve's last point: right of trial 4's (iteration 4 > 2) and above it (higher loss).
+    const m2 = await p.page.locator('.stop-marker[data-trial-id="2"]').boundingBox();
+    const m4 = await p.page.locator('.stop-marker[data-trial-id="4"]').boundingBox();
+    const plot = await p.page.locator('.chart.curves .u-over').boundingBox();
+    assert.ok(m2 && m4 && plot);
+    assert.ok(m4.x > m2.x, 'iteration 4 is right of iteration 2');
+    assert.ok(m2.y < m4.y, 'loss 2.176 is above loss 1.297');
+    for (const m of [m2, m4]) assert.ok(m.x >= plot.x - 6 && m.x <= plot.x + plot.width && m.y >= plot.y - 6 && m.y <= plot.y + plot.height, 'inside the plot');
+    assert.equal(await p.page.locator('.chart.curves').getAttribute('data-trials'), '7', 'every trial with a report has a curve');
+  });
+
+  it('updates live: a new report moves the curve and the table, a stop adds a marker, the end updates the summary', async () => {
+    const p = await results();
+    await p.send(init());
+    await p.page.locator('tr[data-trial-id="8"]').waitFor();
+    await p.send({ type: 'results/trial', trial: trial(8, 0.02, 16, 'adam', 0.6, 2, { status: 'running' }) });
+    await p.page.locator('tr[data-trial-id="8"] td.iterations', { hasText: '2' }).waitFor();
+    assert.equal(await p.page.locator('tr[data-trial-id="8"] td.metric').textContent(), '1.576');
+    assert.equal(await p.page.locator('.chart.curves').getAttribute('data-trials'), '8');
+    // Tag the canvas: a further report only adds a point, on the same plot.
+    await p.page.evaluate(`document.querySelector('.chart.curves canvas').dataset.tag = 'kept'`);
+    await p.send({ type: 'results/trial', trial: trial(8, 0.02, 16, 'adam', 0.6, 3, { status: 'running' }) });
+    await p.page.locator('tr[data-trial-id="8"] td.iterations', { hasText: '3' }).waitFor();
+    assert.equal(await p.page.locator('.chart.curves canvas[data-tag="kept"]').count(), 1, 'a report redraws the same plot');
+
+    await p.send({ type: 'results/trial', trial: trial(8, 0.02, 16, 'adam', 0.6, 3, { status: 'stopped', stopReason: 'asha', stopMessage: ashaMessage(8, '1.2', '1.0', 3) }) });
+    await p.page.locator('.stop-marker[data-trial-id="8"]').waitFor();
+    assert.equal(await p.page.locator('tr[data-trial-id="8"] td.status').textContent(), 'Stopped by ASHA');
+
+    await p.send({ type: 'results/experiment', experiment: { ...experiment, state: 'done', best: { trialId: 1, metric: 0.31 } } });
+    await p.page.locator('header.summary .state', { hasText: 'Finished · 8 trials' }).waitFor();
+    assert.deepEqual(await p.page.locator('tr.best').evaluateAll((rows) => rows.map((r) => (r as unknown as { dataset: { trialId: string } }).dataset.trialId)), ['1']);
+  });
+
+  it('plots the metric against the parameter picked, by category for words, and remembers the pick', async () => {
+    const p = await results();
+    await p.send(init());
+    const scatter = p.page.locator('.chart.scatter');
+    await scatter.locator('canvas').waitFor();
+    assert.deepEqual(await p.page.locator('#scatter-param option').allTextContents(), ['lr', 'batch_size', 'optimizer']);
+    assert.equal(await scatter.getAttribute('data-param'), 'lr');
+    assert.equal(await scatter.getAttribute('data-points'), '7', 'every trial with a metric');
+    await p.page.locator('#scatter-param').selectOption('optimizer');
+    await eventually(async () => await scatter.getAttribute('data-param') === 'optimizer', 'the scatter shows optimizer');
+    assert.equal(await scatter.getAttribute('data-categories'), 'adam,sgd', 'words are placed by category');
+    assert.equal(await scatter.getAttribute('aria-label'), 'loss against optimizer: 7 trials, best trial 3');
+
+    // A row click selects the trial (drawn in blue) and is remembered with the parameter.
+    await p.page.locator('tr[data-trial-id="5"]').click();
+    await p.page.locator('tr[data-trial-id="5"].selected').waitFor();
+    await p.page.reload();
+    await p.waitForPosted('results/ready', 2);
+    await p.send(init());
+    await p.page.locator('tr[data-trial-id="5"].selected').waitFor();
+    assert.equal(await p.page.locator('#scatter-param').inputValue(), 'optimizer');
+    // Double-click (or Enter) asks the host for the trial's terminal.
+    await p.page.locator('tr[data-trial-id="5"]').dblclick();
+    await p.waitForPosted('results/showTrial');
+    assert.deepEqual(p.posted.filter((m) => m.type === 'results/showTrial'), [{ type: 'results/showTrial', trialId: 5 }]);
+  });
+
+  it('draws in the theme\'s chart colours, in dark, light and high-contrast themes (screenshots)', async () => {
+    for (const theme of [dark, light, highContrast]) {
+      const p = await results(theme);
+      await p.send(init());
+      await p.page.locator('.stop-marker').first().waitFor();
+      const green = theme.vars['--vscode-charts-green'];
+      // The best curve is drawn in --vscode-charts-green.
+      await eventually(async () => await p.page.evaluate<number>(`(() => {
+        const canvas = document.querySelector('.chart.curves canvas');
+        const [r, g, b] = [1, 3, 5].map((i) => parseInt(${JSON.stringify(green)}.slice(i, i + 2), 16));
+        const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+        let n = 0;
+        for (let i = 0; i < data.length; i += 4) if (data[i + 3] > 200 && Math.abs(data[i] - r) < 12 && Math.abs(data[i + 1] - g) < 12 && Math.abs(data[i + 2] - b) < 12) n++;
+        return n;
+      })()`) > 100, `${theme.name}: the best curve in ${green}`);
+      mkdirSync(resultsDir, { recursive: true });
+      const file = join(resultsDir, `tuning-results-${theme.name}.png`);
+      await p.page.screenshot({ path: file, fullPage: true });
+      if (theme === dark && process.env.UPDATE_SCREENSHOTS === '1') {
+        mkdirSync(join(repoRoot, 'docs', 'images'), { recursive: true });
+        copyFileSync(file, join(repoRoot, 'docs', 'images', 'tuning-results.png'));
+      }
+    }
+  });
+
+  it('ignores malformed messages', async () => {
+    const p = await results();
+    await p.page.evaluate(`window.postMessage({ type: 'results/trial' }, '*'); window.postMessage('hello', '*'); window.postMessage({ type: 'results/init', experiment: null }, '*')`);
+    await p.send(init());
+    await p.page.locator('table.trials tbody tr').first().waitFor();
+    assert.equal(await p.page.locator('table.trials tbody tr').count(), 8);
+  });
+});
