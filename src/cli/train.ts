@@ -18,6 +18,10 @@ options:
   --epochs N         train for N epochs
   --backend B        auto | tensorflow-gpu | tensorflow | wasm | cpu
   --resume           continue from the last checkpoint in the job's checkpointDir
+  --micro-batches N  pipeline: micro-batches per batch
+  --schedule S       pipeline: gpipe | 1f1b
+  --python PATH      torchrun jobs ("kind": "torchrun"): the interpreter that has PyTorch
+                     (default: the job's "python", else python3)
   --json             print one JSON event per line (job/started, job/step, ...), ending with
                      job/done or job/failed
   -h, --help         show this help
@@ -73,6 +77,21 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
         else throw new UsageError(`--devices expects a count (2) or a list of device indices (0,1), got '${v}'`);
         break;
       }
+      case '--micro-batches': {
+        const v = value();
+        if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`--micro-batches expects a whole number of at least 1, got '${v}'`);
+        o.overrides.pipeline = { ...o.overrides.pipeline, microBatches: Number(v) };
+        break;
+      }
+      case '--schedule': {
+        const v = value();
+        if (v !== 'gpipe' && v !== '1f1b') throw new UsageError(`--schedule expects gpipe or 1f1b, got '${v}'`);
+        o.overrides.pipeline = { ...o.overrides.pipeline, schedule: v };
+        break;
+      }
+      case '--python':
+        o.overrides.python = value();
+        break;
       case '--epochs': {
         const v = value();
         if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`--epochs expects a whole number of at least 1, got '${v}'`);
@@ -117,9 +136,11 @@ export function formatEvent(e: JobEvent, state: { every: number }): string {
     case 'job/checkpoint':
       return `checkpoint: ${relative(process.cwd(), e.dir) || e.dir}`;
     case 'job/log':
-      return `${e.level === 'warning' ? 'warning: ' : ''}${e.rank !== undefined ? `rank ${e.rank}: ` : ''}${e.message}`;
+      return [`${e.level === 'warning' ? 'warning: ' : ''}${e.rank !== undefined ? `rank ${e.rank}: ` : ''}${e.message}`, ...(e.problem ? e.problem.hints.map((h) => `  hint: ${h}`) : [])].join('\n');
     case 'job/done': {
       const m = e.metrics;
+      if (m.torchrun) return `done: torchrun exited 0 after ${secs(m.durationMs)}${m.torchrun.problems ? ` (${m.torchrun.problems} CUDA problem${m.torchrun.problems > 1 ? 's' : ''} in its output)` : ''}`;
+      if (m.pipeline) return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}; pipeline bubble ${pct(m.pipeline.bubbleFraction)} measured, ${pct(m.pipeline.idealBubbleFraction)} ideal`;
       return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}`;
     }
     case 'job/failed':

@@ -10,6 +10,7 @@
  */
 import type { JobOverrides, JobSpec, Strategy } from './jobSpec';
 import type { PipelineMetrics } from './pipelineSchedule';
+import type { CudaProblem } from './cudaErrors';
 
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {
@@ -41,6 +42,8 @@ export interface JobMetrics {
   readonly checkpoint?: string;
   /** pipeline jobs: the split, per-stage busy and idle time, and the measured bubble. */
   readonly pipeline?: PipelineMetrics;
+  /** torchrun jobs: the command line, its exit code, and how many CUDA problems its output showed. */
+  readonly torchrun?: { readonly command: readonly string[]; readonly exitCode: number; readonly problems: number };
 }
 
 /** Sent by the training host to its client, in this order: started, summary, (step | memory | epoch | checkpoint | log)*, then done or failed. */
@@ -74,7 +77,8 @@ export type JobEvent =
   /** A checkpoint (weights and optimizer state) was written after an epoch. */
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */
-  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string }
+  /** `problem`: torchrun jobs, a CUDA error line of the script's output, explained, with the script's file:line when the traceback had it. */
+  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: CudaProblem }
   /** The job finished; every worker process has exited. */
   | { readonly type: 'job/done'; readonly metrics: JobMetrics }
   /** The job ended early; every worker process has exited. `rank` is the worker that failed first, when one did. */
@@ -133,6 +137,7 @@ function parseOverrides(value: unknown): JobOverrides {
   if (int('batchSize') !== undefined) out.batchSize = int('batchSize');
   if (int('maxStepsPerEpoch') !== undefined) out.maxStepsPerEpoch = int('maxStepsPerEpoch');
   if (str('checkpointDir') !== undefined) out.checkpointDir = str('checkpointDir');
+  if (str('python') !== undefined) out.python = str('python');
   if (typeof v.pipeline === 'object' && v.pipeline !== null) {
     const p = v.pipeline as Record<string, unknown>;
     const pipeline: NonNullable<JobOverrides['pipeline']> = {};

@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
+import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 
 export interface RunJobOptions {
   readonly file: string;
@@ -60,6 +61,7 @@ interface WorkerSlot {
 }
 
 export function runJob(o: RunJobOptions): JobHandle {
+  if (isTorchrunJob(o.file)) return startTorchrun(o);
   let spec: JobSpec;
   try {
     spec = loadJobFile(o.file, o.overrides);
@@ -69,6 +71,17 @@ export function runJob(o: RunJobOptions): JobHandle {
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
   return new Coordinator(spec, o).start();
+}
+
+/** `"kind": "torchrun"`: the user's PyTorch script under torchrun (see torchrun.ts). */
+function startTorchrun(o: RunJobOptions): JobHandle {
+  try {
+    return runTorchrun(loadTorchrunJob(o.file, o.overrides, o.overrides?.python), o.onEvent);
+  } catch (err) {
+    const event: JobEvent = { type: 'job/failed', reason: err instanceof Error ? err.message : String(err), ...(err instanceof JobFileError ? { hint: 'Fix the job file; its schema is schemas/job.schema.json.' } : {}) };
+    o.onEvent(event);
+    return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
+  }
 }
 
 class Coordinator {

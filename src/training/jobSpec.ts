@@ -55,6 +55,8 @@ export interface JobOverrides {
   checkpointDir?: string;
   /** pipeline: stages, micro-batches per batch, schedule. */
   pipeline?: { stages?: number; microBatches?: number; schedule?: 'gpipe' | '1f1b' };
+  /** torchrun jobs: the Python interpreter (default: the job's "python", else python3). */
+  python?: string;
 }
 
 /** A job file that cannot run; the message names the file, the field and what was expected. */
@@ -151,6 +153,11 @@ function formatError(e: ErrorObject): string {
   }
 }
 
+/** Schema problems of a parsed job file, one message per field (empty when valid). */
+export function jobProblems(raw: unknown): string[] {
+  return problemsOf(raw);
+}
+
 function problemsOf(raw: unknown): string[] {
   const check = validate();
   if (check(raw)) return [];
@@ -158,6 +165,7 @@ function problemsOf(raw: unknown): string[] {
   const seen = new Set<string>();
   const out: string[] = [];
   for (const e of check.errors ?? []) {
+    if (e.keyword === 'if') continue; // the torchrun/TF.js switch: the failing branch's own errors say what is wrong
     const msg = formatError(e);
     const key = e.keyword === 'required' || e.keyword === 'additionalProperties' ? msg : e.instancePath;
     if (seen.has(key)) continue;
