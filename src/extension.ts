@@ -11,6 +11,7 @@ import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
 import { registerTraining } from './views/training';
+import { registerTuning } from './views/tuning';
 import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -32,6 +33,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerGpuPanel(context, monitor);
   registerGpuStatusBar(context, monitor);
   registerTraining(context, monitor);
+  registerTuning(context, monitor);
   registerLintClient(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);

@@ -93,6 +93,13 @@ export function compactValue(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** A metric to four significant digits (`0.1183`), in exponent form when tiny or huge. */
+export function formatMetric(m: number): string {
+  const a = Math.abs(m);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return m.toExponential(2).replace('e+', 'e');
+  return String(Number(m.toPrecision(4)));
+}
+
 /** Validates a message from the page; returns undefined for anything malformed. */
 export function parseResultsMessage(value: unknown): ResultsToHostMessage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;

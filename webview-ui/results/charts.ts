@@ -1,5 +1,5 @@
 import uPlot from 'uplot';
-import { compactNumber, compactValue, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
+import { compactNumber, compactValue, formatMetric, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 260;
@@ -25,12 +25,6 @@ export function readPalette(): Palette {
     failed: themeVar('--vscode-charts-red', c.line),
     other: themeVar('--vscode-charts-foreground', c.axis),
   };
-}
-
-export function formatMetric(m: number): string {
-  const a = Math.abs(m);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return m.toExponential(2).replace('e+', 'e');
-  return String(Number(m.toPrecision(4)));
 }
 
 function axes(p: Palette, xLabel: (v: number) => string, xSpace = 60): uPlot.Axis[] {

@@ -1,5 +1,5 @@
-import { asResultsHostMessage, compactValue, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
-import { CurvesChart, formatMetric, readPalette, ScatterChart } from './charts';
+import { asResultsHostMessage, compactValue, formatMetric, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
+import { CurvesChart, readPalette, ScatterChart } from './charts';
 
 /** What the page remembers across hide/show and reloads (VS Code keeps it for us). */
 export interface ResultsState {
