@@ -154,6 +154,8 @@ let inputCounter = 0;
  * scalar to differentiate: the scaled loss on the last stage, sum(out · dy) elsewhere.
  */
 function backward(tf: Tf, layers: readonly Layer[], vars: readonly Variable[], input: Tensor, wantInputGrad: boolean, head: (out: Tensor) => Scalar): { value: number; grads: Float32Array[]; inputGrad?: Float32Array } {
+  // A first stage of parameter-free layers only (a Flatten, say): nothing to differentiate.
+  if (vars.length === 0 && !wantInputGrad) return { value: NaN, grads: [] };
   const xv = wantInputGrad ? tf.variable(input, true, `pipeline_input_${process.pid}_${inputCounter++}`) : undefined;
   try {
     const x = xv ?? input;
