@@ -162,12 +162,15 @@ class TuningSession implements ResultsSource {
       void vscode.window.showInformationMessage(`Experiment ${this.name} stopped; every trial process has ended. Tune Hyperparameters… on the same spec resumes it.`);
       return;
     }
-    const choice = await vscode.window.showInformationMessage(
+    // Not awaited: the command ends with the experiment, not when the message is dismissed.
+    void vscode.window.showInformationMessage(
       best ? `Experiment ${this.name} finished: the best is trial ${best.trialId} with ${this.spec.metric} ${formatMetric(best.metric)}.` : `Experiment ${this.name} finished, but no trial reported ${this.spec.metric}; see the trials' terminals.`,
       ...(best ? ['Apply Best Config', 'Show Results'] : ['Show Results']),
-    );
-    if (choice === 'Apply Best Config') await this.applyBest();
-    else if (choice === 'Show Results') ResultsPanel.show(this.extensionUri, this);
+    ).then((choice) => {
+      if (choice === 'Apply Best Config') return this.applyBest();
+      if (choice === 'Show Results') ResultsPanel.show(this.extensionUri, this);
+      return undefined;
+    }).then(undefined, (err: unknown) => log.error(`Apply Best Config: ${String(err)}`));
   }
 
   async stop(): Promise<void> {
