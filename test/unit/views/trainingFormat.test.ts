@@ -34,9 +34,9 @@ describe('training progress text', () => {
 });
 
 describe('training quick picks', () => {
-  it('lists the engine strategies with the job file strategy first, and no pipeline while the engine lacks it', () => {
+  it('lists the engine strategies with the job file strategy first', () => {
     const items = strategyItems('ddp');
-    assert.deepEqual(items.map((i) => i.strategy), ['ddp', 'single', 'dp']);
+    assert.deepEqual(items.map((i) => i.strategy), ['ddp', 'single', 'dp', 'pipeline']);
     assert.match(items[0].description, /from the job file/);
     assert.deepEqual(strategyItems('single', ['single', 'dp', 'ddp', 'pipeline']).map((i) => i.strategy), ['single', 'dp', 'ddp', 'pipeline']);
   });
