@@ -182,7 +182,8 @@ class TrainingController implements vscode.Disposable {
 
   constructor(private readonly context: vscode.ExtensionContext, private readonly monitor: GpuMonitor) {}
 
-  async start(): Promise<void> {
+  /** `uri`: a job file chosen in the explorer's context menu; otherwise the user picks one. */
+  async start(uri?: vscode.Uri): Promise<void> {
     if (!trusted('start training')) return;
     if (this.starting) return;
     this.starting = true;
@@ -194,7 +195,7 @@ class TrainingController implements vscode.Disposable {
         if (answer !== stop) return;
         await this.run.cancel();
       }
-      const file = await this.pickJobFile();
+      const file = uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json') ? uri.fsPath : await this.pickJobFile();
       if (!file) return;
       const spec = await this.validate(file, {});
       if (!spec) return;
@@ -205,7 +206,8 @@ class TrainingController implements vscode.Disposable {
       lease = this.monitor.acquire('training');
       const devices = await this.pickDevices(spec, strategy, await this.snapshot());
       if (devices === undefined) return;
-      const overrides: JobOverrides = { strategy, devices };
+      const python = await pythonInterpreter();
+      const overrides: JobOverrides = { strategy, devices, ...(python ? { python } : {}) };
       const final = await this.validate(file, overrides);
       if (!final) return;
       const jobLease = lease;
@@ -398,7 +400,25 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
   const controller = new TrainingController(context, monitor);
   context.subscriptions.push(
     controller,
-    vscode.commands.registerCommand('gpuWorkbench.startTraining', () => controller.start()),
+    vscode.commands.registerCommand('gpuWorkbench.startTraining', (uri?: vscode.Uri) => controller.start(uri instanceof vscode.Uri ? uri : undefined)),
     vscode.commands.registerCommand('gpuWorkbench.stopTraining', () => controller.stop()),
   );
+}
+
+/**
+ * The interpreter for torchrun jobs: the setting, else the Python extension's selected
+ * environment, else undefined (the job's own "python", then `python3`).
+ */
+async function pythonInterpreter(): Promise<string | undefined> {
+  const configured = vscode.workspace.getConfiguration('gpuWorkbench.training').get<string>('python', '').trim();
+  if (configured) return configured;
+  type PythonApi = { environments?: { getActiveEnvironmentPath(): { path: string } } };
+  const ext = vscode.extensions.getExtension<PythonApi>('ms-python.python');
+  if (!ext) return undefined;
+  try {
+    const api = ext.isActive ? ext.exports : await ext.activate();
+    return api.environments?.getActiveEnvironmentPath().path || undefined;
+  } catch {
+    return undefined;
+  }
 }
