@@ -4,7 +4,10 @@ DDP and RNN rules find. Launch with `torchrun --standalone --nproc-per-node=2 dd
 
     gpu-workbench lint examples/pytorch/ddp_lstm_with_hazards.py
 
-ddp_lstm_clean.py is the same script with every hazard fixed.
+Run as is, it stops on the second batch with the RuntimeError that carried-hidden-state
+explains (the LSTM state still points into the previous batch's graph, whose weights the
+optimizer has since changed). ddp_lstm_clean.py is the same script with every hazard fixed,
+and runs.
 """
 import os
 

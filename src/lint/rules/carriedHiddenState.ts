@@ -29,8 +29,9 @@ export const rule: Rule = {
   summary: 'A recurrent hidden state is carried into the next batch without .detach(): the graph of every previous batch stays reachable.',
   explanation:
     'The hidden state returned by an RNN carries the autograd graph of the batch that produced it. Fed into the next batch as is, it links the new graph to the old one: ' +
-    '`backward()` then tries to reach into the previous batch (a "backward through the graph a second time" error), and with `retain_graph=True` (the usual workaround) ' +
-    'every batch\'s activations stay on the GPU and each backward pass runs through the whole history, so memory and step time grow until CUDA runs out of memory. ' +
+    'a plain `backward()` fails on the second batch ("backward through the graph a second time"), `retain_graph=True` fails once the optimizer has updated the weights in place, ' +
+    'and where neither error stops it (weights updated through `.data`) no batch\'s graph is ever freed: every batch\'s activations stay in memory and each backward pass runs through the whole history, ' +
+    'so memory and step time grow until CUDA runs out of memory. ' +
     'Detach the state at the start of each batch (truncated backpropagation through time): `hidden = hidden.detach()`, or `tuple(h.detach() for h in hidden)` for an LSTM.',
   docsUrl: docsUrlFor(id),
   check,
