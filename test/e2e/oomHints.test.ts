@@ -50,6 +50,8 @@ describe('e2e: OOM hints in code-server', function () {
   let consoleLines: string[] = [];
   let work: string;
   let workspace: string;
+  /** Set when the first test saw the findings: the later ones build on them and fail fast without. */
+  let findingsListed = false;
 
   before(async () => {
     resetResults();
@@ -87,10 +89,11 @@ describe('e2e: OOM hints in code-server', function () {
     assert.equal(acc.column, expected.accumulated.column, `accumulated-loss starts at column ${acc.column}: ${acc.text}`);
     assert.equal(noGrad.line, expected.noGrad.line, `missing-no-grad is on line ${noGrad.line}, evaluate()'s model call is on line ${expected.noGrad.line}: ${noGrad.text}`);
     assert.match(acc.text, new RegExp(`\`?${expected.accumulated.value}\`? is stored in \`?${expected.accumulated.target}\`?`), 'the accumulated-loss message does not name the loss and its accumulator');
+    findingsListed = true;
   });
 
   it('explains the memory effect and links the rule docs in the hover', async () => {
-    assert.ok(page, 'needs the workbench from the first test');
+    assert.ok(page && findingsListed, 'needs the workbench with the findings from the first test');
     const { line, column } = expected.accumulated;
     await goTo(page, line, column + 2);
     // editor.action.showHover (Ctrl+K Ctrl+I) at the cursor: the keyboard way to the same hover a mouse gets.
@@ -114,7 +117,7 @@ describe('e2e: OOM hints in code-server', function () {
   });
 
   it('applies the quick fix from Ctrl+.: the finding goes away and the saved file holds the fixed line', async () => {
-    assert.ok(page, 'needs the workbench from the first test');
+    assert.ok(page && findingsListed, 'needs the workbench with the findings from the first test');
     const { line, column, target, value, indent } = expected.accumulated;
     const fixedLine = `${indent}${target} += ${value}.item()`;
     const title = `Store \`${value}.item()\` instead`;

@@ -9,7 +9,7 @@
 import * as assert from 'node:assert/strict';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { exampleName, hazardLines, hazardsExample, showProblems, waitForProblem } from './hazards';
 import { CodeServer, copyWorkspace, extensionId, launchBrowser, openFileFromExplorer, openGpuView, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, waitUntil } from './harness';
@@ -94,6 +94,36 @@ describe('e2e: an untrusted workspace (Restricted Mode) in code-server', functio
     await screenshot(page, 'untrusted-gpu-panel');
   });
 
+  /**
+   * Opens F1 and types `label`; returns its row when the palette offers it (the palette stays
+   * open), or undefined. First a command that must be there (Show GPU Panel) proves the palette
+   * is up and lists our commands. The palette filters as it is typed and may add "similar
+   * commands"; it has settled when our row is there, or on the same rows two polls (500 ms) apart.
+   */
+  async function paletteRow(p: Page, label: string): Promise<Locator | undefined> {
+    const input = p.locator('.quick-input-widget input');
+    const rows = p.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+    await p.keyboard.press('Escape');
+    await p.keyboard.press('F1');
+    await input.waitFor({ timeout: 15_000 });
+    const show = contributed.get('gpuWorkbench.showPanel');
+    assert.ok(show, 'package.json no longer contributes gpuWorkbench.showPanel');
+    const showLabel = `${show.category}: ${show.title}`;
+    await input.fill(`>${showLabel}`);
+    await rows.filter({ hasText: showLabel }).first().waitFor({ timeout: 30_000 });
+    await input.fill(`>${label}`);
+    const row = p.locator(`.quick-input-widget .quick-input-list .monaco-list-row[aria-label^="${label}"]`).first();
+    let previous = '';
+    const offered = await waitUntil(`the palette to settle on "${label}"`, 15_000, async () => {
+      if (await row.isVisible()) return 'offered';
+      const now = (await rows.evaluateAll((els) => els.map((e) => (e as unknown as { ariaLabel: string | null }).ariaLabel ?? ''))).join('|');
+      const settled = now === previous ? 'not offered' : undefined;
+      previous = now;
+      return settled;
+    }, 500);
+    return offered === 'offered' ? row : undefined;
+  }
+
   for (const id of workspaceCodeCommands) {
     const cmd = contributed.get(id);
     if (!cmd) {
@@ -103,30 +133,8 @@ describe('e2e: an untrusted workspace (Restricted Mode) in code-server', functio
     const label = cmd.category ? `${cmd.category}: ${cmd.title}` : cmd.title;
     it(`refuses "${label}" (${id}) from F1 with a message, or does not offer it`, async () => {
       assert.ok(page, 'needs the workbench from the first test');
-      const input = page.locator('.quick-input-widget input');
-      const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
-      await page.keyboard.press('Escape');
-      await page.keyboard.press('F1');
-      await input.waitFor({ timeout: 15_000 });
-      // First a command that must be there: the palette is up and lists our commands.
-      const show = contributed.get('gpuWorkbench.showPanel');
-      assert.ok(show, 'package.json no longer contributes gpuWorkbench.showPanel');
-      const showLabel = `${show.category}: ${show.title}`;
-      await input.fill(`>${showLabel}`);
-      await rows.filter({ hasText: showLabel }).first().waitFor({ timeout: 30_000 });
-      // Then the command under test. The palette filters as it is typed; besides the matches it may
-      // list "similar commands". Settled: our row is there, or the same rows two polls (500 ms) apart.
-      await input.fill(`>${label}`);
-      const row = page.locator(`.quick-input-widget .quick-input-list .monaco-list-row[aria-label^="${label}"]`).first();
-      let previous = '';
-      const offered = await waitUntil(`the palette to settle on "${label}"`, 15_000, async () => {
-        if (await row.isVisible()) return 'offered';
-        const now = (await rows.evaluateAll((els) => els.map((e) => (e as unknown as { ariaLabel: string | null }).ariaLabel ?? ''))).join('|');
-        const settled = now === previous ? 'not offered' : undefined;
-        previous = now;
-        return settled;
-      }, 500);
-      if (offered === 'not offered') {
+      const row = await paletteRow(page, label);
+      if (!row) {
         await screenshot(page, `untrusted-${id.split('.')[1]}-not-offered`);
         await page.keyboard.press('Escape');
         // Not offered must be the trust rule at work, not a command missing from the package.
@@ -151,4 +159,29 @@ describe('e2e: an untrusted workspace (Restricted Mode) in code-server', functio
       await page.keyboard.press('Escape');
     });
   }
+
+  const offeredOnceTrusted = workspaceCodeCommands.filter((id) => contributed.has(id));
+  it(`offers ${offeredOnceTrusted.join(' and ') || 'the training and tuning commands'} once the user trusts the folder`, async function () {
+    if (offeredOnceTrusted.length === 0) this.skip(); // pending: package.json contributes none of them yet
+    assert.ok(page, 'needs the workbench from the first test');
+    // The user's way out of Restricted Mode: Manage Workspace Trust, then "Trust".
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ timeout: 15_000 });
+    await input.fill('>Workspaces: Manage Workspace Trust');
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row[aria-label^="Workspaces: Manage Workspace Trust"]').first().click({ timeout: 30_000 });
+    const trustEditor = page.locator('.workspace-trust-editor');
+    await trustEditor.waitFor({ timeout: 30_000 });
+    await trustEditor.getByRole('button', { name: 'Trust', exact: true }).first().click({ timeout: 30_000 });
+    await page.locator('.statusbar-item', { hasText: 'Restricted Mode' }).first().waitFor({ state: 'detached', timeout: 30_000 });
+    for (const id of offeredOnceTrusted) {
+      const cmd = contributed.get(id)!;
+      const label = cmd.category ? `${cmd.category}: ${cmd.title}` : cmd.title;
+      const row = await paletteRow(page, label);
+      assert.ok(row, `"${label}" is not offered in the palette even after the folder was trusted`);
+      await screenshot(page, `trusted-${id.split('.')[1]}-offered`);
+      await page.keyboard.press('Escape');
+    }
+  });
 });
