@@ -42,7 +42,7 @@ function check(model: FileModel): RawFinding[] {
   for (const call of model.calls) {
     const assignment = call.parent;
     if (assignment?.type !== 'assignment' || call.field !== 'right' || assignment.parent?.type !== 'expression_statement') continue;
-    if (!isRecurrentCall(model, call) || model.gradState(call) === 'off') continue;
+    if (!isRecurrentCall(model, call) || model.gradState(call) === 'off' || forwardDetaches(model, call)) continue;
     const left = child(assignment, 'left');
     if (!left) continue;
     const targets = new Set(flatten(left).map((n) => model.src(n)));
@@ -70,6 +70,16 @@ function isRecurrentCall(model: FileModel, call: SyntaxNode): boolean {
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
   const q = model.qualify(callee) ?? '';
   return !q.startsWith('torch.') && recurrentName.test(lastName(model.src(callee)));
+}
+
+/** The callee is a workspace module whose `forward` detaches something itself (a stateful model that returns a detached state). */
+function forwardDetaches(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee) return false;
+  const built = model.constructedClass(model.src(callee));
+  const cls = built ? lastName(built) : undefined;
+  if (!cls) return false;
+  return model.facts.functionsNamed('forward').some((fn) => fn.cls?.name === cls && !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
 }
 
 /** The names a target binds: `out, hidden`, `out, (h, c)`. */

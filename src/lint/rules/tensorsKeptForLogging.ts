@@ -48,7 +48,7 @@ function check(model: FileModel): RawFinding[] {
     const key = model.src(base);
     if (model.reachesBackward(key, stmt)) continue;
     const loop = model.stepLoopOf(stmt);
-    if (!loop || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop)) continue;
+    if (!loop || sampled(model, stmt, loop) || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop)) continue;
     const suffix = model.gradState(stmt) === 'off' || /\.detach\(\)$/.test(model.src(acc.value)) ? '.cpu()' : '.detach().cpu()';
     const valueText = model.src(acc.value);
     const right = child(loop, 'right');
@@ -90,6 +90,17 @@ function gpuSiblings(model: FileModel, loop: SyntaxNode, stmt: SyntaxNode): bool
     if (value.type === 'call' && /^(float|int|str|len|bool|round)$/.test(model.src(model.callee(value) ?? value))) continue;
     if (isFullOutput(model, value, 0) && !model.carriesHistory(value)) continue;
     return true;
+  }
+  return false;
+}
+
+/** Kept only every N steps (`if step % 100 == 0:`): a handful of batches, not the epoch. */
+function sampled(model: FileModel, stmt: SyntaxNode, loop: SyntaxNode): boolean {
+  for (let a = stmt.parent; a && a !== loop; a = a.parent) {
+    if (a.type === 'if_statement' || a.type === 'elif_clause') {
+      const cond = child(a, 'condition');
+      if (cond && /%|==/.test(model.src(cond))) return true;
+    }
   }
   return false;
 }

@@ -14,7 +14,9 @@ function lint(cwd: string, ...args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-describe('gpu-workbench lint', () => {
+describe('gpu-workbench lint', function () {
+  // Each test spawns the CLI (Node start-up plus wasm load): on a loaded machine that alone can pass mocha's 2 s default.
+  this.timeout(30_000);
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'gpuwb-lint-'));
