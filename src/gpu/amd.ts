@@ -3,12 +3,13 @@
  * process: `/sys/class/drm/card<N>/device/mem_info_vram_used`, `mem_info_vram_total` (bytes),
  * `gpu_busy_percent`, and the card's hwmon (`temp1_input` in millidegrees C, `power1_average` or
  * `power1_input` and `power1_cap` in microwatts). Where sysfs has no data (old kernels,
- * containers without /sys), `rocm-smi --showmeminfo vram --showuse --json`.
+ * containers without /sys), `amd-smi` (see amdSmi.ts), then `rocm-smi --showmeminfo vram --showuse --json`.
  */
 import { execFile } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { GpuDevice } from './types';
+import { readAmdSmi } from './amdSmi';
+import type { GpuDevice, GpuProcess } from './types';
 
 const mib = 1024 * 1024;
 
@@ -149,4 +150,25 @@ export function readRocmSmi(env: NodeJS.ProcessEnv | undefined, timeoutMs: numbe
       resolve({ devices: [], error: `${path} reported no GPU${text ? `: ${text}` : ''}` });
     });
   });
+}
+
+export interface AmdToolResult {
+  readonly devices: GpuDevice[];
+  readonly processes: GpuProcess[];
+  /** Which tool answered; null when neither did. */
+  readonly tool: 'amd-smi' | 'rocm-smi' | null;
+  /** Why each tool gave nothing, in the order tried (for the 'none' message). */
+  readonly reasons: string[];
+}
+
+/** Where sysfs has no data: `amd-smi` first (AMD's current tool), then `rocm-smi`. */
+export async function readAmdTools(env: NodeJS.ProcessEnv | undefined, timeoutMs: number, paths: { amdSmi?: string; rocmSmi?: string } = {}): Promise<AmdToolResult> {
+  const reasons: string[] = [];
+  const amd = await readAmdSmi(env, timeoutMs, paths.amdSmi);
+  if (amd.devices.length) return { devices: amd.devices, processes: amd.processes, tool: 'amd-smi', reasons };
+  if (amd.error) reasons.push(amd.error);
+  const rocm = await readRocmSmi(env, timeoutMs, paths.rocmSmi);
+  if (rocm.devices.length) return { devices: rocm.devices, processes: [], tool: 'rocm-smi', reasons };
+  if (rocm.error) reasons.push(rocm.error);
+  return { devices: [], processes: [], tool: null, reasons };
 }
