@@ -62,11 +62,32 @@ describe('Linter', () => {
     assert.equal(linter.lintFile('/ws/n.py', withNoqa('# noqa: missing-no-grad')).length, 1);
   });
 
+  it('lets every rule be switched off, selected alone, or silenced with # noqa on its line', function () {
+    this.timeout(60_000); // lints the hazard corpus four times per rule
+    const bad = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py') && !n.startsWith('malformed'));
+    const seen = new Set<string>();
+    for (const f of bad) {
+      const findings = linter.lintFile(f.path, f.text);
+      for (const id of new Set(findings.map((x) => x.ruleId))) {
+        seen.add(id);
+        const others = findings.filter((x) => x.ruleId !== id).map(keyOf);
+        assert.deepEqual(linter.lintFile(f.path, f.text, { rules: { [id]: 'off' } }).map(keyOf), others, `${f.name}: ${id} off`);
+        assert.deepEqual(linter.lintFile(f.path, f.text, { select: [id] }).map((x) => x.ruleId), findings.filter((x) => x.ruleId === id).map((x) => x.ruleId), `${f.name}: --select ${id}`);
+        const lines = f.text.split('\n');
+        for (const x of findings.filter((y) => y.ruleId === id)) lines[x.range.start.line] = lines[x.range.start.line].replace(/\s*# expect:.*$/, '') + `  # noqa: ${id}`;
+        assert.deepEqual(linter.lintFile(`${f.path}#noqa`, lines.join('\n')).map(keyOf), others, `${f.name}: # noqa: ${id}`);
+      }
+    }
+    assert.deepEqual([...seen].sort(), linter.rules.map((r) => r.id).sort());
+  });
+
   it('reports nothing for a file that does not import torch', () => {
     assert.deepEqual(linter.lintFile('/ws/plain.py', hazard.replace('import torch', 'import numpy')), []);
   });
 
-  it('re-parses incrementally to the same findings as a fresh parse, edit after edit', async () => {
+  it('re-parses incrementally to the same findings as a fresh parse, edit after edit', async function () {
+    // 150 edits, each linted twice: a deadline for a loaded machine, not a speed check (that is bench/lint).
+    this.timeout(60_000);
     const fresh = await createLinter();
     try {
       const random = rng(7);
