@@ -132,3 +132,12 @@ export function tuningWorkspace(): { dir: string; specFile: string; name: string
 export function panelWebview(page: Page): FrameLocator {
   return page.frameLocator(`iframe.webview.ready[src*="extensionId=${extensionId}&"]:not([src*="purpose="])`).frameLocator('iframe#active-frame');
 }
+
+/**
+ * Waits (at most 5 s) for the toast matching `text` to finish sliding in, so that a screenshot
+ * shows it whole. Cosmetic only: a toast already gone or in the centre is no failure here.
+ */
+export async function toastSettled(page: Page, text: string | RegExp): Promise<void> {
+  await page.locator('.notifications-toasts .notification-toast-container.notification-fade-in-done', { hasText: text }).first()
+    .waitFor({ state: 'visible', timeout: 5000 }).catch(() => undefined);
+}

@@ -11,7 +11,7 @@ import * as assert from 'node:assert/strict';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { CodeServer, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
-import { notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, trainingWorkspace, waitForNotification } from './flows';
+import { notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
   this.timeout(300_000);
@@ -86,12 +86,14 @@ describe('e2e: training in code-server', function () {
       const text = (await progress.innerText().catch(() => '')).replace(/\s+/g, ' ');
       return step.exec(text)?.[0];
     }, 200);
+    await toastSettled(page, `Training ${ws.name}`);
     await screenshot(page, 'training-progress');
     assert.equal(step.exec(first)![2], '2', `the progress counts 2 epochs: ${first}`);
     timings.toFirstStepMs = since(t0);
 
     // The end: "Training mnist-ddp finished: test accuracy 91.20% after 2 epochs (…)".
     const done = await waitForNotification(page, new RegExp(`Training ${ws.name} finished: test accuracy`), 240_000);
+    await toastSettled(page, 'finished: test accuracy');
     await screenshot(page, 'training-finished');
     timings.toFinishedMs = since(t0);
     const m = /test accuracy ([\d.]+)% after (\d+) epochs?/.exec(done);
@@ -128,6 +130,7 @@ describe('e2e: training in code-server', function () {
 
     await runCommand(page, 'GPU Workbench: Stop Training');
     await waitForNotification(page, `Training ${ws.name} was stopped.`, 60_000);
+    await toastSettled(page, 'was stopped.');
     await screenshot(page, 'training-stopped');
     timings.stopMs = since(t0);
     // The host and both workers: none may outlive the stopped job (the extension kills them after a grace period).

@@ -11,7 +11,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, FrameLocator, Page } from 'playwright-core';
 import { CodeServer, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
-import { notification, panelWebview, runCommand, tuningWorkspace, waitForNotification } from './flows';
+import { notification, panelWebview, runCommand, toastSettled, tuningWorkspace, waitForNotification } from './flows';
 
 describe('e2e: tuning in code-server', function () {
   this.timeout(300_000);
@@ -110,6 +110,7 @@ describe('e2e: tuning in code-server', function () {
     const offer = notification(page, /Its trials run a command, so there is no job file/);
     await offer.waitFor({ timeout: 60_000 });
     await offer.locator('.monaco-button', { hasText: 'Copy Config JSON' }).waitFor({ timeout: 15_000 });
+    await toastSettled(page, 'Copy Config JSON');
     await screenshot(page, 'tuning-apply-best');
     // The clipboard itself is not checked: headless chromium's clipboard needs a permission grant
     // and a focused page, which says more about the browser than about the extension.
