@@ -8,9 +8,10 @@ import { MemoryHistory } from './history';
 import { computeHints } from './hints';
 import { Inventory, type GraphicsLoader } from './inventory';
 import { NvidiaSmiSampler, probeFields, type ProbeResult } from './nvidiaSampler';
-import { readAmdSysfs, readRocmSmi } from './amd';
+import { readAmdSysfs, readAmdTools, readRocmSmi } from './amd';
+import { readAmdSmi } from './amdSmi';
 import { joinProcesses } from './nvidiaSmi';
-import type { GpuDevice, GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from './types';
+import type { GpuDevice, GpuHint, GpuInventoryEntry, GpuProcess, GpuSnapshot, MemorySeries } from './types';
 
 export interface GpuMonitorOptions {
   intervalMs: number;
@@ -194,21 +195,24 @@ export class GpuMonitor {
     const first = await readAmdSysfs(sysfsRoot);
     if (gen !== this.generation) return;
     if (first.devices.length) {
-      this.backend = poller(intervalMs, first.devices, async () => (await readAmdSysfs(sysfsRoot)).devices, emit, 'AMD sysfs');
+      this.backend = poller(intervalMs, { devices: first.devices, processes: [] }, async () => ({ devices: (await readAmdSysfs(sysfsRoot)).devices, processes: [] }), emit, 'AMD sysfs');
       return;
     }
     if (first.reason) reasons.push(first.reason);
-    const rocm = await readRocmSmi(env, Math.max(5000, 3 * intervalMs));
+    // The tools, amd-smi first, then rocm-smi; keep polling whichever answered.
+    const timeoutMs = Math.max(5000, 3 * intervalMs);
+    const tools = await readAmdTools(env, timeoutMs);
     if (gen !== this.generation) return;
-    if (rocm.devices.length) {
-      this.backend = poller(intervalMs, rocm.devices, async () => {
-        const r = await readRocmSmi(env, Math.max(5000, 3 * intervalMs));
+    if (tools.tool) {
+      const tool = tools.tool;
+      this.backend = poller(intervalMs, tools, async () => {
+        const r = tool === 'amd-smi' ? await readAmdSmi(env, timeoutMs) : { ...(await readRocmSmi(env, timeoutMs)), processes: [] };
         if (r.error) throw new Error(r.error);
-        return r.devices;
-      }, emit, 'rocm-smi');
+        return r;
+      }, emit, tool);
       return;
     }
-    if (rocm.error) reasons.push(rocm.error);
+    reasons.push(...tools.reasons);
     // Nothing to poll: say so once. A lease taken later (or Retry) looks again.
     emit({ source: 'none', devices: [], processes: [], error: reasons.join('; '), takenAt: Date.now() });
   }
@@ -233,12 +237,14 @@ export class GpuMonitor {
   }
 }
 
+interface AmdReading { readonly devices: readonly GpuDevice[]; readonly processes: readonly GpuProcess[] }
+
 /** Polls an asynchronous reader every interval, never overlapping reads; stale after 3 silent intervals. */
-function poller(intervalMs: number, first: GpuDevice[], read: () => Promise<GpuDevice[]>, emit: (s: GpuSnapshot) => void, what: string): Backend {
+function poller(intervalMs: number, first: AmdReading, read: () => Promise<AmdReading>, emit: (s: GpuSnapshot) => void, what: string): Backend {
   let stopped = false;
   let busy = false;
   let last = Date.now();
-  let latest: GpuSnapshot = { source: 'amd', devices: first, processes: [], takenAt: last };
+  let latest: GpuSnapshot = { source: 'amd', devices: first.devices, processes: first.processes, takenAt: last };
   emit(latest);
   const timer = setInterval(() => {
     if (busy) {
@@ -246,11 +252,11 @@ function poller(intervalMs: number, first: GpuDevice[], read: () => Promise<GpuD
       return;
     }
     busy = true;
-    read().then((devices) => {
+    read().then(({ devices, processes }) => {
       busy = false;
       if (stopped) return;
       last = Date.now();
-      latest = { source: 'amd', devices, processes: [], takenAt: last };
+      latest = { source: 'amd', devices, processes, takenAt: last };
       emit(latest);
     }, (err: unknown) => {
       busy = false;

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { GpuMonitor, sampleOnce } from '../../../src/gpu/monitor';
 import type { GpuHint, GpuSnapshot } from '../../../src/gpu/types';
 import { fixtures } from '../../paths';
@@ -134,6 +134,21 @@ describe('GpuMonitor with the fake nvidia-smi (real child processes)', function 
     await waitFor(() => seen.length >= 2, 'two AMD readings');
     assert.equal(seen[0].source, 'amd');
     assert.deepEqual(seen[0].devices.map((d) => [d.name, d.memoryUsedMiB, d.memoryTotalMiB]), [['AMD Radeon RX 7900 XTX', 8192, 24560], ['AMD GPU 0x73bf', 1024, 16368]]);
+  });
+
+  it('falls back to amd-smi when sysfs has no AMD card, with its processes, and keeps polling it', async () => {
+    const env = { ...process.env, PATH: [join(fixtures, 'bin-amd'), '/usr/bin', '/bin'].join(delimiter), FAKE_AMD_SMI_SCENARIO: 'two-gpus' };
+    // amd-smi is slow to start (the fake is a Node script): an interval it can keep up with.
+    const m = new GpuMonitor({ intervalMs: 1000, env, sysfsRoot: noAmd });
+    monitors.push(m);
+    const seen: GpuSnapshot[] = [];
+    m.onSnapshot((s) => seen.push(s));
+    m.acquire('test');
+    const s = await waitFor(() => seen.filter((x) => x.devices.length && !x.stale)[1], 'two amd-smi readings');
+    assert.equal(s.source, 'amd');
+    assert.equal(s.error, undefined);
+    assert.deepEqual(s.devices.map((d) => [d.name, d.memoryUsedMiB, d.memoryTotalMiB]), [['AMD Instinct MI300X', 73728, 196592], ['AMD Instinct MI300X', 283, 196592]]);
+    assert.deepEqual(s.processes.map((p) => [p.gpuIndex, p.pid, p.name]), [[0, 420157, 'python3'], [0, 420315, 'rvs']]);
   });
 
   it('drops fields an old driver does not know: reserved is null, the rest is read', async () => {
