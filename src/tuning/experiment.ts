@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
 import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
 import { JournalWriter, readJournal } from './journal';
+import { JobTrialError, parseJobLine, prepareJobTrial } from './jobTrial';
 import { createSearcher, toLoss, type Observation, type Searcher } from './search';
 import type { Config, Params } from './space';
 import { totalTrials, type TuneSpec } from './spec';
@@ -40,6 +41,8 @@ export interface ExperimentOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Each trial's own output (stdout and stderr as they come), e.g. a task terminal or a log file. */
   readonly output?: (trialId: number, text: string) => void;
+  /** Job trials: the gpu-workbench CLI script run with `train` (default: cli.js next to this code). */
+  readonly trainCli?: string;
 }
 
 export class ExperimentError extends Error {}
@@ -58,6 +61,8 @@ interface Trial {
   /** Set once the trial was told to stop; later reports are ignored. */
   stopping?: boolean;
   killTimer?: NodeJS.Timeout;
+  /** Job trials: the reason of the `job/failed` event. */
+  jobFailure?: string;
 }
 
 export function experimentDir(workspace: string, name: string): string {
@@ -121,8 +126,8 @@ export class Experiment {
 
   /** Runs until every trial has ended (or `stop()`); resolves with the best trial. */
   async run(): Promise<BestTrial | null> {
-    if (this.spec.trial.kind === 'job') {
-      throw new ExperimentError(`${this.spec.file || 'spec'}: /trial/job: job trials run on the training host, which is not available yet; use {"command": [...]} for now`);
+    if (this.spec.trial.kind === 'job' && !existsSync(this.spec.trial.job)) {
+      throw new ExperimentError(`${this.spec.file || 'spec'}: /trial/job: ${this.spec.trial.job} does not exist`);
     }
     const exists = existsSync(this.journalPath);
     if (exists && !this.opts.resume) throw new ExperimentError(`experiment '${this.name}' already exists (${this.journalPath}); pass --resume to continue it or --name to start another`);
@@ -302,15 +307,15 @@ export class Experiment {
   }
 
   private start(t: Trial, gpus: number[]): void {
-    if (this.spec.trial.kind !== 'command') throw new Error('unreachable: job trials are refused in run()');
-    const { command, cwd, env } = this.spec.trial;
+    const trial = this.spec.trial;
+    const isJob = trial.kind === 'job';
+    const env = trial.kind === 'command' ? trial.env : {};
     t.status = 'running';
     t.gpus = gpus;
     t.reports = [];
     t.stopping = false;
     t.stopReason = undefined;
     const cuda = this.gpuFree.length > 0 ? gpus.join(',') : null;
-    const args = command.map((a) => substitute(a, t.config));
     const childEnv: NodeJS.ProcessEnv = {
       ...(this.opts.env ?? process.env), ...env,
       GPU_WORKBENCH_CONFIG: JSON.stringify(t.config), GPU_WORKBENCH_TRIAL_ID: String(t.trialId), GPU_WORKBENCH_EXPERIMENT: this.name,
@@ -319,6 +324,24 @@ export class Experiment {
     if (cuda !== null) childEnv.CUDA_VISIBLE_DEVICES = cuda;
     this.scheduler.onTrialAdd(t.trialId);
     this.emit({ type: 'trial/started', trialId: t.trialId, config: t.config, params: t.params, cudaVisibleDevices: cuda, attempt: t.attempt, at: Date.now() });
+    t.jobFailure = undefined;
+    let args: string[];
+    let cwd: string;
+    if (trial.kind === 'command') {
+      args = trial.command.map((a) => substitute(a, t.config));
+      cwd = trial.cwd;
+    } else {
+      try {
+        const prepared = prepareJobTrial({ job: trial.job, config: t.config, trialDir: join(this.dir, `trial_${t.trialId}`), cli: this.opts.trainCli });
+        args = [...prepared.command];
+        cwd = prepared.cwd;
+        this.out(t.trialId, `gpu-workbench: training ${prepared.jobFile}\n`);
+      } catch (err) {
+        if (!(err instanceof JobTrialError)) throw err;
+        this.fail(t, err.message);
+        return;
+      }
+    }
 
     let proc: ChildProcess;
     try {
@@ -336,7 +359,7 @@ export class Experiment {
     proc.stdout?.setEncoding('utf8');
     proc.stderr?.setEncoding('utf8');
     proc.stdout?.on('data', (chunk: string) => {
-      this.out(t.trialId, chunk);
+      if (!isJob) this.out(t.trialId, chunk); // a job trial's JSON events are shown as lines by onLine
       buffered += chunk;
       let nl: number;
       while ((nl = buffered.indexOf('\n')) !== -1) {
@@ -366,6 +389,9 @@ export class Experiment {
         t.status = t.stopReason === 'experiment' ? 'interrupted' : 'stopped';
         if (t.status === 'stopped') this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
         else this.scheduler.onTrialRemove(t.trialId);
+      } else if (t.jobFailure !== undefined) {
+        this.fail(t, t.jobFailure);
+        return;
       } else if (code === 0) {
         t.status = 'done';
         this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
@@ -389,6 +415,15 @@ export class Experiment {
   }
 
   private onLine(t: Trial, line: string): void {
+    if (this.spec.trial.kind === 'job') {
+      const parsed = parseJobLine(line);
+      if (parsed === null) { this.out(t.trialId, `${line}\n`); return; }
+      // A trial we stopped ends with job/failed "cancelled": the stop reason says it better.
+      if (parsed.text && !(parsed.kind === 'failed' && t.stopping)) this.out(t.trialId, parsed.text);
+      if (parsed.kind === 'failed' && !t.stopping) t.jobFailure = parsed.reason;
+      if (parsed.kind === 'report' && !t.stopping) this.report(t, parsed.result, line);
+      return;
+    }
     const at = line.indexOf('::report::');
     if (at === -1 || line.slice(0, at).trim() !== '' || t.stopping) return;
     let parsed: unknown;
@@ -402,7 +437,10 @@ export class Experiment {
       this.out(t.trialId, `gpu-workbench: ignored a report that is not a JSON object: ${line.slice(0, 120)}\n`);
       return;
     }
-    const result: Record<string, unknown> = { ...(parsed as Record<string, unknown>) };
+    this.report(t, { ...(parsed as Record<string, unknown>) }, line);
+  }
+
+  private report(t: Trial, result: Record<string, unknown>, line: string): void {
     if (typeof result.training_iteration !== 'number') result.training_iteration = t.reports.length + 1;
     if (typeof result[this.spec.metric] !== 'number' && t.reports.every((r) => typeof r[this.spec.metric] !== 'number')) {
       this.out(t.trialId, `gpu-workbench: this report has no number '${this.spec.metric}' (the spec's metric): ${line.slice(0, 120)}\n`);

@@ -157,9 +157,9 @@ describe('tuning experiment runner', function () {
     assert.match(of(missing.events, 'trial/failed')[0].error, /command not found: no-such-trainer-xyz/);
   });
 
-  it('refuses a job trial with a clear "not available yet", and an existing experiment without resume', async () => {
-    const job = setup({ space: { x: { uniform: [0, 1] } }, trial: { job: 'mnist.job.json' } });
-    await assert.rejects(job.make().run(), (e: unknown) => e instanceof ExperimentError && /training host, which is not available yet/.test(e.message));
+  it('refuses a job trial whose job file does not exist, and an existing experiment without resume', async () => {
+    const job = setup({ space: { x: { uniform: [0, 1] } }, trial: { job: 'no-such.job.json' } });
+    await assert.rejects(job.make().run(), (e: unknown) => e instanceof ExperimentError && /\/trial\/job: .*no-such\.job\.json does not exist/.test(e.message));
     const again = setup({ space: { x: { uniform: [0, 1] }, iters: 1 } });
     await again.make().run();
     await assert.rejects(again.make().run(), /already exists .* --resume/);
