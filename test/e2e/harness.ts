@@ -99,12 +99,26 @@ function run(cmd: string, args: string[], what: string, timeoutMs: number): stri
 }
 
 /**
- * The extension packaged as a user gets it. Reuses, in this order: `E2E_VSIX` if set, a vsix
- * already made by this process; else runs `npm run build` (skipped when `E2E_SKIP_BUILD=1`, or
- * when every source is older than the newest bundle in dist/, as right after `npm test` built)
- * and `vsce package --no-dependencies`.
+ * vsce refuses a README with relative images unless it can tell where they will be served from
+ * (it only guesses that for GitHub/GitLab repositories). Where the images point does not change
+ * what these tests check, so they get base URLs made from package.json's `repository`.
  */
-export function packageVsix(outDir: string): { vsix: string; buildMs: number; packageMs: number } {
+function readmeBaseUrls(): string[] {
+  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { repository?: string | { url?: string } };
+  const url = typeof manifest.repository === 'string' ? manifest.repository : manifest.repository?.url;
+  if (!url || /github\.com|gitlab\.com/.test(url)) return [];
+  const base = url.replace(/\.git$/, '').replace(/\/$/, '');
+  return ['--baseContentUrl', `${base}/blob/HEAD/`, '--baseImagesUrl', `${base}/raw/HEAD/`];
+}
+
+/**
+ * The extension packaged as a user gets it. Reuses, in this order: `E2E_VSIX` if set, the vsix
+ * already made by this process (every suite file installs the same one); else runs `npm run
+ * build` (skipped when `E2E_SKIP_BUILD=1`, or when every source is older than the newest bundle
+ * in dist/, as right after `npm test` built) and `vsce package --no-dependencies`. The argument
+ * is no longer used (the vsix has a folder of its own) and stays for existing callers.
+ */
+export function packageVsix(_outDir?: string): { vsix: string; buildMs: number; packageMs: number } {
   if (process.env.E2E_VSIX) {
     if (!existsSync(process.env.E2E_VSIX)) throw new Error(`E2E_VSIX=${process.env.E2E_VSIX} does not exist`);
     return { vsix: process.env.E2E_VSIX, buildMs: 0, packageMs: 0 };
@@ -114,10 +128,16 @@ export function packageVsix(outDir: string): { vsix: string; buildMs: number; pa
   if (process.env.E2E_SKIP_BUILD !== '1' && !buildIsFresh()) run('npm', ['run', '--silent', 'build'], 'npm run build', 300_000);
   const buildMs = since(t0);
   t0 = performance.now();
-  const vsix = join(outDir, 'gpu-workbench.vsix');
-  run(join(repoRoot, 'node_modules', '.bin', 'vsce'), ['package', '--no-dependencies', '--out', vsix], 'vsce package', 120_000);
+  // Packaged once per mocha process, into a folder of its own that outlives each suite's `outDir`
+  // (suites remove theirs in `after`) and goes when the process exits.
+  const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-vsix-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const vsix = join(dir, 'gpu-workbench.vsix');
+  run(join(repoRoot, 'node_modules', '.bin', 'vsce'), ['package', '--no-dependencies', ...readmeBaseUrls(), '--out', vsix], 'vsce package', 120_000);
   builtVsix = vsix;
-  return { vsix, buildMs, packageMs: since(t0) };
+  const packageMs = since(t0);
+  console.log(`      packaged the extension for every e2e suite: build ${buildMs} ms, vsce ${packageMs} ms`);
+  return { vsix, buildMs, packageMs };
 }
 
 // ---------------------------------------------------------------------------------------
