@@ -2,7 +2,8 @@
  * Tree-structured Parzen Estimator with Optuna's TPESampler defaults (univariate): 10 startup
  * trials sampled at random, 24 EI candidates drawn from l(x), gamma(n) = min(ceil(0.1 n), 25),
  * `default_weights` (the oldest trials ramped down once there are more than 25), a prior component
- * of weight 1, the "magic clip" of bandwidths, endpoints not considered. Trials stopped early
+ * of weight 1 whose centre counts among the neighbours that set the bandwidths (as Optuna 3.x
+ * to 4.8), the "magic clip" of bandwidths, endpoints not considered. Trials stopped early
  * (pruned) rank after every finished trial, by step reached then value, as Optuna ranks them.
  * Parameters are sampled one at a time in define-by-run order, each from the trials that have it,
  * which is how conditional parameters are handled.
@@ -83,18 +84,24 @@ export class NumericParzen {
   constructor(readonly dim: Numeric, observations: readonly number[], obsWeights: readonly number[], priorWeight: number) {
     const { low, high, step } = dim;
     const n = observations.length;
-    const sorted = observations.map((x, i) => [x, i] as const).sort((a, b) => a[0] - b[0]);
+    const priorMu = 0.5 * (low + high);
+    // As Optuna 3.x/4.x (to 4.8): the prior's centre is one of the points whose neighbour
+    // distances give the bandwidths, so kernels next to the centre are narrower.
+    const points = [...observations, priorMu];
+    const sorted = points.map((x, i) => [x, i] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const m = points.length;
     const withEnds = [low - step / 2, ...sorted.map((s) => s[0]), high + step / 2];
     const sortedSigmas = sorted.map((_, j) => Math.max(withEnds[j + 1] - withEnds[j], withEnds[j + 2] - withEnds[j + 1]));
     if (withEnds.length >= 4) {
       sortedSigmas[0] = withEnds[2] - withEnds[1];
-      sortedSigmas[n - 1] = withEnds[n] - withEnds[n - 1];
+      sortedSigmas[m - 1] = withEnds[m] - withEnds[m - 1];
     }
     const width = high - low + step;
     const minSigma = width / Math.min(100, 1 + n + 1);
-    const sigmas = new Array<number>(n);
+    const sigmas = new Array<number>(m);
     sorted.forEach(([, i], j) => { sigmas[i] = Math.min(width, Math.max(minSigma, sortedSigmas[j])); });
-    this.mus = [...observations, 0.5 * (low + high)];
+    sigmas.length = n;
+    this.mus = [...observations, priorMu];
     this.sigmas = [...sigmas, width];
     this.weights = normalized([...obsWeights, priorWeight]);
   }
