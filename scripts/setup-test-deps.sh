@@ -4,7 +4,8 @@
 #
 #   bash scripts/setup-test-deps.sh [apt] [browser] [e2e]
 #
-#   apt      every Debian package any test layer needs (CI runs this once, before `npm ci`)
+#   apt      every Debian package any test layer needs, python3-torch for the torchrun tests
+#            included (CI runs this once, before `npm ci`)
 #   browser  Debian chromium (driven by playwright-core; never `playwright install`)
 #   e2e      chromium, libkrb5-dev and ripgrep from Debian, then code-server into
 #            .e2e-cache/code-server/ (git-ignored, kept between runs)
@@ -22,11 +23,11 @@ ripgrep_tarball=ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz
 
 # `apt` means "the Debian part of every layer", so that CI does all its apt work in one go
 # before `npm ci`; code-server comes only with an explicit `e2e`.
-want_browser=0 want_e2e=0 install_code_server=0
+want_browser=0 want_e2e=0 want_torch=0 install_code_server=0
 [ $# -eq 0 ] && set -- apt
 for arg in "$@"; do
   case "$arg" in
-    apt) want_browser=1 want_e2e=1 ;;
+    apt) want_browser=1 want_e2e=1 want_torch=1 ;;
     browser) want_browser=1 ;;
     e2e) want_browser=1 want_e2e=1 install_code_server=1 ;;
     *) echo "setup-test-deps: unknown argument '$arg' (expected apt, browser or e2e)" >&2; exit 2 ;;
@@ -37,6 +38,10 @@ done
 packages=()
 [ "$want_browser" = 1 ] && packages+=(chromium)
 [ "$want_e2e" = 1 ] && packages+=(libkrb5-dev ripgrep)
+# The torchrun tests launch a real `python -m torch.distributed.run` (CPU, gloo) with Debian's
+# PyTorch for /usr/bin/python3; without it they skip and say why. OpenBLAS (pthread) because the
+# reference BLAS python3-torch pulls in by default is about 9x slower.
+[ "$want_torch" = 1 ] && packages+=(python3-torch libopenblas0-pthread)
 # code-server's native modules (kerberos, node-pty, spdlog, ...) are compiled by node-gyp.
 if [ "$want_e2e" = 1 ]; then
   for tool in make g++ python3; do
