@@ -1,6 +1,6 @@
 import uPlot from 'uplot';
 import type { PanelJob } from '../src/common/protocol';
-import type { ChartColors } from './theme';
+import { chartFrame, type ChartColors } from './theme';
 
 const chartHeight = 90;
 
@@ -101,13 +101,11 @@ export class JobSection {
     if (this.width <= 0) this.width = Math.floor(this.root.clientWidth);
     if (this.width <= 0) return;
     const c = this.colors;
-    const axis: uPlot.Axis = { stroke: c.axis, font: c.font, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1, size: 4 } };
+    const { axis, options } = chartFrame(c);
     this.plot = new uPlot({
+      ...options,
       width: this.width,
       height: chartHeight,
-      legend: { show: false },
-      cursor: { drag: { x: false, y: false } },
-      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
       scales: { x: { time: false }, y: { range: (_u, _min, max) => [0, Math.max(max, 1e-3) * 1.05] } },
       series: [{}, { label: 'Loss', stroke: c.loss, width: 1.5, points: { show: (u) => u.data[0].length < 5, size: 5 } }],
       axes: [

@@ -1,6 +1,6 @@
 import uPlot from 'uplot';
 import { gib } from './format';
-import type { ChartColors } from './theme';
+import { chartFrame, type ChartColors } from './theme';
 
 const chartHeight = 110;
 
@@ -125,13 +125,11 @@ export class MemoryChart {
     if (this.width <= 0) this.width = Math.floor(this.container.clientWidth);
     if (this.width <= 0) return;
     const c = this.colors;
-    const axis: uPlot.Axis = { stroke: c.axis, font: c.font, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1, size: 4 } };
+    const { axis, options } = chartFrame(c);
     this.plot = new uPlot({
+      ...options,
       width: this.width,
       height: chartHeight,
-      legend: { show: false },
-      cursor: { drag: { x: false, y: false } },
-      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
       scales: {
         // The window ends a little after the newest sample, so that the newest point is not drawn
         // on the plot's edge (where the border hides it).

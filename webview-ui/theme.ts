@@ -1,3 +1,4 @@
+import type uPlot from 'uplot';
 /** Colours for the canvas (uPlot cannot use CSS variables, so we read them from the theme). */
 export interface ChartColors {
   readonly line: string;
@@ -51,4 +52,19 @@ export function onThemeChange(callback: () => void): void {
   const observer = new MutationObserver(check);
   observer.observe(document.body, { attributes: true, attributeFilter: ['class'] });
   observer.observe(document.documentElement, { attributes: true, attributeFilter: ['style'] });
+}
+
+/**
+ * What every small chart of the panel shares: no legend, no drag-to-zoom or selection (the
+ * sidebar is too narrow for them), and axes drawn in the theme's colours.
+ */
+export function chartFrame(c: ChartColors): { readonly axis: uPlot.Axis; readonly options: Pick<uPlot.Options, 'legend' | 'cursor' | 'select'> } {
+  return {
+    axis: { stroke: c.axis, font: c.font, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1, size: 4 } },
+    options: {
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
+    },
+  };
 }
