@@ -8,7 +8,9 @@
  *
  * Published anchors to read the numbers against: scikit-optimize's GP reaches Branin's minimum in
  * about 33 evaluations on average; Optuna's TPE gets within 1e-2 in 16 of 20 seeds (median 99
- * evaluations); random search needs about 5,000.
+ * evaluations) by the issue's account; random search needs about 5,000. Measured here instead,
+ * Debian's Optuna 3.1.0 default TPESampler through this same loop got within 1e-2 in 8 of 20 seeds
+ * by 100 evaluations and 19 of 20 by 250 (median 163): compare our TPE with that.
  */
 import { GpSearcher } from '../../src/tuning/gp';
 import { VariantSearcher, type Observation, type Searcher } from '../../src/tuning/search';
