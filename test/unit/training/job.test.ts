@@ -1,46 +1,12 @@
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/events';
-import { runJob, type RunJobOptions } from '../../../src/training/job';
+import { runJob } from '../../../src/training/job';
 import { fixtures, repoRoot } from '../../paths';
-
-const tinyJob = join(fixtures, 'jobs', 'tiny-mnist.job.json');
-
-type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
-
-async function run(opts: Omit<RunJobOptions, 'onEvent'>, onEvent: (e: JobEvent) => void = () => undefined): Promise<{ events: JobEvent[]; final: Final; pids: number[] }> {
-  const events: JobEvent[] = [];
-  const handle = runJob({ ...opts, onEvent: (e) => { events.push(e); onEvent(e); } });
-  const final = await handle.finished;
-  return { events, final, pids: handle.pids() };
-}
-
-/** The weights of the latest checkpoint, in model order. */
-function checkpointWeights(dir: string): Float32Array {
-  const latest = JSON.parse(readFileSync(join(dir, 'latest.json'), 'utf8')) as { dir: string };
-  const b = readFileSync(join(dir, latest.dir, 'weights.bin'));
-  return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { alive, checkpointWeights, run, tinyJob, until } from './helpers';
 
 describe('training jobs (worker processes)', function () {
   this.timeout(60_000);
