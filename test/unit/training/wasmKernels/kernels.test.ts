@@ -18,6 +18,21 @@ function convInfo(xShape: number[], filterShape: number[], strides: number | [nu
     xShape as [number, number, number, number], filterShape as [number, number, number, number], strides, dilations, pad, undefined, depthwise);
 }
 
+interface ConvCase { x: number[]; f: number[]; strides: number | [number, number]; pad: Pad }
+
+/** The shapes, strides and paddings both convolution gradients are checked on, then the extra cases of one. */
+function convCases(...extra: ConvCase[]): ConvCase[] {
+  return [
+    { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'same' },
+    { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'valid' },
+    { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'same' },
+    { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'valid' },
+    { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
+    { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
+    ...extra,
+  ];
+}
+
 describe('wasm kernels against the cpu backend', function () {
   before(async () => {
     await initBackends();
@@ -25,16 +40,10 @@ describe('wasm kernels against the cpu backend', function () {
   });
 
   describe('Conv2DBackpropFilter', () => {
-    const cases: { x: number[]; f: number[]; strides: number | [number, number]; pad: Pad }[] = [
-      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'same' },
-      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'valid' },
-      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'same' },
-      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'valid' },
-      { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
-      { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
+    const cases = convCases(
       { x: [2, 6, 7, 1], f: [5, 5, 1, 8], strides: 1, pad: 'same' },
       { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
-    ];
+    );
     for (const c of cases) {
       it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
         const info = convInfo(c.x, c.f, c.strides, 1, c.pad, false);
@@ -71,17 +80,11 @@ describe('wasm kernels against the cpu backend', function () {
   });
 
   describe('Conv2DBackpropInput (replaces the shipped direct loop)', () => {
-    const cases: { x: number[]; f: number[]; strides: number | [number, number]; pad: Pad }[] = [
-      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'same' },
-      { x: [2, 7, 7, 3], f: [3, 3, 3, 4], strides: 1, pad: 'valid' },
-      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'same' },
-      { x: [3, 8, 9, 2], f: [3, 3, 2, 5], strides: 2, pad: 'valid' },
-      { x: [1, 9, 8, 2], f: [2, 3, 2, 6], strides: [2, 1], pad: 'same' },
-      { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
+    const cases = convCases(
       { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
       // Padding wider than the filter: the full-convolution path does not apply, im2col does.
       { x: [2, 5, 5, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [3, 0], [1, 3], [0, 0]] },
-    ];
+    );
     for (const c of cases) {
       it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
         const info = convInfo(c.x, c.f, c.strides, 1, c.pad, false);
