@@ -1,24 +1,15 @@
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, Locator } from 'playwright-core';
+import type { Locator } from 'playwright-core';
 import type { HostToPanelMessage } from '../../src/common/protocol';
 import type { GpuSnapshot } from '../../src/gpu/types';
 import { repoRoot } from '../paths';
-import { launchChromium, openPanel, startPanelServer, type PanelPage, type PanelServer } from './harness';
+import { canvasPixelsOfColor, eventually, openPanel, pageSuite, startPanelServer, type PanelPage } from './harness';
 import { growthHint, history, noDriver, processes, rtx3090, t0, twoGpus } from './samples';
 import { dark, highContrast, light, type Theme } from './themes';
 
 const results = join(repoRoot, 'test-results');
-
-/** Polls a condition until it holds or the deadline passes (uPlot paints on its own schedule). */
-async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function init(snapshot: GpuSnapshot | null = twoGpus(), extra: Partial<Extract<HostToPanelMessage, { type: 'gpu/init' }>> = {}): HostToPanelMessage {
   return { type: 'gpu/init', snapshot, history: history(), inventory: [], hints: [], historyMinutes: 10, ...extra };
@@ -45,54 +36,16 @@ function stat(c: Locator, label: string): Locator {
 
 /** How many canvas pixels of a card's chart are (close to) the given #rrggbb: proof the chart drew in the theme's colour. */
 async function pixelsOfColor(panel: PanelPage, index: number, hex: string): Promise<number> {
-  // A string expression: the tests compile without the DOM library, and the page's CSP forbids eval.
-  return panel.page.evaluate<number>(`(() => {
-    const canvas = document.querySelector('vscode-collapsible.device[data-key="${rtx3090(index, 0).uuid}"] canvas');
-    if (!canvas) return 0;
-    const [r, g, b] = [1, 3, 5].map((i) => parseInt(${JSON.stringify(hex)}.slice(i, i + 2), 16));
-    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
-    let n = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      if (data[i + 3] > 200 && Math.abs(data[i] - r) < 12 && Math.abs(data[i + 1] - g) < 12 && Math.abs(data[i + 2] - b) < 12) n++;
-    }
-    return n;
-  })()`);
+  return canvasPixelsOfColor(panel.page, `vscode-collapsible.device[data-key="${rtx3090(index, 0).uuid}"] canvas`, hex);
 }
 
 describe('GPU panel webview (headless Chromium)', function () {
   this.timeout(60_000);
-  let browser: Browser;
-  let server: PanelServer;
-  const open: PanelPage[] = [];
+  const suite = pageSuite(startPanelServer);
 
   async function panel(theme: Theme = dark, opts: { firstSampleTimeoutMs?: number } = {}): Promise<PanelPage> {
-    const p = await openPanel(browser, server, theme, opts);
-    open.push(p);
-    return p;
+    return suite.track(await openPanel(suite.browser, suite.server, theme, opts));
   }
-
-  before(async () => {
-    server = await startPanelServer();
-    browser = await launchChromium();
-  });
-
-  afterEach(async function () {
-    for (const p of open.splice(0)) {
-      // Every page must load without a CSP violation or an uncaught error, whatever the test did.
-      const csp = await p.cspViolations();
-      const errors = p.errors;
-      await p.close();
-      if (this.currentTest?.state === 'passed') {
-        assert.deepEqual(csp, [], 'Content Security Policy violations');
-        assert.deepEqual(errors, [], 'uncaught errors in the page');
-      }
-    }
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.close();
-  });
 
   it('posts panel/ready on load and says it is waiting for the first sample', async () => {
     const p = await panel();

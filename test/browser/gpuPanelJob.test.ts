@@ -1,21 +1,11 @@
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
 import type { HostToPanelMessage, PanelJob } from '../../src/common/protocol';
 import { repoRoot } from '../paths';
-import { launchChromium, openPanel, startPanelServer, type PanelPage, type PanelServer } from './harness';
+import { canvasPixelsOfColor, eventually, openPanel, pageSuite, startPanelServer, type PanelPage } from './harness';
 import { history, noDriver, rtx3090, t0, twoGpus } from './samples';
 import { dark, highContrast, light } from './themes';
-
-/** Polls a condition until it holds or the deadline passes (uPlot paints on its own schedule). */
-async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const init: HostToPanelMessage = { type: 'gpu/init', snapshot: twoGpus(), history: history(), inventory: [], hints: [], historyMinutes: 10 };
 
@@ -39,53 +29,18 @@ function mark(p: PanelPage, index: number) {
 
 /** Canvas pixels of the job's loss chart close to the given #rrggbb. */
 async function lossPixels(p: PanelPage, hex: string): Promise<number> {
-  return p.page.evaluate<number>(`(() => {
-    const canvas = document.querySelector('section.job canvas');
-    if (!canvas) return 0;
-    const [r, g, b] = [1, 3, 5].map((i) => parseInt(${JSON.stringify(hex)}.slice(i, i + 2), 16));
-    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
-    let n = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      if (data[i + 3] > 200 && Math.abs(data[i] - r) < 12 && Math.abs(data[i + 1] - g) < 12 && Math.abs(data[i + 2] - b) < 12) n++;
-    }
-    return n;
-  })()`);
+  return canvasPixelsOfColor(p.page, 'section.job canvas', hex);
 }
 
 describe('GPU panel: the training job (headless Chromium)', function () {
   this.timeout(60_000);
-  let browser: Browser;
-  let server: PanelServer;
-  const open: PanelPage[] = [];
+  const suite = pageSuite(startPanelServer);
 
   async function panel(theme = dark): Promise<PanelPage> {
-    const p = await openPanel(browser, server, theme);
-    open.push(p);
+    const p = suite.track(await openPanel(suite.browser, suite.server, theme));
     await p.waitForPosted('panel/ready');
     return p;
   }
-
-  before(async () => {
-    server = await startPanelServer();
-    browser = await launchChromium();
-  });
-
-  afterEach(async function () {
-    for (const p of open.splice(0)) {
-      const csp = await p.cspViolations();
-      const errors = p.errors;
-      await p.close();
-      if (this.currentTest?.state === 'passed') {
-        assert.deepEqual(csp, [], 'Content Security Policy violations');
-        assert.deepEqual(errors, [], 'uncaught errors in the page');
-      }
-    }
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.close();
-  });
 
   it('marks the job\'s GPUs with its name and rank and draws its loss curve in --vscode-charts-orange, in three themes', async () => {
     for (const theme of [dark, light, highContrast]) {

@@ -4,6 +4,7 @@
  * before the page's script runs. The repo is served over http on 127.0.0.1 so that the CSP's
  * `${cspSource}` is a real origin, as `vscode-webview://…` is inside VS Code.
  */
+import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -183,4 +184,94 @@ export async function openPanel(browser: Browser, server: PanelServer, theme: Th
     },
     close: () => context.close(),
   };
+}
+
+/** Polls a condition until it holds or the deadline passes (uPlot paints on its own schedule). */
+export async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A page a suite checks after each test: no CSP violation, no uncaught error. */
+export interface CheckedPage {
+  cspViolations(): Promise<string[]>;
+  readonly errors: readonly string[];
+  close(): Promise<void>;
+}
+
+export interface PageSuite<S> {
+  /** The suite's Chromium and page server, from `before` on. */
+  readonly browser: Browser;
+  readonly server: S;
+  /** Closes the page after the test; a passed test then fails if the page broke its CSP or threw. */
+  track<P extends CheckedPage>(page: P): P;
+}
+
+/**
+ * Registers the hooks of a suite of webview pages in headless Chromium: `before` starts the page
+ * server and Chromium, `afterEach` closes the test's tracked pages and (when the test passed)
+ * asserts each loaded without a Content Security Policy violation or an uncaught error, `after`
+ * closes Chromium and the server. Call it inside the suite's `describe`.
+ */
+export function pageSuite<S extends { close(): Promise<void> }>(startServer: () => Promise<S>): PageSuite<S> {
+  let browser: Browser | undefined;
+  let server: S | undefined;
+  const open: CheckedPage[] = [];
+
+  before(async () => {
+    server = await startServer();
+    browser = await launchChromium();
+  });
+
+  afterEach(async function () {
+    for (const p of open.splice(0)) {
+      // Every page must load without a CSP violation or an uncaught error, whatever the test did.
+      const csp = await p.cspViolations();
+      const errors = p.errors;
+      await p.close();
+      if (this.currentTest?.state === 'passed') {
+        assert.deepEqual(csp, [], 'Content Security Policy violations');
+        assert.deepEqual(errors, [], 'uncaught errors in the page');
+      }
+    }
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  return {
+    get browser(): Browser {
+      if (!browser) throw new Error('Chromium is not started: use the suite from its tests only');
+      return browser;
+    },
+    get server(): S {
+      if (!server) throw new Error('the page server is not started: use the suite from its tests only');
+      return server;
+    },
+    track: (page) => {
+      open.push(page);
+      return page;
+    },
+  };
+}
+
+/** How many pixels of the first canvas matching `selector` are close to #rrggbb `hex`: proof a chart drew in a theme's colour. */
+export async function canvasPixelsOfColor(page: Page, selector: string, hex: string): Promise<number> {
+  // A string expression: the tests compile without the DOM library, and the page's CSP forbids eval.
+  return page.evaluate<number>(`(() => {
+    const canvas = document.querySelector(${JSON.stringify(selector)});
+    if (!canvas) return 0;
+    const [r, g, b] = [1, 3, 5].map((i) => parseInt(${JSON.stringify(hex)}.slice(i, i + 2), 16));
+    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    let n = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i + 3] > 200 && Math.abs(data[i] - r) < 12 && Math.abs(data[i + 1] - g) < 12 && Math.abs(data[i + 2] - b) < 12) n++;
+    }
+    return n;
+  })()`);
 }

@@ -12,18 +12,10 @@ import type { HostToResultsMessage, ResultsExperiment, ResultsToHostMessage, Res
 import { makeNonce } from '../../src/views/panelHtml';
 import { renderResultsHtml } from '../../src/views/resultsHtml';
 import { repoRoot } from '../paths';
-import { launchChromium } from './harness';
+import { eventually, pageSuite } from './harness';
 import { dark, highContrast, light, type Theme } from './themes';
 
 const resultsDir = join(repoRoot, 'test-results');
-
-async function eventually(condition: () => Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 // --- an experiment as the host would describe it ---------------------------------------------
 
@@ -161,40 +153,15 @@ async function openResults(browser: Browser, server: ResultsServer, theme: Theme
 
 describe('Tuning Results webview (headless Chromium)', function () {
   this.timeout(60_000);
-  let browser: Browser;
-  let server: ResultsServer;
-  const open: ResultsPage[] = [];
+  const suite = pageSuite(startServer);
 
   async function results(theme: Theme = dark): Promise<ResultsPage> {
-    const p = await openResults(browser, server, theme);
-    open.push(p);
+    const p = suite.track(await openResults(suite.browser, suite.server, theme));
     await p.waitForPosted('results/ready');
     return p;
   }
 
   const ids = (p: ResultsPage): Promise<string[]> => p.page.locator('table.trials tbody tr').evaluateAll((rows) => rows.map((r) => (r as unknown as { dataset: { trialId: string } }).dataset.trialId));
-
-  before(async () => {
-    server = await startServer();
-    browser = await launchChromium();
-  });
-
-  afterEach(async function () {
-    for (const p of open.splice(0)) {
-      const csp = await p.cspViolations();
-      const errors = [...p.errors];
-      await p.close();
-      if (this.currentTest?.state === 'passed') {
-        assert.deepEqual(csp, [], 'Content Security Policy violations');
-        assert.deepEqual(errors, [], 'uncaught errors in the page');
-      }
-    }
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.close();
-  });
 
   it('says results/ready first, then lists every trial with status, metric, iterations and config', async () => {
     const p = await results();
