@@ -4,13 +4,13 @@
  * and the processes a test's own server left behind. Every wait has a deadline.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { FrameLocator, Locator, Page } from 'playwright-core';
+import type { Browser, FrameLocator, Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { extensionId, waitUntil } from './harness';
+import { CodeServer, extensionId, launchBrowser, packageVsix, reportFailure, resetResults, runDir, waitUntil } from './harness';
 
 /** F1, type the command's title, wait for its row and press Enter. */
 export async function runCommand(page: Page, title: string, timeoutMs = 60_000): Promise<void> {
@@ -140,4 +140,49 @@ export function panelWebview(page: Page): FrameLocator {
 export async function toastSettled(page: Page, text: string | RegExp): Promise<void> {
   await page.locator('.notifications-toasts .notification-toast-container.notification-fade-in-done', { hasText: text }).first()
     .waitFor({ state: 'visible', timeout: 5000 }).catch(() => undefined);
+}
+
+/** What a code-server suite's tests share: set by `codeServerSuite`'s hooks, `page` and `consoleLines` by the test that opens the workbench. */
+export interface CodeServerSuite<W extends { dir: string }> {
+  readonly timings: Record<string, number>;
+  browser: Browser | undefined;
+  server: CodeServer | undefined;
+  page: Page | undefined;
+  consoleLines: string[];
+  /** The suite's throwaway workspace, made in `before`. */
+  ws: W;
+}
+
+/**
+ * Registers the hooks of a suite that drives one code-server (no fake GPUs) on a throwaway
+ * workspace: `before` packages the vsix, makes the workspace and starts Chromium and the server;
+ * `after` closes them, removes both folders and prints the suite's timings; `afterEach` reports a
+ * failed test's page and logs. Call it inside the suite's `describe`.
+ */
+export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W): CodeServerSuite<W> {
+  const suite: CodeServerSuite<W> = { timings: {}, browser: undefined, server: undefined, page: undefined, consoleLines: [], ws: undefined as unknown as W };
+  let work: string;
+
+  before(async () => {
+    resetResults();
+    work = runDir();
+    suite.ws = workspace();
+    suite.browser = await launchBrowser();
+    suite.server = await CodeServer.start({ name, fakeGpus: false, vsix: packageVsix(work).vsix, workspace: suite.ws.dir });
+  });
+
+  after(async () => {
+    await suite.page?.close().catch(() => undefined);
+    await suite.browser?.close().catch(() => undefined);
+    await suite.server?.stop();
+    rmSync(work, { recursive: true, force: true });
+    rmSync(suite.ws.dir, { recursive: true, force: true });
+    console.log(`      e2e ${name} timings (ms): ${JSON.stringify(suite.timings)}`);
+  });
+
+  afterEach(async function () {
+    await reportFailure(this, suite.page, suite.server, suite.consoleLines);
+  });
+
+  return suite;
 }

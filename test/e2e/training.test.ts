@@ -8,47 +8,20 @@
  * workers) is left.
  */
 import * as assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { Browser, Page } from 'playwright-core';
-import { CodeServer, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
-import { notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
+import { openWorkbench, screenshot, since, waitUntil } from './harness';
+import { codeServerSuite, notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
   this.timeout(300_000);
-  const timings: Record<string, number> = {};
-  let browser: Browser | undefined;
-  let server: CodeServer | undefined;
-  let page: Page | undefined;
-  let consoleLines: string[] = [];
-  let work: string;
-  let ws: ReturnType<typeof trainingWorkspace>;
+  // Small enough for a loaded 2-core box; 2 epochs so the progress text is seen to advance.
+  const s = codeServerSuite('training', () => trainingWorkspace({ trainSize: 4000, testSize: 1000, epochs: 2 }));
   /** Set when the first run ended well: the stop test builds on the same page. */
   let firstRunDone = false;
 
   /** The installed extension's training host processes (host and workers) of this test's server only. */
-  const trainingProcesses = () => processesWith(server!.extensionsDir, 'trainingHost.js');
-
-  before(async () => {
-    resetResults();
-    work = runDir();
-    // Small enough for a loaded 2-core box; 2 epochs so the progress text is seen to advance.
-    ws = trainingWorkspace({ trainSize: 4000, testSize: 1000, epochs: 2 });
-    browser = await launchBrowser();
-    server = await CodeServer.start({ name: 'training', fakeGpus: false, vsix: packageVsix(work).vsix, workspace: ws.dir });
-  });
-
-  after(async () => {
-    await page?.close().catch(() => undefined);
-    await browser?.close().catch(() => undefined);
-    await server?.stop();
-    rmSync(work, { recursive: true, force: true });
-    rmSync(ws.dir, { recursive: true, force: true });
-    console.log(`      e2e training timings (ms): ${JSON.stringify(timings)}`);
-  });
-
-  afterEach(async function () {
-    await reportFailure(this, page, server, consoleLines);
-  });
+  const trainingProcesses = () => processesWith(s.server!.extensionsDir, 'trainingHost.js');
 
   /** F1 → Start Training… → job file → ddp → 2 CPU workers; returns when the device pick is accepted. */
   async function startTraining(p: Page, shots: string): Promise<void> {
@@ -73,29 +46,29 @@ describe('e2e: training in code-server', function () {
 
   it('Start Training… runs the MNIST job with ddp on 2 CPU workers: progress, then the test accuracy', async () => {
     const t0 = performance.now();
-    const opened = await openWorkbench(browser!, server!, ws.dir);
-    page = opened.page;
-    consoleLines = opened.console;
-    await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'mnist-ddp.job.json' }).first().waitFor({ timeout: 60_000 });
-    await startTraining(page, 'training');
+    const opened = await openWorkbench(s.browser!, s.server!, s.ws.dir);
+    s.page = opened.page;
+    s.consoleLines = opened.console;
+    await s.page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'mnist-ddp.job.json' }).first().waitFor({ timeout: 60_000 });
+    await startTraining(s.page, 'training');
 
     // The progress notification "Training mnist-ddp" reports "epoch 1/2 · step 3/16 · loss …".
-    const progress = notification(page, `Training ${ws.name}`);
+    const progress = notification(s.page, `Training ${s.ws.name}`);
     const step = /epoch (\d+)\/(\d+) · step (\d+)\/(\d+)/;
     const first = await waitUntil('the progress notification to show "epoch … · step …"', 120_000, async () => {
       const text = (await progress.innerText().catch(() => '')).replace(/\s+/g, ' ');
       return step.exec(text)?.[0];
     }, 200);
-    await toastSettled(page, `Training ${ws.name}`);
-    await screenshot(page, 'training-progress');
+    await toastSettled(s.page, `Training ${s.ws.name}`);
+    await screenshot(s.page, 'training-progress');
     assert.equal(step.exec(first)![2], '2', `the progress counts 2 epochs: ${first}`);
-    timings.toFirstStepMs = since(t0);
+    s.timings.toFirstStepMs = since(t0);
 
     // The end: "Training mnist-ddp finished: test accuracy 91.20% after 2 epochs (…)".
-    const done = await waitForNotification(page, new RegExp(`Training ${ws.name} finished: test accuracy`), 240_000);
-    await toastSettled(page, 'finished: test accuracy');
-    await screenshot(page, 'training-finished');
-    timings.toFinishedMs = since(t0);
+    const done = await waitForNotification(s.page, new RegExp(`Training ${s.ws.name} finished: test accuracy`), 240_000);
+    await toastSettled(s.page, 'finished: test accuracy');
+    await screenshot(s.page, 'training-finished');
+    s.timings.toFinishedMs = since(t0);
     const m = /test accuracy ([\d.]+)% after (\d+) epochs?/.exec(done);
     assert.ok(m, `unreadable end message: ${done}`);
     assert.ok(Number(m[1]) > 50, `test accuracy ${m[1]}% is not above 50%: ${done}`);
@@ -106,17 +79,17 @@ describe('e2e: training in code-server', function () {
   });
 
   it('Stop Training ends a running job and leaves no worker process', async () => {
-    assert.ok(page && firstRunDone, 'needs the workbench and the finished first run');
+    assert.ok(s.page && firstRunDone, 'needs the workbench and the finished first run');
     // A longer job: the same file with many epochs.
-    const job = JSON.parse(readFileSync(ws.jobFile, 'utf8')) as { epochs: number };
+    const job = JSON.parse(readFileSync(s.ws.jobFile, 'utf8')) as { epochs: number };
     job.epochs = 50;
-    writeFileSync(ws.jobFile, `${JSON.stringify(job, null, 2)}\n`);
+    writeFileSync(s.ws.jobFile, `${JSON.stringify(job, null, 2)}\n`);
     // The first run's end message stays in the toasts for a while; close every notification.
-    await runCommand(page, 'Notifications: Clear All Notifications');
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
 
     const t0 = performance.now();
-    await startTraining(page, 'training-stop');
-    const progress = notification(page, `Training ${ws.name}`);
+    await startTraining(s.page, 'training-stop');
+    const progress = notification(s.page, `Training ${s.ws.name}`);
     await waitUntil('the second run\'s progress to show "epoch … · step …" of 50 epochs', 120_000, async () => {
       const text = (await progress.innerText().catch(() => '')).replace(/\s+/g, ' ');
       return /epoch \d+\/50 · step \d+\/\d+/.test(text);
@@ -126,13 +99,13 @@ describe('e2e: training in code-server', function () {
       const ps = trainingProcesses();
       return ps.length >= 3 ? ps : undefined;
     }, 250);
-    await screenshot(page, 'training-stop-running');
+    await screenshot(s.page, 'training-stop-running');
 
-    await runCommand(page, 'GPU Workbench: Stop Training');
-    await waitForNotification(page, `Training ${ws.name} was stopped.`, 60_000);
-    await toastSettled(page, 'was stopped.');
-    await screenshot(page, 'training-stopped');
-    timings.stopMs = since(t0);
+    await runCommand(s.page, 'GPU Workbench: Stop Training');
+    await waitForNotification(s.page, `Training ${s.ws.name} was stopped.`, 60_000);
+    await toastSettled(s.page, 'was stopped.');
+    await screenshot(s.page, 'training-stopped');
+    s.timings.stopMs = since(t0);
     // The host and both workers: none may outlive the stopped job (the extension kills them after a grace period).
     await waitUntil(`no training process of this server to remain (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => trainingProcesses().length === 0, 250);
   });

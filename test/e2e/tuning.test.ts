@@ -7,67 +7,40 @@
  * offers the config as JSON ("Copy Config JSON") since there is no job file to edit.
  */
 import * as assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, FrameLocator, Page } from 'playwright-core';
-import { CodeServer, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
-import { notification, panelWebview, runCommand, toastSettled, tuningWorkspace, waitForNotification } from './flows';
+import type { FrameLocator } from 'playwright-core';
+import { openWorkbench, screenshot, since, waitUntil } from './harness';
+import { codeServerSuite, notification, panelWebview, runCommand, toastSettled, tuningWorkspace, waitForNotification } from './flows';
 
 describe('e2e: tuning in code-server', function () {
   this.timeout(300_000);
-  const timings: Record<string, number> = {};
-  let browser: Browser | undefined;
-  let server: CodeServer | undefined;
-  let page: Page | undefined;
-  let consoleLines: string[] = [];
-  let work: string;
-  let ws: ReturnType<typeof tuningWorkspace>;
+  const s = codeServerSuite('tuning', tuningWorkspace);
   let results: FrameLocator | undefined;
   /** Set when the experiment finished: the later tests build on it. */
   let finished = false;
 
-  before(async () => {
-    resetResults();
-    work = runDir();
-    ws = tuningWorkspace();
-    browser = await launchBrowser();
-    server = await CodeServer.start({ name: 'tuning', fakeGpus: false, vsix: packageVsix(work).vsix, workspace: ws.dir });
-  });
-
-  after(async () => {
-    await page?.close().catch(() => undefined);
-    await browser?.close().catch(() => undefined);
-    await server?.stop();
-    rmSync(work, { recursive: true, force: true });
-    rmSync(ws.dir, { recursive: true, force: true });
-    console.log(`      e2e tuning timings (ms): ${JSON.stringify(timings)}`);
-  });
-
-  afterEach(async function () {
-    await reportFailure(this, page, server, consoleLines);
-  });
-
   it('Tune Hyperparameters… runs the only spec; the results tab lists every trial, some stopped by ASHA, and the best', async () => {
     const t0 = performance.now();
-    const opened = await openWorkbench(browser!, server!, ws.dir);
-    page = opened.page;
-    consoleLines = opened.console;
-    await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'quadratic.tune.json' }).first().waitFor({ timeout: 60_000 });
-    await runCommand(page, 'GPU Workbench: Tune Hyperparameters');
+    const opened = await openWorkbench(s.browser!, s.server!, s.ws.dir);
+    s.page = opened.page;
+    s.consoleLines = opened.console;
+    await s.page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'quadratic.tune.json' }).first().waitFor({ timeout: 60_000 });
+    await runCommand(s.page, 'GPU Workbench: Tune Hyperparameters');
 
     // One spec in the workspace: it starts at once and the results open beside as an editor tab.
-    await page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${ws.name}` }).first().waitFor({ timeout: 60_000 });
-    results = panelWebview(page);
+    await s.page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().waitFor({ timeout: 60_000 });
+    results = panelWebview(s.page);
     await results.locator('.best-text').waitFor({ timeout: 60_000 });
-    await screenshot(page, 'tuning-started');
+    await screenshot(s.page, 'tuning-started');
 
     // The end: "Experiment quadratic finished: the best is trial N with loss 0.344."
-    const done = await waitForNotification(page, new RegExp(`Experiment ${ws.name} finished: the best is trial \\d+`), 240_000);
-    timings.experimentMs = since(t0);
+    const done = await waitForNotification(s.page, new RegExp(`Experiment ${s.ws.name} finished: the best is trial \\d+`), 240_000);
+    s.timings.experimentMs = since(t0);
     const bestId = Number(/the best is trial (\d+)/.exec(done)![1]);
 
     const rows = results.locator('table tbody tr');
-    await waitUntil(`${ws.numSamples} trial rows in the results table`, 30_000, async () => (await rows.count()) === ws.numSamples);
+    await waitUntil(`${s.ws.numSamples} trial rows in the results table`, 30_000, async () => (await rows.count()) === s.ws.numSamples);
     const statuses = (await results.locator('table tbody td.status').allInnerTexts()).map((s) => s.trim());
     assert.ok(statuses.includes('Stopped by ASHA'), `no trial was stopped by ASHA: ${JSON.stringify(statuses)}`);
     assert.ok(statuses.every((s) => ['Done', 'Done (maxT)', 'Stopped by ASHA'].includes(s)), `every trial ended well: ${JSON.stringify(statuses)}`);
@@ -78,40 +51,40 @@ describe('e2e: tuning in code-server', function () {
     });
     assert.match(best, new RegExp(`^Best: Trial ${bestId} · loss [\\d.]+ \\(lowest\\)`), `the results page and the end message disagree on the best: "${best}" vs "${done}"`);
     assert.equal((await results.locator('tr.best').getAttribute('data-trial-id')), String(bestId), 'the best row is marked');
-    await screenshot(page, 'tuning-results');
+    await screenshot(s.page, 'tuning-results');
 
     // The journal on disk agrees with what the page shows.
-    const journal = join(ws.dir, '.gpu-workbench', 'experiments', ws.name, 'journal.jsonl');
+    const journal = join(s.ws.dir, '.gpu-workbench', 'experiments', s.ws.name, 'journal.jsonl');
     assert.ok(existsSync(journal), `no journal at ${journal}`);
     assert.ok(readFileSync(journal, 'utf8').includes('"asha"'), 'the journal records no ASHA stop');
     finished = true;
   });
 
   it('each trial ran as a task with a terminal named "Trial N · …"', async () => {
-    assert.ok(page && finished, 'needs the finished experiment');
+    assert.ok(s.page && finished, 'needs the finished experiment');
     // The tasks reveal silently: open the panel (Toggle Terminal shows the existing terminals, no new shell).
-    await runCommand(page, 'View: Toggle Terminal');
-    const tabs = page.locator('.terminal-tabs-entry');
-    const names = await waitUntil(`${ws.numSamples} trial terminals in the terminal tabs`, 30_000, async () => {
+    await runCommand(s.page, 'View: Toggle Terminal');
+    const tabs = s.page.locator('.terminal-tabs-entry');
+    const names = await waitUntil(`${s.ws.numSamples} trial terminals in the terminal tabs`, 30_000, async () => {
       const texts = (await tabs.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim()).filter((t) => /Trial \d+ ·/.test(t));
-      return texts.length >= ws.numSamples ? texts : undefined;
+      return texts.length >= s.ws.numSamples ? texts : undefined;
     }, 250);
-    for (let id = 1; id <= ws.numSamples; id++) {
+    for (let id = 1; id <= s.ws.numSamples; id++) {
       assert.ok(names.some((n) => new RegExp(`Trial ${id} · lr=\\S+`).test(n)), `no terminal for trial ${id}: ${JSON.stringify(names)}`);
     }
-    await screenshot(page, 'tuning-trial-terminals');
+    await screenshot(s.page, 'tuning-trial-terminals');
   });
 
   it('Apply Best Config on command trials offers Copy Config JSON', async () => {
-    assert.ok(page && results && finished, 'needs the results page of the finished experiment');
-    await runCommand(page, 'Notifications: Clear All Notifications');
+    assert.ok(s.page && results && finished, 'needs the results page of the finished experiment');
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
     await results.locator('#apply-best').click({ timeout: 30_000 });
     // "The best is trial N (loss …): lr=… batch_size=… Its trials run a command, so there is no job file …"
-    const offer = notification(page, /Its trials run a command, so there is no job file/);
+    const offer = notification(s.page, /Its trials run a command, so there is no job file/);
     await offer.waitFor({ timeout: 60_000 });
     await offer.locator('.monaco-button', { hasText: 'Copy Config JSON' }).waitFor({ timeout: 15_000 });
-    await toastSettled(page, 'Copy Config JSON');
-    await screenshot(page, 'tuning-apply-best');
+    await toastSettled(s.page, 'Copy Config JSON');
+    await screenshot(s.page, 'tuning-apply-best');
     // The clipboard itself is not checked: headless chromium's clipboard needs a permission grant
     // and a focused page, which says more about the browser than about the extension.
   });
