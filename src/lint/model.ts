@@ -710,12 +710,25 @@ export class FileModel {
       const fn = this.functionOf(at);
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
+    if (this.isClassName(expr, at)) return false;
     const { models, losses } = this.moduleTexts;
     if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
     if (models.has(text)) return true;
     const q = this.qualify(expr) ?? text;
     if (torchFamily.test(q)) return false;
     return modelNamePattern.test(lastName(text));
+  }
+
+  /**
+   * Does this name a class (`Net` after `class Net(nn.Module)`, here or in the workspace)?
+   * Calling it constructs a module; it runs no forward pass.
+   */
+  private isClassName(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const text = this.src(expr);
+    const name = lastName(text);
+    if (!/^[A-Z]/.test(name)) return false;
+    if (expr.type === 'identifier' && this.binding(text, at)) return false;
+    return this.classes.some((c) => c.name === name) || this.facts.isModuleClass(name);
   }
 
   /**
