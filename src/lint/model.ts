@@ -849,6 +849,7 @@ export class FileModel {
 
   /** Does the value of this model call flow into a backward pass (fine-tuning, saliency)? */
   callReachesBackward(call: SyntaxNode): boolean {
+    if (this.calleeRunsBackward(call)) return true;
     const scope = this.scopeOf(call);
     const { reaches } = this.backwardFacts(scope);
     for (const a of ancestors(call)) {
@@ -866,6 +867,19 @@ export class FileModel {
       if (a.type === 'return_statement' || a.type === 'expression_statement' || a.type === 'block') break;
     }
     return false;
+  }
+
+  /**
+   * Is the callee a function of the project (`def step_model(...)`, here or in the workspace)
+   * that itself runs backward: a training step, whose forward pass needs its graph?
+   */
+  private calleeRunsBackward(call: SyntaxNode): boolean {
+    const callee = this.callee(call);
+    if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+    const name = lastName(this.src(callee));
+    if (name === 'forward' || name === '__call__') return false;
+    const fns = [...this.functions.filter((f) => f.name === name), ...this.facts.functionsNamed(name)];
+    return fns.some((f) => f.model.hasTrainingSignal(f.node));
   }
 
   /**
