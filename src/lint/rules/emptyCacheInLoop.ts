@@ -2,7 +2,7 @@
 import { rangeOf, removeStatement } from '../fixes';
 import type { FileModel } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, loopTypes, statementOf } from '../syntax';
+import { ancestors, child, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'empty-cache-in-loop';
@@ -36,6 +36,7 @@ export const rule: Rule = {
       }
       if (!inLoop || excused) continue;
       const stmt = statementOf(call);
+      if (stmt && leavesLoopAfter(stmt)) continue;
       findings.push({
         message: '`torch.cuda.empty_cache()` on every iteration frees no memory that is still in use and makes the next step allocate from the driver again.',
         range: rangeOf(call),
@@ -45,3 +46,9 @@ export const rule: Rule = {
     return findings;
   },
 };
+
+/** Does a later statement of the same block leave the loop (`break`, `return`, `raise`)? Then the call runs at most once. */
+function leavesLoopAfter(stmt: SyntaxNode): boolean {
+  const siblings = stmt.parent?.type === 'block' ? stmt.parent.children : [];
+  return siblings.slice(siblings.indexOf(stmt) + 1).some((s) => s.type === 'break_statement' || s.type === 'return_statement' || s.type === 'raise_statement');
+}
