@@ -24,14 +24,8 @@ export function checkpointWeights(dir: string): Float32Array {
   return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 }
 
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Whether a process with this pid still exists. */
+export { isAlive as alive } from '../gpu/helpers';
 
 export async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
