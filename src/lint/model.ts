@@ -940,6 +940,11 @@ export class FileModel {
     const q = this.qualify(callee) ?? '';
     const args = () => namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a)).filter((a): a is SyntaxNode => !!a);
     const anyArg = () => args().some((a) => this.carriesHistory(a, seen) || ((a.type === 'list' || a.type === 'tuple' || a.type === 'generator_expression' || a.type === 'list_comprehension') && this.containsHistory(a, seen)));
+    if (q === 'torch.autograd.grad') {
+      // Gradients carry a graph only when asked for one (higher-order derivatives).
+      const createGraph = this.keywordArg(call, 'create_graph') ?? this.positionalArgs(call)[4];
+      return !!createGraph && this.src(createGraph) !== 'False';
+    }
     const mc = this.methodCall(call);
     if (mc) {
       if (historyFreeMethods.has(mc.method)) return false;
