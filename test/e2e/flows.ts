@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, FrameLocator, Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { CodeServer, extensionId, launchBrowser, packageVsix, reportFailure, resetResults, runDir, waitUntil } from './harness';
+import { CodeServer, extensionId, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, waitUntil } from './harness';
 
 /** F1, type the command's title, wait for its row and press Enter. */
 export async function runCommand(page: Page, title: string, timeoutMs = 60_000): Promise<void> {
@@ -151,6 +151,8 @@ export interface CodeServerSuite<W extends { dir: string }> {
   consoleLines: string[];
   /** The suite's throwaway workspace, made in `before`. */
   ws: W;
+  /** Opens the workspace in the workbench (it becomes `page`) and waits for the explorer to list `file`. */
+  open(file: string): Promise<Page>;
 }
 
 /**
@@ -160,7 +162,15 @@ export interface CodeServerSuite<W extends { dir: string }> {
  * failed test's page and logs. Call it inside the suite's `describe`.
  */
 export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W): CodeServerSuite<W> {
-  const suite: CodeServerSuite<W> = { timings: {}, browser: undefined, server: undefined, page: undefined, consoleLines: [], ws: undefined as unknown as W };
+  const suite: CodeServerSuite<W> = { timings: {}, browser: undefined, server: undefined, page: undefined, consoleLines: [], ws: undefined as unknown as W,
+    open: async (file) => {
+      const opened = await openWorkbench(suite.browser!, suite.server!, suite.ws.dir);
+      suite.page = opened.page;
+      suite.consoleLines = opened.console;
+      await opened.page.locator('.explorer-folders-view .monaco-list-row', { hasText: file }).first().waitFor({ timeout: 60_000 });
+      return opened.page;
+    },
+  };
   let work: string;
 
   before(async () => {

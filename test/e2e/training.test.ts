@@ -10,7 +10,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { openWorkbench, screenshot, since, waitUntil } from './harness';
+import { screenshot, since, waitUntil } from './harness';
 import { codeServerSuite, notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
@@ -46,28 +46,25 @@ describe('e2e: training in code-server', function () {
 
   it('Start Training… runs the MNIST job with ddp on 2 CPU workers: progress, then the test accuracy', async () => {
     const t0 = performance.now();
-    const opened = await openWorkbench(s.browser!, s.server!, s.ws.dir);
-    s.page = opened.page;
-    s.consoleLines = opened.console;
-    await s.page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'mnist-ddp.job.json' }).first().waitFor({ timeout: 60_000 });
-    await startTraining(s.page, 'training');
+    const page = await s.open('mnist-ddp.job.json');
+    await startTraining(page, 'training');
 
     // The progress notification "Training mnist-ddp" reports "epoch 1/2 · step 3/16 · loss …".
-    const progress = notification(s.page, `Training ${s.ws.name}`);
+    const progress = notification(page, `Training ${s.ws.name}`);
     const step = /epoch (\d+)\/(\d+) · step (\d+)\/(\d+)/;
     const first = await waitUntil('the progress notification to show "epoch … · step …"', 120_000, async () => {
       const text = (await progress.innerText().catch(() => '')).replace(/\s+/g, ' ');
       return step.exec(text)?.[0];
     }, 200);
-    await toastSettled(s.page, `Training ${s.ws.name}`);
-    await screenshot(s.page, 'training-progress');
+    await toastSettled(page, `Training ${s.ws.name}`);
+    await screenshot(page, 'training-progress');
     assert.equal(step.exec(first)![2], '2', `the progress counts 2 epochs: ${first}`);
     s.timings.toFirstStepMs = since(t0);
 
     // The end: "Training mnist-ddp finished: test accuracy 91.20% after 2 epochs (…)".
-    const done = await waitForNotification(s.page, new RegExp(`Training ${s.ws.name} finished: test accuracy`), 240_000);
-    await toastSettled(s.page, 'finished: test accuracy');
-    await screenshot(s.page, 'training-finished');
+    const done = await waitForNotification(page, new RegExp(`Training ${s.ws.name} finished: test accuracy`), 240_000);
+    await toastSettled(page, 'finished: test accuracy');
+    await screenshot(page, 'training-finished');
     s.timings.toFinishedMs = since(t0);
     const m = /test accuracy ([\d.]+)% after (\d+) epochs?/.exec(done);
     assert.ok(m, `unreadable end message: ${done}`);

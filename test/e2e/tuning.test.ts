@@ -10,7 +10,7 @@ import * as assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FrameLocator } from 'playwright-core';
-import { openWorkbench, screenshot, since, waitUntil } from './harness';
+import { screenshot, since, waitUntil } from './harness';
 import { codeServerSuite, notification, panelWebview, runCommand, toastSettled, tuningWorkspace, waitForNotification } from './flows';
 
 describe('e2e: tuning in code-server', function () {
@@ -22,20 +22,17 @@ describe('e2e: tuning in code-server', function () {
 
   it('Tune Hyperparameters… runs the only spec; the results tab lists every trial, some stopped by ASHA, and the best', async () => {
     const t0 = performance.now();
-    const opened = await openWorkbench(s.browser!, s.server!, s.ws.dir);
-    s.page = opened.page;
-    s.consoleLines = opened.console;
-    await s.page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'quadratic.tune.json' }).first().waitFor({ timeout: 60_000 });
-    await runCommand(s.page, 'GPU Workbench: Tune Hyperparameters');
+    const page = await s.open('quadratic.tune.json');
+    await runCommand(page, 'GPU Workbench: Tune Hyperparameters');
 
     // One spec in the workspace: it starts at once and the results open beside as an editor tab.
-    await s.page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().waitFor({ timeout: 60_000 });
-    results = panelWebview(s.page);
+    await page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().waitFor({ timeout: 60_000 });
+    results = panelWebview(page);
     await results.locator('.best-text').waitFor({ timeout: 60_000 });
-    await screenshot(s.page, 'tuning-started');
+    await screenshot(page, 'tuning-started');
 
     // The end: "Experiment quadratic finished: the best is trial N with loss 0.344."
-    const done = await waitForNotification(s.page, new RegExp(`Experiment ${s.ws.name} finished: the best is trial \\d+`), 240_000);
+    const done = await waitForNotification(page, new RegExp(`Experiment ${s.ws.name} finished: the best is trial \\d+`), 240_000);
     s.timings.experimentMs = since(t0);
     const bestId = Number(/the best is trial (\d+)/.exec(done)![1]);
 
@@ -51,7 +48,7 @@ describe('e2e: tuning in code-server', function () {
     });
     assert.match(best, new RegExp(`^Best: Trial ${bestId} · loss [\\d.]+ \\(lowest\\)`), `the results page and the end message disagree on the best: "${best}" vs "${done}"`);
     assert.equal((await results.locator('tr.best').getAttribute('data-trial-id')), String(bestId), 'the best row is marked');
-    await screenshot(s.page, 'tuning-results');
+    await screenshot(page, 'tuning-results');
 
     // The journal on disk agrees with what the page shows.
     const journal = join(s.ws.dir, '.gpu-workbench', 'experiments', s.ws.name, 'journal.jsonl');
