@@ -560,16 +560,23 @@ async function applyBestConfig(model: ResultsModel, metric: string): Promise<voi
     void vscode.window.showInformationMessage(`${shown} has the config of ${summary} already.`);
     return;
   }
+  // Edit the file in an editor, as a user edit: undoable with Ctrl+Z and left unsaved for the user
+  // to review. (A WorkspaceEdit counts as a refactoring, which VS Code saves at once:
+  // files.refactoring.autoSave.)
+  const editor = await vscode.window.showTextDocument(doc, { preview: false });
   const start = doc.positionAt(applied.edit.offset);
-  const edit = new vscode.WorkspaceEdit();
-  edit.replace(uri, new vscode.Range(start, doc.positionAt(applied.edit.offset + applied.edit.length)), applied.edit.content);
-  if (!await vscode.workspace.applyEdit(edit)) {
+  const range = new vscode.Range(start, doc.positionAt(applied.edit.offset + applied.edit.length));
+  const content = applied.edit.content;
+  if (!await editor.edit((b) => b.replace(range, content))) {
     void vscode.window.showErrorMessage(`Apply Best Config: VS Code refused the edit to ${shown}.`);
     return;
   }
   const end = doc.positionAt(applied.edit.offset + applied.edit.content.length);
-  await vscode.window.showTextDocument(doc, { preview: false, selection: new vscode.Range(start, end) });
-  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${applied.changed.join(', ')}. Undo (Ctrl+Z) takes it back; the file is not saved yet.`);
+  editor.selection = new vscode.Selection(start, end);
+  editor.revealRange(new vscode.Range(start, end));
+  // VS Code for the Web (code-server) auto-saves by default; say "not saved" only when it stays so.
+  const unsaved = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' ? '; the file is not saved yet' : '';
+  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${applied.changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved}.`);
 }
 
 async function applyBestCommand(): Promise<void> {

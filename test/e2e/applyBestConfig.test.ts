@@ -168,9 +168,9 @@ describe('e2e: Apply Best Config edits the job file', function () {
     await toastSettled(page, 'Applied the config');
     await screenshot(page, 'apply-best-applied');
 
-    // On disk: VS Code saves a workspace edit to a file no editor had open (files.refactoring.autoSave),
-    // so the file is either saved already or the tab is dirty; saved, it is the original byte for
-    // byte except the one value.
+    // On disk: the edit is a user edit in the editor, so the file is saved only if auto-save is on
+    // (the web build's default) — either it is saved already or the tab is dirty; saved, it is the
+    // original byte for byte except the one value.
     const state = await waitUntil(`${jobName} saved with the best learning rate or its tab dirty`, 30_000, async () =>
       readFileSync(ws.jobFile, 'utf8') === expected ? 'saved' : (await page!.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
     console.log(`      after Apply Best Config ${jobName} was ${state === 'saved' ? 'saved by VS Code already' : 'unsaved (dirty tab)'}`);
@@ -194,13 +194,5 @@ describe('e2e: Apply Best Config edits the job file', function () {
       readFileSync(ws.jobFile, 'utf8') === ws.original ? 'saved' : (await page!.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
     if (state === 'dirty') await page.keyboard.press('Control+S');
     await waitUntil(`${jobName} on disk to be the original again`, 30_000, () => readFileSync(ws.jobFile, 'utf8') === ws.original);
-  });
-
-  // src/views/tuning.ts applyBestConfig opens the job with openTextDocument (no editor) and then
-  // calls workspace.applyEdit, which VS Code saves at once for a file no editor shows
-  // (files.refactoring.autoSave, default on); the message that follows says "the file is not saved
-  // yet", and the job file on disk already holds the new value. Seen on code-server 4.100.3.
-  it.skip('bug: right after Apply Best Config the job file on disk is unchanged, as its message says ("the file is not saved yet")', () => {
-    assert.equal(readFileSync(ws.jobFile, 'utf8'), ws.original);
   });
 });
