@@ -182,3 +182,14 @@ export function statementOf(node: SyntaxNode): SyntaxNode | undefined {
 }
 
 export const loopTypes = new Set(['for_statement', 'while_statement']);
+
+/** The container a subscripted target writes into: `d[k]` -> `d`; `self.hist[-1]` -> `self.hist`. */
+export function baseOf(target: SyntaxNode): SyntaxNode {
+  let n = unparen(target);
+  while (n.type === 'subscript') {
+    const v = child(n, 'value');
+    if (!v) break;
+    n = unparen(v);
+  }
+  return n;
+}

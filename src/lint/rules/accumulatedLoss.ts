@@ -6,7 +6,7 @@
 import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
+import { baseOf, child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'accumulated-loss';
@@ -38,17 +38,6 @@ function check(model: FileModel): RawFinding[] {
     if (f) findings.push(f);
   }
   return findings;
-}
-
-/** `d[k]` -> `d`; `self.hist[-1]` -> `self.hist`. */
-function baseOf(target: SyntaxNode): SyntaxNode {
-  let n = unparen(target);
-  while (n.type === 'subscript') {
-    const v = child(n, 'value');
-    if (!v) break;
-    n = unparen(v);
-  }
-  return n;
 }
 
 /** Does the storage named by `base` live longer than one training step at `stmt`? */

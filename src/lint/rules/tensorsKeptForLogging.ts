@@ -11,7 +11,7 @@
 import { appendToExpression, rangeOf } from '../fixes';
 import type { FileModel } from '../model';
 import type { Rule } from '../rule';
-import { child, contains, descendants, isScopeNode, unparen, type SyntaxNode } from '../syntax';
+import { baseOf, child, contains, descendants, isScopeNode, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'tensors-kept-for-logging';
@@ -103,17 +103,6 @@ function sampled(model: FileModel, stmt: SyntaxNode, loop: SyntaxNode): boolean 
     }
   }
   return false;
-}
-
-/** `d[k]` -> `d`. */
-function baseOf(target: SyntaxNode): SyntaxNode {
-  let n = unparen(target);
-  while (n.type === 'subscript') {
-    const v = child(n, 'value');
-    if (!v) break;
-    n = unparen(v);
-  }
-  return n;
 }
 
 /**
