@@ -12,6 +12,12 @@ export function gpuMonitorSettings(): GpuMonitorOptions & { enabled: boolean } {
   };
 }
 
+/** The monitor's options alone (whether sampling is enabled is the panel's business). */
+export function gpuMonitorOptions(): GpuMonitorOptions {
+  const { enabled: _enabled, ...options } = gpuMonitorSettings();
+  return options;
+}
+
 export function statusBarEnabled(): boolean {
   return vscode.workspace.getConfiguration('gpuWorkbench.statusBar').get<boolean>('enabled', true);
 }

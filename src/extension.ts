@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 import { performance } from 'node:perf_hooks';
 import { initLog, log } from './log';
-import { gpuMonitorSettings } from './config';
+import { gpuMonitorOptions } from './config';
 import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
@@ -18,15 +18,11 @@ export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
   initLog(context);
 
-  const { enabled: _enabled, ...monitorOptions } = gpuMonitorSettings();
-  const monitor = new GpuMonitor(monitorOptions);
+  const monitor = new GpuMonitor(gpuMonitorOptions());
   context.subscriptions.push({ dispose: () => monitor.dispose() });
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration('gpuWorkbench.gpuMonitor')) {
-        const { enabled: _e, ...next } = gpuMonitorSettings();
-        monitor.configure(next);
-      }
+      if (e.affectsConfiguration('gpuWorkbench.gpuMonitor')) monitor.configure(gpuMonitorOptions());
     }),
   );
 

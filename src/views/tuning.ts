@@ -9,7 +9,7 @@ import * as vscode from 'vscode';
 import { createWriteStream, existsSync, readdirSync, statSync, type WriteStream } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
-import { gpuMonitorSettings } from '../config';
+import { gpuMonitorOptions } from '../config';
 import { sampleOnce, type GpuMonitor } from '../gpu/monitor';
 import { log } from '../log';
 import { ApplyConfigError, applyConfigToJson } from '../tuning/applyConfig';
@@ -311,8 +311,7 @@ async function gpuCount(monitor: GpuMonitor): Promise<number> {
   const latest = monitor.latest();
   if (latest && !latest.stale) return latest.devices.length;
   try {
-    const { enabled: _enabled, ...opts } = gpuMonitorSettings();
-    const s = await sampleOnce({ ...opts, intervalMs: 500, timeoutMs: 5000 });
+    const s = await sampleOnce({ ...gpuMonitorOptions(), intervalMs: 500, timeoutMs: 5000 });
     return s.devices.length;
   } catch (err) {
     log.warn(`Tuning: could not count the GPUs (${String(err)}); trials run on the CPU`);
