@@ -33,7 +33,7 @@ function time(fn: () => void, runs: number): number {
 
 function corpusOf(lines: number): string {
   const files: string[] = [];
-  walkPython(join(fixtures, 'python'), files);
+  walkPython(join(fixtures, 'lint'), files);
   const texts = files.filter((f) => !f.includes('malformed')).map((f) => readFileSync(f, 'utf8'));
   let out = '';
   for (let i = 0; out.split('\n').length < lines; i++) out += `${texts[i % texts.length]}\n`;

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fixtures } from '../../paths';
 
-export const pythonFixtures = join(fixtures, 'python');
+export const lintFixtures = join(fixtures, 'lint');
 
 export interface Fixture {
   readonly name: string;

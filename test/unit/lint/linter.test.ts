@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createLinter, type Linter } from '../../../src/lint/linter';
 import { locateWasm } from '../../../src/lint/parser';
 import { repoRoot } from '../../paths';
-import { keyOf, pythonFixtures, readFixtures } from './corpus';
+import { keyOf, lintFixtures, readFixtures } from './corpus';
 
 /** A small deterministic PRNG (mulberry32), so failures reproduce. */
 function rng(seed: number): () => number {
@@ -64,7 +64,7 @@ describe('Linter', () => {
 
   it('lets every rule be switched off, selected alone, or silenced with # noqa on its line', function () {
     this.timeout(60_000); // lints the hazard corpus four times per rule
-    const bad = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py') && !n.startsWith('malformed'));
+    const bad = readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py') && !n.startsWith('malformed'));
     const seen = new Set<string>();
     for (const f of bad) {
       const findings = linter.lintFile(f.path, f.text);
@@ -91,7 +91,7 @@ describe('Linter', () => {
     const fresh = await createLinter();
     try {
       const random = rng(7);
-      const corpus = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
+      const corpus = readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
       let text = corpus[0].text;
       const pieces = corpus.map((c) => c.text);
       for (let i = 0; i < 150; i++) {
@@ -115,7 +115,7 @@ describe('Linter', () => {
   it('never throws on truncated, mutated or binary input (2,000 seeded cases)', async function () {
     this.timeout(120_000);
     const random = rng(42);
-    const corpus = [...readFixtures(join(pythonFixtures, 'good')), ...readFixtures(join(pythonFixtures, 'bad'))].map((f) => f.text);
+    const corpus = [...readFixtures(join(lintFixtures, 'good')), ...readFixtures(join(lintFixtures, 'bad'))].map((f) => f.text);
     const errors: string[] = [];
     const robust = await createLinter({ onError: (p, e) => errors.push(`${p}: ${String(e)}`) });
     const noise = '()[]{}:=+.,\'"\\#\n\t    @lambda def class for with torch.no_grad() .backward() += loss model( \u00e9\u{1F600}\0';

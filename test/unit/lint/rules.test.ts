@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { applyEdits } from '../../../src/lint/fixes';
 import { createLinter, rules, type Linter } from '../../../src/lint/linter';
 import { repoRoot } from '../../paths';
-import { expectations, keyOf, pythonFixtures, readFixtures } from './corpus';
+import { expectations, keyOf, lintFixtures, readFixtures } from './corpus';
 
 /** Rules that explain but have no mechanical fix. */
 const adviceOnly = new Set(['data-parallel']);
@@ -21,8 +21,8 @@ describe('lint rules over the fixture corpus', () => {
   });
   after(() => linter.dispose());
 
-  const good = readFixtures(join(pythonFixtures, 'good'));
-  const bad = readFixtures(join(pythonFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
+  const good = readFixtures(join(lintFixtures, 'good'));
+  const bad = readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
 
   it('registers every rule with a docs page and at least one hazard fixture', () => {
     const ids = rules.map((r) => r.id);
@@ -97,7 +97,7 @@ describe('lint rules over the fixture corpus', () => {
 
   describe('facts cross files', () => {
     const lint = (dir: string) => {
-      const files = readFixtures(join(pythonFixtures, 'workspace', dir));
+      const files = readFixtures(join(lintFixtures, 'workspace', dir));
       const results = linter.lintWorkspace(files);
       return files.map((f) => ({ name: f.name, expected: expectations(f.text), got: (results.get(f.path) ?? []).map(keyOf).sort() }));
     };
@@ -122,7 +122,7 @@ describe('the PyTorch examples', () => {
     linter = await createLinter();
   });
   after(() => linter.dispose());
-  const examples = join(pythonFixtures, '..', '..', '..', 'examples', 'pytorch');
+  const examples = join(lintFixtures, '..', '..', '..', 'examples', 'pytorch');
 
   it('train_with_hazards.py shows one hazard of each kind it was written with', () => {
     const path = join(examples, 'train_with_hazards.py');

@@ -3,12 +3,12 @@ import { join } from 'node:path';
 import type { Node } from 'web-tree-sitter';
 import { loadPython, PythonParser } from '../../../src/lint/parser';
 import { descendants, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
-import { pythonFixtures, readFixtures } from './corpus';
+import { lintFixtures, readFixtures } from './corpus';
 
 describe('toSyntax', () => {
   it('copies every node with the type, field and position tree-sitter gives it', async () => {
     const parser = new PythonParser(await loadPython());
-    const texts = [...readFixtures(join(pythonFixtures, 'good')), ...readFixtures(join(pythonFixtures, 'bad'))].map((f) => f.text);
+    const texts = [...readFixtures(join(lintFixtures, 'good')), ...readFixtures(join(lintFixtures, 'bad'))].map((f) => f.text);
     texts.push('s = "h\u00e9llo\u{1F600}"; x = 1\n', 'def f(:\n  x = (\nfor\n y += loss\n', '', '\n\n# only a comment\n', 'x = (1 +\n');
     for (const text of texts) {
       const tree = parser.parse(text);

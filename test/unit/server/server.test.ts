@@ -34,7 +34,7 @@ import { applyEdits } from '../../../src/lint/fixes';
 import { fixtures, repoRoot } from '../../paths';
 
 const serverPath = join(repoRoot, 'out', 'src', 'server', 'server.js');
-const leak = readFileSync(join(fixtures, 'python', 'bad', 'total_loss.py'), 'utf8');
+const leak = readFileSync(join(fixtures, 'lint', 'bad', 'total_loss.py'), 'utf8');
 
 /** Resolves when `check` returns a value, polling every event; rejects at the deadline. */
 function waitFor<T>(what: string, check: () => T | undefined, ms = 10_000): Promise<T> {
@@ -155,7 +155,7 @@ describe('language server over JSON-RPC', function () {
     client = await Client.start(pullCapabilities);
     const c = client;
     const uri = 'untitled:Untitled-1';
-    const text = readFileSync(join(fixtures, 'python', 'bad', 'eval_section.py'), 'utf8') + '\n' + leak.split('\n').slice(1).join('\n');
+    const text = readFileSync(join(fixtures, 'lint', 'bad', 'eval_section.py'), 'utf8') + '\n' + leak.split('\n').slice(1).join('\n');
     await c.open(uri, text);
     const diags = await c.pull(uri);
     assert.deepEqual(diags.map((d) => d.code).sort(), ['accumulated-loss', 'missing-no-grad']);
@@ -207,9 +207,9 @@ describe('language server over JSON-RPC', function () {
 
   it('indexes the workspace folder so a guard in a caller in another file counts', async () => {
     for (const [dir, expected] of [['guarded', []], ['unguarded', ['missing-no-grad', 'accumulated-loss']]] as const) {
-      client = await Client.start(pullCapabilities, join(fixtures, 'python', 'workspace', dir));
+      client = await Client.start(pullCapabilities, join(fixtures, 'lint', 'workspace', dir));
       const c = client;
-      const path = join(fixtures, 'python', 'workspace', dir, 'engine.py');
+      const path = join(fixtures, 'lint', 'workspace', dir, 'engine.py');
       const uri = pathToFileURL(path).href;
       // Wait until the background index of the folder is in (the server asks for a refresh).
       await waitFor('the workspace index', () => (c.refreshes > 0 ? true : undefined));
