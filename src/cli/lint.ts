@@ -1,44 +1,55 @@
 /**
- * `gpu-workbench lint [paths...] [--format text|json] [--json] [--select id,...] [--fix]`
+ * `gpu-workbench lint [--format text|json] [--select id,...] [--ignore id,...] [--fix] paths...`
  *
  * Lints Python files (and folders, walked for *.py, skipping .git, node_modules, virtual
  * environments and what .gitignore lists) for GPU-memory hazards. The whole set is indexed
  * first, so a guard in a caller in another file counts. Output is compiler-style text,
- * `path:line:col: severity rule-id message`, or a JSON array with 1-based positions.
- * Exit status: 0 clean (or only info/hint findings), 1 warnings or errors, 2 bad usage or
- * an unreadable file.
+ * `path:line:col: rule-id message`, or a JSON array with 1-based positions.
+ * Exit status: 0 clean, 1 findings (of any severity: `--ignore` is how CI drops a rule),
+ * 2 bad usage or an unreadable file.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { walkPython } from '../lint/files';
 import { createLinter, rules } from '../lint/linter';
-import type { Finding } from '../lint/types';
+import type { Finding, LintOptions } from '../lint/types';
 
-const usage = `usage: gpu-workbench lint [paths...] [options]
+const usage = `usage: gpu-workbench lint [--format text|json] [--select id,...] [--ignore id,...] [--fix] [paths...]
 
 Finds GPU-memory hazards in PyTorch code. Paths are files or folders (default: .).
 
 options:
-  --format text|json  output format (default text: path:line:col: severity rule-id message)
+  --format text|json  output format (default text: path:line:col: rule-id message)
   --json              same as --format json
   --select id,...     run only these rules
+  --ignore id,...     do not run these rules (e.g. --ignore data-parallel for warnings only)
   --fix               apply the fixes in place, then report what is left
   -h, --help          show this help
 
 rules:
 ${rules.map((r) => `  ${r.id.padEnd(22)} ${r.defaultSeverity.padEnd(8)} ${r.summary}`).join('\n')}
 
-exit status: 0 clean, 1 warnings or errors found, 2 usage error or unreadable file`;
+exit status: 0 clean, 1 findings, 2 usage error or unreadable file`;
 
 interface Args {
   paths: string[];
   format: 'text' | 'json';
   select: string[] | undefined;
+  ignore: string[];
   fix: boolean;
 }
 
+/** The ids of a `--select`/`--ignore` value, or what is wrong with it. */
+function ruleIds(option: string, value: string | undefined): string[] | string {
+  const ids = (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (ids.length === 0) return `${option} expects a comma-separated list of rule ids`;
+  const unknown = ids.filter((id) => !rules.some((r) => r.id === id));
+  if (unknown.length) return `unknown rule id${unknown.length > 1 ? 's' : ''} in ${option}: ${unknown.join(', ')} (known: ${rules.map((r) => r.id).join(', ')})`;
+  return ids;
+}
+
 function parseArgs(argv: string[]): Args | string {
-  const args: Args = { paths: [], format: 'text', select: undefined, fix: false };
+  const args: Args = { paths: [], format: 'text', select: undefined, ignore: [], fix: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = (): string | undefined => {
@@ -51,13 +62,12 @@ function parseArgs(argv: string[]): Args | string {
       const v = value();
       if (v !== 'text' && v !== 'json') return `--format expects text or json, got ${v === undefined ? 'nothing' : `'${v}'`}`;
       args.format = v;
-    } else if (a === '--select' || a.startsWith('--select=')) {
-      const v = value();
-      if (!v) return '--select expects a comma-separated list of rule ids';
-      const ids = v.split(',').map((s) => s.trim()).filter(Boolean);
-      const unknown = ids.filter((id) => !rules.some((r) => r.id === id));
-      if (unknown.length) return `unknown rule id${unknown.length > 1 ? 's' : ''} in --select: ${unknown.join(', ')} (known: ${rules.map((r) => r.id).join(', ')})`;
-      args.select = ids;
+    } else if (a === '--select' || a.startsWith('--select=') || a === '--ignore' || a.startsWith('--ignore=')) {
+      const option = a.startsWith('--select') ? '--select' : '--ignore';
+      const ids = ruleIds(option, value());
+      if (typeof ids === 'string') return ids;
+      if (option === '--select') args.select = [...(args.select ?? []), ...ids];
+      else args.ignore.push(...ids);
     } else if (a.startsWith('-') && a !== '-') return `unknown option '${a}'`;
     else args.paths.push(a);
   }
@@ -106,7 +116,7 @@ export async function run(argv: string[]): Promise<number> {
   const internal: string[] = [];
   const linter = await createLinter({ onError: (path, err) => internal.push(`${display(path)}: ${err instanceof Error ? err.message : String(err)}`) });
   try {
-    const options = { select: args.select };
+    const options: LintOptions = { select: args.select, rules: Object.fromEntries(args.ignore.map((id) => [id, 'off' as const])) };
     if (args.fix) {
       for (const s of sources) linter.setFile(s.path, s.text);
       for (const s of sources) {
@@ -136,11 +146,11 @@ export async function run(argv: string[]): Promise<number> {
       process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
     } else {
       for (const { path, finding: f } of all) {
-        process.stdout.write(`${display(path)}:${f.range.start.line + 1}:${f.range.start.character + 1}: ${f.severity} ${f.ruleId} ${f.message}\n`);
+        process.stdout.write(`${display(path)}:${f.range.start.line + 1}:${f.range.start.character + 1}: ${f.ruleId} ${f.message}\n`);
       }
     }
     for (const line of internal) process.stderr.write(`gpu-workbench lint: internal error, some findings may be missing: ${line}\n`);
-    if (status === 0 && all.some(({ finding }) => finding.severity === 'error' || finding.severity === 'warning')) status = 1;
+    if (status === 0 && all.length > 0) status = 1;
     return status;
   } finally {
     linter.dispose();

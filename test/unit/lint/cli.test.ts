@@ -8,6 +8,8 @@ import { repoRoot } from '../../paths';
 const cli = join(repoRoot, 'out', 'src', 'cli.js');
 const leak = `import torch\n\ndef train(model, loader, opt, crit):\n    total = 0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        opt.step()\n        total += loss\n    return total\n`;
 const clean = leak.replace('total += loss', 'total += loss.item()');
+/** Only an info finding (data-parallel): still a finding, exit 1, unless the rule is ignored. */
+const dataParallel = `import torch\n\nmodel = torch.nn.DataParallel(torch.nn.Linear(4, 2))\n`;
 
 function lint(cwd: string, ...args: string[]) {
   const r = spawnSync(process.execPath, [cli, 'lint', ...args], { cwd, encoding: 'utf8' });
@@ -23,11 +25,29 @@ describe('gpu-workbench lint', function () {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('prints compiler-style lines and exits 1 when it finds a hazard', () => {
+  it('prints `path:line:col: rule-id message` lines and exits 1 when it finds a hazard', () => {
     writeFileSync(join(dir, 'train.py'), leak);
     const r = lint(dir);
     assert.equal(r.code, 1);
-    assert.match(r.stdout, /^train\.py:9:9: warning accumulated-loss `loss` is stored in `total`/m);
+    const lines = r.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 1);
+    assert.match(lines[0], /^train\.py:9:9: accumulated-loss `loss` is stored in `total`[^\n]+$/);
+  });
+
+  it('exits 1 on an info finding too, and --ignore turns that rule off (warnings only in CI)', () => {
+    writeFileSync(join(dir, 'model.py'), dataParallel);
+    writeFileSync(join(dir, 'train.py'), leak);
+    const all = lint(dir);
+    assert.equal(all.code, 1);
+    assert.deepEqual(all.stdout.trimEnd().split('\n').map((l) => l.split(' ')[1]), ['data-parallel', 'accumulated-loss']);
+    const warningsOnly = lint(dir, '--ignore', 'data-parallel');
+    assert.equal(warningsOnly.code, 1);
+    assert.deepEqual(warningsOnly.stdout.trimEnd().split('\n').map((l) => l.split(' ')[1]), ['accumulated-loss']);
+    const ignored = lint(dir, '--ignore=data-parallel,accumulated-loss', 'model.py', 'train.py');
+    assert.deepEqual([ignored.code, ignored.stdout], [0, '']);
+    // --select and --ignore combine as in ruff: selected, then minus the ignored.
+    const both = lint(dir, '--select', 'data-parallel,accumulated-loss', '--ignore', 'accumulated-loss');
+    assert.deepEqual(both.stdout.trimEnd().split('\n').map((l) => l.split(' ')[1]), ['data-parallel']);
   });
 
   it('exits 0 on clean code', () => {
@@ -48,12 +68,17 @@ describe('gpu-workbench lint', function () {
     assert.deepEqual(r.stdout.trim().split('\n').map((l) => l.split(':')[0]), ['src/train.py']);
   });
 
-  it('writes JSON with 1-based positions', () => {
+  it('writes a JSON array with 1-based positions, --json being --format json', () => {
     writeFileSync(join(dir, 'train.py'), leak);
     const r = lint(dir, '--format', 'json', 'train.py');
-    const [f] = JSON.parse(r.stdout) as Record<string, unknown>[];
+    assert.equal(r.code, 1);
+    const [f, ...rest] = JSON.parse(r.stdout) as Record<string, unknown>[];
+    assert.deepEqual(rest, []);
     assert.deepEqual({ path: f.path, line: f.line, column: f.column, endLine: f.endLine, endColumn: f.endColumn, rule: f.rule, severity: f.severity }, { path: 'train.py', line: 9, column: 9, endLine: 9, endColumn: 22, rule: 'accumulated-loss', severity: 'warning' });
-    assert.deepEqual(JSON.parse(lint(dir, '--json', '--select', 'missing-no-grad').stdout), []);
+    assert.match(f.message as string, /^`loss` is stored in `total`/);
+    assert.deepEqual(JSON.parse(lint(dir, '--format=json', 'train.py').stdout), JSON.parse(lint(dir, '--json', 'train.py').stdout));
+    const none = lint(dir, '--json', '--select', 'missing-no-grad');
+    assert.deepEqual([none.code, JSON.parse(none.stdout)], [0, []]);
   });
 
   it('--fix rewrites the file and exits 0 when nothing is left', () => {
@@ -65,9 +90,16 @@ describe('gpu-workbench lint', function () {
 
   it('exits 2 with a clear message on a bad option, an unknown rule, a missing path or an unreadable file', () => {
     assert.equal(lint(dir, '--frobnicate').code, 2);
+    const format = lint(dir, '--format', 'xml');
+    assert.equal(format.code, 2);
+    assert.match(format.stderr, /--format expects text or json, got 'xml'/);
     const unknown = lint(dir, '--select', 'no-such-rule');
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown rule id in --select: no-such-rule/);
+    const ignore = lint(dir, '--ignore', 'data-parallel,nope');
+    assert.equal(ignore.code, 2);
+    assert.match(ignore.stderr, /unknown rule id in --ignore: nope/);
+    assert.match(lint(dir, '--ignore').stderr, /--ignore expects a comma-separated list of rule ids/);
     const missing = lint(dir, 'nope.py');
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /no such file or folder: nope\.py/);
