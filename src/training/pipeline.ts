@@ -27,7 +27,7 @@ import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { LoadedBackend, Tf } from './backend';
-import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { saveCheckpoint } from './checkpoint';
 import type { Dataset } from './data';
 import type { JobMetrics } from './events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
@@ -35,7 +35,8 @@ import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSche
 import { connectWithRetry, RingError, ringSocketPath } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from './star';
-import { alone, Batcher, emit, evaluate, flatten, LeakWatch, nextMessage, readyMessage, send, type Init } from './worker';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
+import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
 
 type Layer = LayersModel['layers'][number];
 
@@ -205,16 +206,8 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
   const stepsFor = stepsPerEpoch(data.train.count, spec.batchSize, spec.maxStepsPerEpoch);
   const last = rank === stages - 1;
 
-  let startEpoch = 0;
-  let globalStep = 0;
-  const resumeFrom = rank === 0 && init.resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
-  if (resumeFrom) {
-    const state = await loadCheckpoint(tf, resumeFrom, model, optimizer);
-    startEpoch = state.epochsDone;
-    globalStep = state.globalStep;
-    await emit({ type: 'job/log', level: 'info', message: `resumed from ${resumeFrom} (${state.epochsDone} epochs done)` });
-    if (stages > 1) await emit({ type: 'job/log', level: 'warning', message: 'pipeline: the checkpoint holds the optimizer state of stage 0 only; the other stages resume their weights with fresh optimizer state' });
-  }
+  let { startEpoch, globalStep } = await resumeIfAsked(tf, spec, init.resume && rank === 0, model, optimizer, true, emit);
+  if (init.resume && rank === 0 && startEpoch > 0 && stages > 1) await emit({ type: 'job/log', level: 'warning', message: 'pipeline: the checkpoint holds the optimizer state of stage 0 only; the other stages resume their weights with fresh optimizer state' });
   await send({ ...readyMessage(init, backend, data, startEpoch), stepsPerEpoch: stepsFor });
   await nextMessage('worker/go');
   const chain = await Chain.join({ rank, worldSize, dir: init.ringDir });
@@ -257,20 +250,15 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
     const outWidth = outShape.reduce((a, b) => a * b, 1);
     const ops = stageSchedule(spec.pipeline.schedule, rank, stages, micro);
     const acc = vars.map((v) => new Float32Array(v.size));
-    const leaks = new LeakWatch();
-
     let busyMs = 0;
     let idleMs = 0;
-    const started = Date.now();
-    let samples = 0;
-    let lastTrainLoss = NaN;
-    let lastEval = { accuracy: NaN, loss: NaN };
-    for (let epoch = startEpoch; epoch < spec.epochs; epoch++) {
-      const order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch });
-      const epochStart = Date.now();
-      let epochSamples = 0;
-      let lossSum = 0;
-      for (let step = 0; step < stepsFor; step++) {
+    let order: Int32Array = new Int32Array(0);
+    const loopMetrics = await trainLoop({
+      tf, spec, rank, emit, startEpoch, globalStep,
+      stepsPerEpoch: stepsFor,
+      reportsSteps: last,
+      beginEpoch: (epoch) => { order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch }); },
+      step: async (_epoch, step) => {
         const stepStart = performance.now();
         let stepBusy = 0;
         const rows = order.subarray(step * spec.batchSize, Math.min(order.length, (step + 1) * spec.batchSize));
@@ -345,41 +333,26 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
         const stepMs = performance.now() - stepStart;
         busyMs += stepBusy;
         idleMs += Math.max(0, stepMs - stepBusy);
-        globalStep++;
-        epochSamples += m;
-        samples += m;
-        lossSum += stepLoss;
-        const mem = tf.memory();
-        const leakFrom = leaks.observe(globalStep, mem.numTensors);
-        if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors})` });
-        if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
-        if (last) {
-          const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-          await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: stepsFor, globalStep, loss: stepLoss, samplesPerSecond: epochSamples / secs });
-        }
-      }
+        return { samples: m, loss: stepLoss };
+      },
       // Gather the stages' weights (and the loss) on rank 0, which evaluates and checkpoints the whole model.
-      const own = flatten(vars.map((v) => v.dataSync() as Float32Array));
-      if (last) {
-        await chain.prev!.send(tag(PipeTag.Gather), flatten([new Float32Array([lossSum]), own]));
-      } else {
+      endEpoch: async (_epoch, lossSum) => {
+        const own = flatten(vars.map((v) => v.dataSync() as Float32Array));
+        if (last) {
+          await chain.prev!.send(tag(PipeTag.Gather), flatten([new Float32Array([lossSum]), own]));
+          return undefined;
+        }
         const later = await expectFrame(chain.next!, PipeTag.Gather);
         if (rank > 0) {
           await chain.prev!.send(tag(PipeTag.Gather), flatten([later.subarray(0, 1), own, later.subarray(1)]));
-        } else {
-          assign(tf, stageVars(layers.slice(bounds[1])), later.subarray(1));
-          lastTrainLoss = later[0] / stepsFor;
-          const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-          lastEval = await evaluate(tf, model, spec, data, batcher, alone);
-          await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
-          if (spec.checkpointDir) {
-            const dir = await saveCheckpoint(tf, spec.checkpointDir, model, optimizer, { epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
-            await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
-          }
+          return undefined;
         }
-      }
-    }
-    if (rank === 0 && startEpoch >= spec.epochs) lastEval = await evaluate(tf, model, spec, data, batcher, alone);
+        assign(tf, stageVars(layers.slice(bounds[1])), later.subarray(1));
+        return { lossSum: later[0], evaluation: await evaluate(tf, model, spec, data, batcher, alone) };
+      },
+      evaluateOnly: () => (rank === 0 ? evaluate(tf, model, spec, data, batcher, alone) : Promise.resolve(undefined)),
+      checkpoint: (state) => saveCheckpoint(tf, spec.checkpointDir!, model, optimizer, state),
+    });
 
     // Per-stage busy and idle time to rank 0, then goodbye forward; close after the next stage has.
     const mine = new Float32Array([busyMs, idleMs]);
@@ -394,7 +367,6 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
       await chain.next.send(tag(PipeTag.Bye), new Float32Array(0));
       await closed;
     }
-    const durationMs = Date.now() - started;
     const stageTimes: StageTime[] = Array.from({ length: stages }, (_, s) => ({ rank: s, layers: [bounds[s], bounds[s + 1]] as const, busyMs: stats[2 * s] ?? NaN, idleMs: stats[2 * s + 1] ?? NaN }));
     const pipeline: PipelineMetrics = {
       schedule: spec.pipeline.schedule,
@@ -404,18 +376,7 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
       bubbleFraction: rank === 0 ? bubbleFraction(stageTimes) : NaN,
       idealBubbleFraction: idealBubble(stages, micro),
     };
-    const checkpoint = rank === 0 && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
-    return {
-      testAccuracy: lastEval.accuracy,
-      testLoss: lastEval.loss,
-      trainLoss: lastTrainLoss,
-      epochs: spec.epochs,
-      steps: globalStep,
-      samplesPerSecond: samples / Math.max(1e-3, durationMs / 1000),
-      durationMs,
-      ...(checkpoint ? { checkpoint } : {}),
-      pipeline,
-    };
+    return { ...loopMetrics, pipeline };
   } finally {
     chain.close();
   }

@@ -11,7 +11,7 @@
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend, type LoadedBackend, type Tf } from './backend';
-import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { saveCheckpoint } from './checkpoint';
 import { loadDataset, type Dataset, type Split } from './data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './events';
 import type { JobSpec } from './jobSpec';
@@ -20,6 +20,7 @@ import { BucketedAllReduce, Ring, RingError } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
 import { trainPipeline } from './pipeline';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 
 export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
 
@@ -81,56 +82,6 @@ export class Batcher {
   }
 }
 
-/** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
-export class LeakWatch {
-  private history: number[] = [];
-  private reported = false;
-
-  constructor(private readonly window = 5) {}
-
-  /** Returns the step the growth started at, once, when a leak is seen. */
-  observe(step: number, numTensors: number): number | undefined {
-    this.history.push(numTensors);
-    if (this.history.length > this.window + 1) this.history.shift();
-    if (this.reported || this.history.length <= this.window) return undefined;
-    for (let i = 1; i < this.history.length; i++) if (this.history[i] <= this.history[i - 1]) return undefined;
-    this.reported = true;
-    return step - this.window;
-  }
-}
-
-/** Who evaluates what: a contiguous slice of the test split per rank, and how the sums meet. */
-interface EvalGroup {
-  readonly rank: number;
-  readonly worldSize: number;
-  allReduceSum(data: Float32Array): Promise<void>;
-}
-
-export const alone: EvalGroup = { rank: 0, worldSize: 1, allReduceSum: () => Promise.resolve() };
-
-export async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: Dataset, batcher: Batcher, ring: EvalGroup): Promise<{ accuracy: number; loss: number }> {
-  const n = data.test.count;
-  const from = Math.floor((ring.rank * n) / ring.worldSize);
-  const to = Math.floor(((ring.rank + 1) * n) / ring.worldSize);
-  let correct = 0;
-  let lossSum = 0;
-  for (let start = from; start < to; start += 512) {
-    const rows = Array.from({ length: Math.min(512, to - start) }, (_, i) => start + i);
-    const { x, y } = batcher.batch(data.test, rows);
-    const [c, l] = tf.tidy(() => {
-      const out = model.apply(x, { training: false }) as Tensor;
-      const hits = tf.sum(tf.cast(tf.equal(tf.argMax(out, -1), tf.argMax(y, -1)), 'float32'));
-      return [hits.dataSync()[0], lossFn(tf, spec.loss, y, out).dataSync()[0] * rows.length];
-    });
-    correct += c;
-    lossSum += l;
-    tf.dispose([x, y]);
-  }
-  const sums = new Float32Array([correct, lossSum]);
-  await ring.allReduceSum(sums);
-  return { accuracy: sums[0] / n, loss: sums[1] / n };
-}
-
 /** Gradients of the mean loss over (x, y), copied out in `vars` order, and the loss. Disposes x and y. */
 function gradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor): { arrays: Float32Array[]; loss: number } {
   const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
@@ -171,15 +122,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
   const localBatch = spec.batchSize / worldSize;
   const batcher = new Batcher(tf, data, localBatch);
 
-  let startEpoch = 0;
-  let globalStep = 0;
-  const resumeFrom = init.resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
-  if (resumeFrom) {
-    const state = await loadCheckpoint(tf, resumeFrom, model, optimizer);
-    startEpoch = state.epochsDone;
-    globalStep = state.globalStep;
-    if (rank === 0) await emit({ type: 'job/log', level: 'info', message: `resumed from ${resumeFrom} (${state.epochsDone} epochs done)` });
-  }
+  const { startEpoch, globalStep, from: resumeFrom } = await resumeIfAsked(tf, spec, init.resume, model, optimizer, rank === 0, emit);
 
   await send(readyMessage(init, backend, data, startEpoch));
   await nextMessage('worker/go');
@@ -201,18 +144,13 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
     }
 
     const reducer = new BucketedAllReduce(ring);
-    const leaks = new LeakWatch();
-    const started = Date.now();
-    let samples = 0;
-    let lastTrainLoss = NaN;
-    let lastEval = { accuracy: NaN, loss: NaN };
-    const steps = stepsPerEpoch(Math.ceil(data.train.count / worldSize), localBatch, spec.maxStepsPerEpoch);
-    for (let epoch = startEpoch; epoch < spec.epochs; epoch++) {
-      const shard = shardIndices({ datasetSize: data.train.count, worldSize, rank, seed: spec.seed, epoch });
-      const epochStart = Date.now();
-      let epochSamples = 0;
-      let lossSum = 0;
-      for (let step = 0; step < steps; step++) {
+    let shard: Int32Array = new Int32Array(0);
+    return await trainLoop({
+      tf, spec, rank, emit, startEpoch, globalStep,
+      stepsPerEpoch: stepsPerEpoch(Math.ceil(data.train.count / worldSize), localBatch, spec.maxStepsPerEpoch),
+      reportsSteps: rank === 0,
+      beginEpoch: (epoch) => { shard = shardIndices({ datasetSize: data.train.count, worldSize, rank, seed: spec.seed, epoch }); },
+      step: async (_epoch, step) => {
         const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
         const { x, y } = batcher.batch(data.train, rows);
         const g = gradients(tf, model, vars, spec, optimizer, x, y);
@@ -221,44 +159,16 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         await reducer.mean(arrays, loss);
         const averaged: { name: string; tensor: Tensor }[] = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(arrays[i], v.shape) }));
         optimizer.applyGradients(averaged);
-        tf.dispose(averaged.map((g) => g.tensor));
-        globalStep++;
-        const batchSamples = rows.length * worldSize;
-        epochSamples += batchSamples;
-        samples += batchSamples;
-        lossSum += loss[0];
-        const mem = tf.memory();
-        const leakFrom = leaks.observe(globalStep, mem.numTensors);
-        if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors}); a tensor is created each step and never disposed` });
-        if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
-        if (rank === 0) {
-          const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-          await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: steps, globalStep, loss: loss[0], samplesPerSecond: epochSamples / secs });
-        }
-      }
-      lastTrainLoss = lossSum / steps;
-      const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-      lastEval = await evaluate(tf, model, spec, data, batcher, ring);
-      if (rank === 0) {
-        await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
-        if (spec.checkpointDir) {
-          const dir = await saveCheckpoint(tf, spec.checkpointDir, model, optimizer, { epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
-          await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
-        }
-      }
-    }
-    if (startEpoch >= spec.epochs) lastEval = await evaluate(tf, model, spec, data, batcher, ring);
-    const durationMs = Date.now() - started;
-    return {
-      testAccuracy: lastEval.accuracy,
-      testLoss: lastEval.loss,
-      trainLoss: lastTrainLoss,
-      epochs: spec.epochs,
-      steps: globalStep,
-      samplesPerSecond: samples / Math.max(1e-3, durationMs / 1000),
-      durationMs,
-      ...(spec.checkpointDir && latestCheckpoint(spec.checkpointDir) ? { checkpoint: latestCheckpoint(spec.checkpointDir) } : {}),
-    };
+        tf.dispose(averaged.map((a) => a.tensor));
+        return { samples: rows.length * worldSize, loss: loss[0] };
+      },
+      endEpoch: async (_epoch, lossSum) => {
+        const evaluation = await evaluate(tf, model, spec, data, batcher, ring);
+        return rank === 0 ? { lossSum, evaluation } : undefined;
+      },
+      evaluateOnly: () => evaluate(tf, model, spec, data, batcher, ring),
+      checkpoint: (state) => saveCheckpoint(tf, spec.checkpointDir!, model, optimizer, state),
+    });
   } finally {
     ring.close();
   }
@@ -277,15 +187,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   const optimizer = makeOptimizer(tf, spec.optimizer);
   const width = data.inputShape.reduce((a, b) => a * b, 1);
   const batcher = new Batcher(tf, data, spec.batchSize);
-  let startEpoch = 0;
-  let globalStep = 0;
-  const resumeFrom = rank === 0 && init.resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
-  if (resumeFrom) {
-    const state = await loadCheckpoint(tf, resumeFrom, model, optimizer);
-    startEpoch = state.epochsDone;
-    globalStep = state.globalStep;
-    await emit({ type: 'job/log', level: 'info', message: `resumed from ${resumeFrom} (${state.epochsDone} epochs done)` });
-  }
+  const { startEpoch, globalStep } = await resumeIfAsked(tf, spec, init.resume && rank === 0, model, optimizer, true, emit);
   const stepsFor = stepsPerEpoch(data.train.count, spec.batchSize, spec.maxStepsPerEpoch);
   await send({ ...readyMessage(init, backend, data, startEpoch), stepsPerEpoch: stepsFor });
   await nextMessage('worker/go');
@@ -326,17 +228,13 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
     };
     await broadcastWeights();
     await emit({ type: 'job/summary', ...summarize(model, spec.batchSize, optimizerSlots(spec.optimizer.name)) });
-    const leaks = new LeakWatch();
-    const started = Date.now();
-    let samples = 0;
-    let lastTrainLoss = NaN;
-    let lastEval = { accuracy: NaN, loss: NaN };
-    for (let epoch = startEpoch; epoch < spec.epochs; epoch++) {
-      const order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch });
-      const epochStart = Date.now();
-      let epochSamples = 0;
-      let lossSum = 0;
-      for (let step = 0; step < stepsFor; step++) {
+    let order: Int32Array = new Int32Array(0);
+    const metrics = await trainLoop({
+      tf, spec, rank, emit, startEpoch, globalStep,
+      stepsPerEpoch: stepsFor,
+      reportsSteps: true,
+      beginEpoch: (epoch) => { order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch }); },
+      step: async (_epoch, step) => {
         const rows = order.subarray(step * spec.batchSize, Math.min(order.length, (step + 1) * spec.batchSize));
         const m = rows.length;
         const bounds = Array.from({ length: worldSize + 1 }, (_, r) => Math.floor((r * m) / worldSize));
@@ -375,32 +273,14 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         optimizer.applyGradients(averaged);
         tf.dispose(averaged.map((a) => a.tensor));
         await broadcastWeights();
-        const loss = total[total.length - 1];
-        globalStep++;
-        epochSamples += m;
-        samples += m;
-        lossSum += loss;
-        const mem = tf.memory();
-        const leakFrom = leaks.observe(globalStep, mem.numTensors);
-        if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors})` });
-        if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
-        const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-        await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: stepsFor, globalStep, loss, samplesPerSecond: epochSamples / secs });
-      }
-      lastTrainLoss = lossSum / stepsFor;
-      const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
-      lastEval = await evaluate(tf, model, spec, data, batcher, alone);
-      await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
-      if (spec.checkpointDir) {
-        const dir = await saveCheckpoint(tf, spec.checkpointDir, model, optimizer, { epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
-        await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
-      }
-    }
-    if (startEpoch >= spec.epochs) lastEval = await evaluate(tf, model, spec, data, batcher, alone);
+        return { samples: m, loss: total[total.length - 1] };
+      },
+      endEpoch: async (_epoch, lossSum) => ({ lossSum, evaluation: await evaluate(tf, model, spec, data, batcher, alone) }),
+      evaluateOnly: () => evaluate(tf, model, spec, data, batcher, alone),
+      checkpoint: (state) => saveCheckpoint(tf, spec.checkpointDir!, model, optimizer, state),
+    });
     await Promise.all(replicas.map((l) => l.send(Tag.Stop, new Float32Array(0))));
-    const durationMs = Date.now() - started;
-    const checkpoint = spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
-    return { testAccuracy: lastEval.accuracy, testLoss: lastEval.loss, trainLoss: lastTrainLoss, epochs: spec.epochs, steps: globalStep, samplesPerSecond: samples / Math.max(1e-3, durationMs / 1000), durationMs, ...(checkpoint ? { checkpoint } : {}) };
+    return metrics;
   } finally {
     star.close();
   }

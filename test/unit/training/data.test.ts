@@ -8,7 +8,7 @@ import { saveCheckpoint } from '../../../src/training/checkpoint';
 import { loadDataset, readIdx } from '../../../src/training/data';
 import { loadJobFile } from '../../../src/training/jobSpec';
 import { buildModel, makeOptimizer } from '../../../src/training/model';
-import { LeakWatch } from '../../../src/training/worker';
+import { LeakWatch } from '../../../src/training/trainLoop';
 import { fixtures } from '../../paths';
 
 const jobs = join(fixtures, 'jobs');
