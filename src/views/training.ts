@@ -4,6 +4,8 @@
  * error never takes the editor down. Progress in a cancellable notification, the log in the
  * "GPU Workbench: Training" channel, the job's devices and loss curve in the GPU panel (through
  * `trainingJobFeed`), and a GPU monitor lease while it runs so the panel keeps sampling.
+ * A `"kind": "torchrun"` job runs instead as a VS Code task (`torchrunTask.ts`): its terminal
+ * shows the script's output and its CUDA problems go to the Problems panel.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -16,6 +18,8 @@ import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
 import type { HostCommand, JobEvent } from '../training/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/jobSpec';
+import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/torchrun';
+import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
@@ -179,8 +183,21 @@ class TrainingController implements vscode.Disposable {
   private readonly channel = vscode.window.createOutputChannel('GPU Workbench: Training', { log: true });
   private run: TrainingRun | undefined;
   private starting = false;
+  readonly torchrun: TorchrunTasks;
 
-  constructor(private readonly context: vscode.ExtensionContext, private readonly monitor: GpuMonitor) {}
+  constructor(private readonly context: vscode.ExtensionContext, private readonly monitor: GpuMonitor) {
+    this.torchrun = new TorchrunTasks(this.channel, monitor, specLoader(pythonInterpreter));
+  }
+
+  /** The running job's name, whichever way it runs. */
+  private get runningName(): string | undefined {
+    return this.run?.running ? this.run.spec.name : this.torchrun.runningName;
+  }
+
+  private async stopRunning(): Promise<void> {
+    if (this.run?.running) await this.run.cancel();
+    await this.torchrun.stop();
+  }
 
   /** `uri`: a job file chosen in the explorer's context menu; otherwise the user picks one. */
   async start(uri?: vscode.Uri): Promise<void> {
@@ -189,14 +206,21 @@ class TrainingController implements vscode.Disposable {
     this.starting = true;
     let lease: Disposable | undefined;
     try {
-      if (this.run?.running) {
+      const running = this.runningName;
+      if (running !== undefined) {
         const stop = 'Stop and Start Another';
-        const answer = await vscode.window.showWarningMessage(`Training ${this.run.spec.name} is still running. Stop it and start another job?`, { modal: true }, stop);
+        const answer = await vscode.window.showWarningMessage(`Training ${running} is still running. Stop it and start another job?`, { modal: true }, stop);
         if (answer !== stop) return;
-        await this.run.cancel();
+        await this.stopRunning();
       }
       const file = uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json') ? uri.fsPath : await this.pickJobFile();
       if (!file) return;
+      if (isTorchrunJob(file)) {
+        // The script picks its own strategy and devices: no picks, it runs as a task.
+        const spec = await this.validateTorchrun(file);
+        if (spec) await this.torchrun.start(spec);
+        return;
+      }
       const spec = await this.validate(file, {});
       if (!spec) return;
 
@@ -206,8 +230,7 @@ class TrainingController implements vscode.Disposable {
       lease = this.monitor.acquire('training');
       const devices = await this.pickDevices(spec, strategy, await this.snapshot());
       if (devices === undefined) return;
-      const python = await pythonInterpreter();
-      const overrides: JobOverrides = { strategy, devices, ...(python ? { python } : {}) };
+      const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
       if (!final) return;
       const jobLease = lease;
@@ -221,16 +244,17 @@ class TrainingController implements vscode.Disposable {
 
   async stop(): Promise<void> {
     if (!trusted('stop training')) return;
-    if (!this.run?.running) {
+    if (this.runningName === undefined) {
       void vscode.window.showInformationMessage('No training job is running.');
       return;
     }
-    await this.run.cancel();
+    await this.stopRunning();
   }
 
   dispose(): void {
     // The editor is closing: the host stops its workers when its channel closes; make sure.
     void this.run?.cancel();
+    this.torchrun.dispose(); // ends torchrun's process group
     this.channel.dispose();
   }
 
@@ -357,18 +381,32 @@ class TrainingController implements vscode.Disposable {
     });
   }
 
+  /** The torchrun job with the configured interpreter, or undefined after an error naming the file and the field. */
+  private async validateTorchrun(file: string): Promise<TorchrunSpec | undefined> {
+    try {
+      return loadTorchrunJob(file, {}, await pythonInterpreter());
+    } catch (err) {
+      await this.invalid(file, err);
+      return undefined;
+    }
+  }
+
   /** The job with these overrides, or undefined after an error naming the file and the field. */
   private async validate(file: string, overrides: JobOverrides): Promise<JobSpec | undefined> {
     try {
       return loadJobFile(file, overrides);
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      this.channel.error(`invalid job: ${message}`);
-      const open = 'Open File';
-      const answer = await vscode.window.showErrorMessage(`Cannot start training: ${message.replace(/\n/g, '; ')}`, open);
-      if (answer === open) await this.openAt(file, err instanceof JobFileError ? err.problems[0] : undefined);
+      await this.invalid(file, err);
       return undefined;
     }
+  }
+
+  private async invalid(file: string, err: unknown): Promise<void> {
+    const message = err instanceof Error ? err.message : String(err);
+    this.channel.error(`invalid job: ${message}`);
+    const open = 'Open File';
+    const answer = await vscode.window.showErrorMessage(`Cannot start training: ${message.replace(/\n/g, '; ')}`, open);
+    if (answer === open) await this.openAt(file, err instanceof JobFileError ? err.problems[0] : undefined);
   }
 
   /** Opens the job file with the cursor on the field a problem names. */
@@ -402,12 +440,14 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
     controller,
     vscode.commands.registerCommand('gpuWorkbench.startTraining', (uri?: vscode.Uri) => controller.start(uri instanceof vscode.Uri ? uri : undefined)),
     vscode.commands.registerCommand('gpuWorkbench.stopTraining', () => controller.stop()),
+    // torchrun tasks come from "Start Training…" or from tasks.json; the provider offers none itself.
+    vscode.tasks.registerTaskProvider(torchrunTaskType, { provideTasks: () => [], resolveTask: (task) => controller.torchrun.resolveTask(task) }),
   );
 }
 
 /**
- * The interpreter for torchrun jobs: the setting, else the Python extension's selected
- * environment, else undefined (the job's own "python", then `python3`).
+ * The interpreter for torchrun jobs: the setting `gpuWorkbench.training.python`, else the Python
+ * extension's selected environment, else undefined (the job's own "python", then `python3`).
  */
 async function pythonInterpreter(): Promise<string | undefined> {
   const configured = vscode.workspace.getConfiguration('gpuWorkbench.training').get<string>('python', '').trim();

@@ -1,0 +1,128 @@
+/**
+ * The words of a torchrun job run as a VS Code task, kept free of `vscode` so that they are
+ * unit-tested in Node: the CUDA problems of its output as diagnostics (file, line, message with
+ * the explanation and what to try), the task terminal's lines, and the message that ends the job.
+ * `torchrunTask.ts` turns them into VS Code calls.
+ */
+import { isAbsolute, resolve } from 'node:path';
+import type { CudaProblem, CudaProblemKind } from '../training/cudaErrors';
+import type { JobEvent } from '../training/events';
+
+type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
+
+/** The diagnostics' source in the Problems panel. */
+export const diagnosticSource = 'GPU Workbench';
+
+/** A problem as the Problems panel shows it; `torchrunTask.ts` makes a `vscode.Diagnostic` of it. */
+export interface ProblemDiagnostic {
+  /** Absolute path of the file the traceback names (the user's own frame), else the script. */
+  readonly file: string;
+  /** 0-based, as VS Code counts. */
+  readonly line: number;
+  readonly code: CudaProblemKind;
+  /** First line: the error as printed and the ranks; then the explanation and what to try. */
+  readonly message: string;
+  /** The ranks that raised it here, ascending; empty when the output carried no rank. */
+  readonly ranks: readonly number[];
+}
+
+const kindTitles: Record<CudaProblemKind, string> = {
+  'cuda-oom': 'CUDA out of memory',
+  'cudnn-not-initialized': 'cuDNN not initialized',
+  'device-side-assert': 'device-side assert',
+  nccl: 'NCCL error',
+};
+
+/** The Python exception's class in front of the message ("torch.cuda.OutOfMemoryError: …") says nothing the kind does not. */
+function errorText(message: string): string {
+  return message.replace(/^(?:[A-Za-z_][\w.]*(?:Error|Exception)):\s*/, '');
+}
+
+function rankWords(ranks: readonly number[]): string {
+  if (ranks.length === 0) return '';
+  return ranks.length === 1 ? ` (rank ${ranks[0]})` : ` (ranks ${ranks.join(', ')})`;
+}
+
+/**
+ * One diagnostic per (file, line, kind): the same error raised by several ranks at the same line
+ * is one entry that names them all. A problem without a traceback location goes on the first
+ * line of `script`, saying so. Relative traceback paths are read from the job's `cwd`.
+ */
+export function problemDiagnostics(problems: readonly CudaProblem[], script: string, cwd: string): ProblemDiagnostic[] {
+  const groups = new Map<string, { first: CudaProblem; file: string; line: number; located: boolean; ranks: Set<number> }>();
+  for (const p of problems) {
+    const located = p.file !== undefined && p.line !== undefined;
+    const file = p.file !== undefined && located ? (isAbsolute(p.file) ? p.file : resolve(cwd, p.file)) : script;
+    const line = p.line !== undefined && located ? Math.max(0, p.line - 1) : 0;
+    const key = `${file}\0${line}\0${p.kind}`;
+    let g = groups.get(key);
+    if (!g) {
+      g = { first: p, file, line, located, ranks: new Set() };
+      groups.set(key, g);
+    }
+    if (p.rank !== undefined) g.ranks.add(p.rank);
+  }
+  return [...groups.values()].map((g) => {
+    const ranks = [...g.ranks].sort((a, b) => a - b);
+    const lines = [
+      `${kindTitles[g.first.kind]}${rankWords(ranks)}: ${errorText(g.first.message)}`,
+      ...(g.located ? [] : ['(The output had no traceback line for it: shown on the script\'s first line.)']),
+      g.first.explanation,
+      ...g.first.hints.map((h) => `• ${h}`),
+    ];
+    return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks };
+  });
+}
+
+/** `ESC[…m` colours for the task terminal. */
+const dim = (s: string) => `\x1b[2m${s}\x1b[0m`;
+const red = (s: string) => `\x1b[31m${s}\x1b[0m`;
+const yellow = (s: string) => `\x1b[33m${s}\x1b[0m`;
+const green = (s: string) => `\x1b[32m${s}\x1b[0m`;
+
+const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/**
+ * What the task terminal prints for an event: the script's own lines as they come, the
+ * launcher's command line dimmed, a CUDA problem as one highlighted line pointing at the Problems
+ * panel, and the end. Undefined: nothing to print.
+ */
+export function terminalText(e: JobEvent): string | undefined {
+  switch (e.type) {
+    case 'job/log':
+      if (e.problem) {
+        const p = e.problem;
+        const where = p.file ? ` at ${p.file}${p.line !== undefined ? `:${p.line}` : ''}` : '';
+        return yellow(`GPU Workbench: ${kindTitles[p.kind]}${p.rank !== undefined ? ` on rank ${p.rank}` : ''}${where}; the explanation and what to try are in the Problems panel.`);
+      }
+      return e.message.startsWith('torchrun: ') && e.rank === undefined && e.level === 'info' && /-m torch\.distributed\.run /.test(e.message) ? dim(e.message) : e.message;
+    case 'job/done':
+      return green(`torchrun exited 0 after ${secs(e.metrics.durationMs)}.`);
+    case 'job/failed':
+      if (e.cancelled) return yellow('Stopped: torchrun and its workers were ended.');
+      return red(`Failed${e.rank !== undefined ? ` on rank ${e.rank}` : ''}: ${e.reason}`) + (e.hint ? `\n${e.hint}` : '');
+    default:
+      return undefined;
+  }
+}
+
+/** The exit code the task ends with: 0 done, 130 stopped, 1 failed. */
+export function taskExitCode(e: FinalEvent): number {
+  if (e.type === 'job/done') return 0;
+  return e.cancelled ? 130 : 1;
+}
+
+/** The notification at the end of a torchrun job. */
+export function torchrunEndMessage(job: string, e: FinalEvent, problems: number): string {
+  const seeProblems = problems ? ` ${problems} CUDA problem${problems === 1 ? '' : 's'} in the Problems panel.` : '';
+  if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${seeProblems}`;
+  if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;
+  const reason = errorText(e.reason.trim().replace(/\s*\n\s*/g, '; '));
+  const short = reason.length > 300 ? `${reason.slice(0, 297)}…` : reason;
+  return `Training ${job} (torchrun) failed${e.rank !== undefined ? ` on rank ${e.rank}` : ''}: ${short}${/[.!?…]$/.test(short) ? '' : '.'}${seeProblems}`;
+}
+
+/** The task's name, as its terminal tab and the task list show it. */
+export function torchrunTaskName(job: string, nproc: number): string {
+  return `torchrun ${job} (${nproc} process${nproc === 1 ? '' : 'es'})`;
+}
