@@ -38,11 +38,17 @@ function matern52(r: number, sf2: number): number {
   return sf2 * (1 + sqrt5 * r + (5 / 3) * r * r) * Math.exp(-sqrt5 * r);
 }
 
-function cholesky(K: number[][]): { L: Matrix; chol: CholeskyDecomposition } | null {
+/** K's Cholesky factor (ml-matrix), adding jitter to the diagonal until K is positive definite. */
+function cholesky(K: readonly Float64Array[]): { L: Matrix; chol: CholeskyDecomposition } | null {
   const n = K.length;
   for (let jitter = 0; jitter <= 6; jitter++) {
-    const A = jitter === 0 ? K : K.map((row, i) => row.map((v, j) => (i === j ? v + 1e-8 * 10 ** jitter : v)));
-    const chol = new CholeskyDecomposition(new Matrix(A));
+    const A = new Matrix(n, n);
+    for (let i = 0; i < n; i++) {
+      const row = K[i];
+      for (let j = 0; j < n; j++) A.set(i, j, row[j]);
+      if (jitter > 0) A.set(i, i, row[i] + 1e-8 * 10 ** jitter);
+    }
+    const chol = new CholeskyDecomposition(A);
     if (chol.isPositiveDefinite()) return { L: chol.lowerTriangularMatrix, chol };
     if (n === 0) break;
   }
@@ -64,8 +70,7 @@ export class GpModel {
   }
 
   static fit(X: readonly Float64Array[], y: readonly number[], h: Hyper): GpModel | null {
-    const K = kernelMatrix(X, h).K;
-    const c = cholesky(K);
+    const c = cholesky(kernelMatrix(X, h).K);
     if (!c) return null;
     return new GpModel(X, h, c.L, c.chol.solve(Matrix.columnVector([...y])));
   }
@@ -99,38 +104,56 @@ function dist(a: Float64Array, b: Float64Array, ls: Float64Array): number {
   return Math.sqrt(s);
 }
 
-function kernelMatrix(X: readonly Float64Array[], h: Hyper): { K: number[][]; Kf: number[][] } {
+/**
+ * The kernel matrix with noise (K) and, for the gradient, each pair's scaled distance r and
+ * e^(−√5 r), so that the likelihood's gradient needs no second exp per pair.
+ */
+function kernelMatrix(X: readonly Float64Array[], h: Hyper): { K: Float64Array[]; r: Float64Array[]; e: Float64Array[] } {
   const n = X.length;
   const ls = h.logLs.map(Math.exp);
   const sf2 = Math.exp(h.logSf2), sn2 = Math.exp(h.logSn2);
-  const Kf = Array.from({ length: n }, () => new Array<number>(n).fill(0));
+  const K = Array.from({ length: n }, () => new Float64Array(n));
+  const r = Array.from({ length: n }, () => new Float64Array(n));
+  const e = Array.from({ length: n }, () => new Float64Array(n));
   for (let i = 0; i < n; i++) {
-    Kf[i][i] = sf2;
-    for (let j = 0; j < i; j++) Kf[i][j] = Kf[j][i] = matern52(dist(X[i], X[j], ls), sf2);
+    K[i][i] = sf2 + sn2;
+    e[i][i] = 1;
+    for (let j = 0; j < i; j++) {
+      const rij = dist(X[i], X[j], ls);
+      const eij = Math.exp(-sqrt5 * rij);
+      K[i][j] = K[j][i] = sf2 * (1 + sqrt5 * rij + (5 / 3) * rij * rij) * eij;
+      r[i][j] = rij;
+      e[i][j] = eij;
+    }
   }
-  const K = Kf.map((row, i) => row.map((v, j) => (i === j ? v + sn2 : v)));
-  return { K, Kf };
+  return { K, r, e };
 }
 
-/** K⁻¹ = L⁻ᵀ L⁻¹ from K's Cholesky factor (a triangular inverse: cheaper than solving against I). */
+/**
+ * K⁻¹ = L⁻ᵀ L⁻¹ from K's Cholesky factor (a triangular inverse: cheaper than solving against I).
+ * L⁻¹ is kept transposed (row j holds column j), so that both loops walk rows.
+ */
 function inverseFromCholesky(Lm: Matrix): Float64Array[] {
   const n = Lm.rows;
   const L = Lm.to2DArray();
-  const Li = Array.from({ length: n }, () => new Float64Array(n));
+  const M = Array.from({ length: n }, () => new Float64Array(n)); // M[j][i] = (L⁻¹)[i][j]
   for (let j = 0; j < n; j++) {
-    Li[j][j] = 1 / L[j][j];
+    const Mj = M[j];
+    Mj[j] = 1 / L[j][j];
     for (let i = j + 1; i < n; i++) {
       let s = 0;
       const Lrow = L[i];
-      for (let k = j; k < i; k++) s += Lrow[k] * Li[k][j];
-      Li[i][j] = -s / Lrow[i];
+      for (let k = j; k < i; k++) s += Lrow[k] * Mj[k];
+      Mj[i] = -s / Lrow[i];
     }
   }
   const inv = Array.from({ length: n }, () => new Float64Array(n));
   for (let i = 0; i < n; i++) {
+    const Mi = M[i];
     for (let j = 0; j <= i; j++) {
+      const Mj = M[j];
       let s = 0;
-      for (let k = i; k < n; k++) s += Li[k][i] * Li[k][j];
+      for (let k = i; k < n; k++) s += Mi[k] * Mj[k];
       inv[i][j] = inv[j][i] = s;
     }
   }
@@ -140,7 +163,7 @@ function inverseFromCholesky(Lm: Matrix): Float64Array[] {
 /** The log marginal likelihood and its gradient in (logLs…, logSf2, logSn2). */
 export function logMarginalLikelihood(X: readonly Float64Array[], y: readonly number[], h: Hyper): { value: number; grad: Float64Array } | null {
   const n = X.length, D = h.logLs.length;
-  const { K, Kf } = kernelMatrix(X, h);
+  const { K, r, e } = kernelMatrix(X, h);
   const c = cholesky(K);
   if (!c) return null;
   const alpha = c.chol.solve(Matrix.columnVector([...y])).getColumn(0);
@@ -153,22 +176,30 @@ export function logMarginalLikelihood(X: readonly Float64Array[], y: readonly nu
   // W = ααᵀ − K⁻¹; dL/dθ = ½ tr(W ∂K/∂θ) = ½ Σ_ij W_ij ∂K_ij/∂θ.
   const ls = h.logLs.map(Math.exp);
   const sf2 = Math.exp(h.logSf2), sn2 = Math.exp(h.logSn2);
+  const inv2 = ls.map((l) => 1 / (l * l));
   const grad = new Float64Array(D + 2);
+  const gLs = new Float64Array(D);
+  let gSf2 = 0, gSn2 = 0;
   for (let i = 0; i < n; i++) {
-    for (let j = 0; j <= i; j++) {
-      const w = (alpha[i] * alpha[j] - Kinv[i][j]) * (i === j ? 0.5 : 1); // symmetric pairs counted twice
-      grad[D] += w * Kf[i][j];
-      if (i === j) { grad[D + 1] += w * sn2; continue; }
-      let r2 = 0;
-      for (let d = 0; d < D; d++) { const z = (X[i][d] - X[j][d]) / ls[d]; r2 += z * z; }
-      const r = Math.sqrt(r2);
-      const common = (5 / 3) * sf2 * (1 + sqrt5 * r) * Math.exp(-sqrt5 * r);
+    const Xi = X[i], Ki = K[i], Kinvi = Kinv[i], ri = r[i], ei = e[i], ai = alpha[i];
+    const wii = 0.5 * (ai * ai - Kinvi[i]);
+    gSf2 += wii * sf2;
+    gSn2 += wii * sn2;
+    for (let j = 0; j < i; j++) {
+      const w = ai * alpha[j] - Kinvi[j]; // symmetric pairs counted twice
+      gSf2 += w * Ki[j];
+      const rij = ri[j];
+      const wc = w * (5 / 3) * sf2 * (1 + sqrt5 * rij) * ei[j];
+      const Xj = X[j];
       for (let d = 0; d < D; d++) {
-        const z = (X[i][d] - X[j][d]) / ls[d];
-        grad[d] += w * common * z * z;
+        const diff = Xi[d] - Xj[d];
+        gLs[d] += wc * diff * diff * inv2[d];
       }
     }
   }
+  grad.set(gLs, 0);
+  grad[D] = gSf2;
+  grad[D + 1] = gSn2;
   return { value, grad };
 }
 
