@@ -77,6 +77,19 @@ function pathOf(uri: string): string {
   return uri;
 }
 
+/**
+ * CPython refuses source with a NUL byte, so such a document is not Python but a binary file
+ * opened as text: it gets no findings and is not parsed at all (tree-sitter's error recovery
+ * takes seconds over half a megabyte of binary, and the server would stop answering).
+ */
+const isBinary = (text: string): boolean => text.includes('\0');
+
+/** Puts a file's text in the linter's index, or takes the file out when the text is binary. */
+function index(l: Linter, path: string, text: string): void {
+  if (isBinary(text)) l.removeFile(path);
+  else l.setFile(path, text);
+}
+
 function toDiagnostic(f: Finding): Diagnostic {
   return { range: f.range, severity: toLspSeverity[f.severity], code: f.ruleId, codeDescription: { href: f.docsUrl }, source, message: f.message };
 }
@@ -113,7 +126,8 @@ async function findingsFor(doc: TextDocument): Promise<Finding[]> {
   let findings: Finding[] = [];
   try {
     const options: LintOptions = { enabled: settings.enabled, rules: settings.rules };
-    findings = l.lintFile(pathOf(doc.uri), doc.getText(), options);
+    const text = doc.getText();
+    if (!isBinary(text)) findings = l.lintFile(pathOf(doc.uri), text, options);
   } catch (err) {
     connection.console.error(`linting ${doc.uri} failed: ${String(err)}`);
   }
@@ -168,7 +182,7 @@ async function indexWorkspace(): Promise<void> {
   for (const path of files) {
     if (documents.get(pathToFileURL(path).href)) continue;
     try {
-      l.setFile(path, await readFile(path, 'utf8'));
+      index(l, path, await readFile(path, 'utf8'));
       added++;
     } catch {
       // Unreadable: simply not part of the index.
@@ -192,7 +206,7 @@ connection.onDidChangeWatchedFiles(async (params) => {
     if (change.type === 3) l.removeFile(path);
     else {
       try {
-        l.setFile(path, await readFile(path, 'utf8'));
+        index(l, path, await readFile(path, 'utf8'));
       } catch {
         l.removeFile(path);
       }
@@ -203,7 +217,7 @@ connection.onDidChangeWatchedFiles(async (params) => {
 
 documents.onDidChangeContent((e) => {
   // Index the new text now (an incremental parse): other documents' findings may depend on it.
-  linter?.setFile(pathOf(e.document.uri), e.document.getText());
+  if (linter) index(linter, pathOf(e.document.uri), e.document.getText());
   schedulePush(e.document);
   clearTimeout(othersTimer);
   othersTimer = setTimeout(() => {
@@ -221,7 +235,7 @@ documents.onDidClose((e) => {
   // An untitled document is gone; a file stays in the index with what is on disk.
   const path = pathOf(e.document.uri);
   if (!e.document.uri.startsWith('file:')) linter?.removeFile(path);
-  else void readFile(path, 'utf8').then((text) => linter?.setFile(path, text), () => linter?.removeFile(path));
+  else void readFile(path, 'utf8').then((text) => linter && index(linter, path, text), () => linter?.removeFile(path));
 });
 
 connection.languages.diagnostics.on(async (params): Promise<DocumentDiagnosticReport> => {
