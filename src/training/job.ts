@@ -86,6 +86,7 @@ function startTorchrun(o: RunJobOptions): JobHandle {
 
 class Coordinator {
   private readonly slots: WorkerSlot[] = [];
+  private readonly early: JobEvent[] = [];
   private readonly ringDir = mkdtempSync(join(tmpdir(), 'gw-job-'));
   private state: 'starting' | 'running' | 'ending' | 'ended' = 'starting';
   private failure: { reason: string; rank?: number; hint?: string; cancelled?: boolean } | undefined;
@@ -135,7 +136,9 @@ class Coordinator {
         if (this.state === 'starting' && this.slots.every((s) => s.ready)) this.begin();
         break;
       case 'worker/event':
-        if (this.state === 'running') this.o.onEvent(m.event);
+        // What a worker says while loading (that it resumed, say) comes right after job/started.
+        if (this.state === 'starting') this.early.push(m.event);
+        else if (this.state === 'running') this.o.onEvent(m.event);
         break;
       case 'worker/done':
         slot.done = m.metrics;
@@ -176,6 +179,7 @@ class Coordinator {
       testSamples: ready[0].testSamples,
       startEpoch: ready[0].startEpoch,
     });
+    for (const e of this.early.splice(0)) this.o.onEvent(e);
     for (const s of this.slots) s.child.send({ type: 'worker/go' });
   }
 

@@ -18,7 +18,9 @@
  *   initial weights of the later stages from rank 0 (so every stage starts from rank 0's
  *   model, as DDP does, also for unseeded user models and when resuming);
  * - backward after each epoch: the stages' weights and the epoch's loss sum, so that rank 0
- *   holds the whole model to evaluate and checkpoint;
+ *   holds the whole model to evaluate and checkpoint (with a checkpointDir, each later stage
+ *   first writes its optimizer state beside it, and rank 0 merges them into one checkpoint;
+ *   on resume every stage loads its own part back);
  * - backward at the end: each stage's busy and idle time; then forward a goodbye, and each
  *   rank closes only after the next one has closed (so no frame is lost to a closed socket).
  */
@@ -27,7 +29,7 @@ import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { LoadedBackend, Tf } from './backend';
-import { saveCheckpoint } from './checkpoint';
+import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './checkpoint';
 import type { Dataset } from './data';
 import type { JobMetrics } from './events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
@@ -206,8 +208,8 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
   const stepsFor = stepsPerEpoch(data.train.count, spec.batchSize, spec.maxStepsPerEpoch);
   const last = rank === stages - 1;
 
-  let { startEpoch, globalStep } = await resumeIfAsked(tf, spec, init.resume && rank === 0, model, optimizer, true, emit);
-  if (init.resume && rank === 0 && startEpoch > 0 && stages > 1) await emit({ type: 'job/log', level: 'warning', message: 'pipeline: the checkpoint holds the optimizer state of stage 0 only; the other stages resume their weights with fresh optimizer state' });
+  // Rank 0 loads the whole model and hands the later stages their weights below; every stage loads its own optimizer state once the split is known.
+  let { startEpoch, globalStep } = await resumeIfAsked(tf, spec, init.resume && rank === 0, model, undefined, true, emit);
   await send({ ...readyMessage(init, backend, data, startEpoch), stepsPerEpoch: stepsFor });
   await nextMessage('worker/go');
   const chain = await Chain.join({ rank, worldSize, dir: init.ringDir });
@@ -244,6 +246,11 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
     }
     const myLayers = layers.slice(bounds[rank], bounds[rank + 1]);
     const vars = stageVars(myLayers);
+    const varsBefore = stageVars(layers.slice(0, bounds[rank])).length;
+    const totalVars = stageVars(layers).length;
+    if (startEpoch > 0 && spec.checkpointDir) {
+      await loadOptimizerState(tf, checkpointFolder(spec.checkpointDir, startEpoch), optimizer, { from: varsBefore, to: varsBefore + vars.length, total: totalVars });
+    }
     const inShape = rank === 0 ? [...data.inputShape] : exampleShape(layers[bounds[rank] - 1]);
     const outShape = exampleShape(layers[bounds[rank + 1] - 1]);
     const inWidth = inShape.reduce((a, b) => a * b, 1);
@@ -336,8 +343,9 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
         return { samples: m, loss: stepLoss };
       },
       // Gather the stages' weights (and the loss) on rank 0, which evaluates and checkpoints the whole model.
-      endEpoch: async (_epoch, lossSum) => {
+      endEpoch: async (epoch, lossSum) => {
         const own = flatten(vars.map((v) => v.dataSync() as Float32Array));
+        if (rank > 0 && spec.checkpointDir) await saveStageOptimizer(tf, spec.checkpointDir, epoch + 1, rank, optimizer);
         if (last) {
           await chain.prev!.send(tag(PipeTag.Gather), flatten([new Float32Array([lossSum]), own]));
           return undefined;
@@ -351,7 +359,12 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
         return { lossSum: later[0], evaluation: await evaluate(tf, model, spec, data, batcher, alone) };
       },
       evaluateOnly: () => (rank === 0 ? evaluate(tf, model, spec, data, batcher, alone) : Promise.resolve(undefined)),
-      checkpoint: (state) => saveCheckpoint(tf, spec.checkpointDir!, model, optimizer, state),
+      // One optimizer state over the whole model, as single would have written it.
+      checkpoint: async (state) => {
+        const parts = [await optimizerState(optimizer), ...takeStageOptimizers(tf, spec.checkpointDir!, state.epochsDone, stages)];
+        const sizes = Array.from({ length: stages }, (_, s) => stageVars(layers.slice(bounds[s], bounds[s + 1])).length);
+        return saveCheckpoint(tf, spec.checkpointDir!, model, mergeOptimizerStates(parts.map((p, s) => ({ state: p, vars: sizes[s] }))), state);
+      },
     });
 
     // Per-stage busy and idle time to rank 0, then goodbye forward; close after the next stage has.

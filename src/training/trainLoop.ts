@@ -14,7 +14,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import { latestCheckpoint, loadCheckpoint, type TrainerState } from './checkpoint';
+import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from './checkpoint';
 import type { Dataset } from './data';
 import type { JobEvent, JobMetrics } from './events';
 import type { JobSpec } from './jobSpec';
@@ -85,13 +85,14 @@ export interface Start {
 }
 
 /**
- * With `--resume` and a checkpoint in the job's checkpointDir: loads its weights and optimizer
- * state into `model` and `optimizer`, says so (when `announce`), and says where to start.
+ * With `--resume` and a checkpoint in the job's checkpointDir: loads its weights into `model`
+ * and its optimizer state into `optimizer` (when given: a pipeline stage loads its part later),
+ * says so (when `announce`), and says where to start.
  */
-export async function resumeIfAsked(tf: Tf, spec: JobSpec, resume: boolean, model: LayersModel, optimizer: Optimizer, announce: boolean, emit: (event: JobEvent) => Promise<void>): Promise<Start> {
+export async function resumeIfAsked(tf: Tf, spec: JobSpec, resume: boolean, model: LayersModel, optimizer: Optimizer | undefined, announce: boolean, emit: (event: JobEvent) => Promise<void>): Promise<Start> {
   const from = resume && spec.checkpointDir ? latestCheckpoint(spec.checkpointDir) : undefined;
   if (!from) return { startEpoch: 0, globalStep: 0 };
-  const state = await loadCheckpoint(tf, from, model, optimizer);
+  const state = optimizer ? await loadCheckpoint(tf, from, model, optimizer) : loadWeights(tf, from, model);
   if (announce) await emit({ type: 'job/log', level: 'info', message: `resumed from ${from} (${state.epochsDone} epochs done)` });
   return { startEpoch: state.epochsDone, globalStep: state.globalStep, from };
 }

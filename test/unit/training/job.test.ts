@@ -129,6 +129,7 @@ describe('training jobs (worker processes)', function () {
     assert.equal(second.final.type, 'job/done', JSON.stringify(second.final));
     const started = second.events.find((e) => e.type === 'job/started');
     assert.equal(started?.type === 'job/started' && started.startEpoch, 1);
+    assert.ok(second.events.some((e) => e.type === 'job/log' && e.message === `resumed from ${join(ckpt, 'epoch-1')} (1 epochs done)`), 'the job says what it resumed from');
     assert.deepEqual(second.events.filter((e) => e.type === 'job/epoch').map((e) => e.type === 'job/epoch' && e.epoch), [2], 'only the missing epoch runs');
     assert.deepEqual(second.events.filter((e) => e.type === 'job/step').map((e) => e.type === 'job/step' && e.globalStep), [3, 4], 'the step count carries on');
   });

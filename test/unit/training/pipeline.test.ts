@@ -98,6 +98,29 @@ describe('pipeline strategy (worker processes)', function () {
     });
   }
 
+  it('resumes every stage\'s weights and optimizer state: 2 steps, checkpoint, resume, 2 more end where 4 uninterrupted steps do', async () => {
+    const overrides = { strategy: 'pipeline' as const, devices: 2, pipeline: { stages: 2, microBatches: 2 }, maxStepsPerEpoch: 2 };
+    const [whole, first] = await Promise.all([
+      run({ file: tinyJob, overrides: { ...overrides, epochs: 2, checkpointDir: join(dir, 'whole') } }),
+      run({ file: tinyJob, overrides: { ...overrides, epochs: 1, checkpointDir: join(dir, 'resumed') } }),
+    ]);
+    assert.equal(whole.final.type, 'job/done', JSON.stringify(whole.final));
+    assert.equal(first.final.type, 'job/done', JSON.stringify(first.final));
+    const second = await run({ file: tinyJob, overrides: { ...overrides, epochs: 2, checkpointDir: join(dir, 'resumed') }, resume: true });
+    assert.equal(second.final.type, 'job/done', JSON.stringify(second.final));
+    assert.deepEqual(second.events.filter((e) => e.type === 'job/step').map((e) => e.type === 'job/step' && e.globalStep), [3, 4], 'the resumed job runs steps 3 and 4');
+    assert.ok(!second.events.some((e) => e.type === 'job/log' && /fresh optimizer state/.test(e.message)), 'no stage starts with a fresh optimizer');
+    const a = checkpointWeights(join(dir, 'whole'));
+    const b = checkpointWeights(join(dir, 'resumed'));
+    assert.equal(a.length, b.length);
+    let maxDiff = 0;
+    for (let k = 0; k < a.length; k++) maxDiff = Math.max(maxDiff, Math.abs(a[k] - b[k]));
+    assert.ok(maxDiff < 1e-5, `max |uninterrupted - resumed| = ${maxDiff}`);
+    // The checkpoint holds Adam's state for every weight of both stages: the step count, then m and v of each of the 4 weights.
+    const opt = JSON.parse(readFileSync(join(dir, 'resumed', 'epoch-2', 'optimizer.json'), 'utf8')) as { specs: { name: string }[] };
+    assert.equal(opt.specs.length, 1 + 2 * 4, opt.specs.map((s) => s.name).join(', '));
+  });
+
   it('ends naming the stage that a SIGKILL took, and leaves no worker behind', async () => {
     let victim = 0;
     const { final, pids } = await run({ file: tinyJob, overrides: { strategy: 'pipeline', devices: 2, epochs: 100, maxStepsPerEpoch: 1000 } }, (e) => {
