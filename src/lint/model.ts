@@ -711,6 +711,7 @@ export class FileModel {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
+    if (this.isRemoteModule(text)) return false;
     const { models, losses } = this.moduleTexts;
     if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
     if (models.has(text)) return true;
@@ -742,6 +743,30 @@ export class FileModel {
     if (text === 'self') return this.isModelExpr(expr, at);
     const { models, losses } = this.moduleTexts;
     return models.has(text) && !losses.has(text);
+  }
+
+  /**
+   * Is this name bound anywhere in the file to a `RemoteModule` (torch.distributed.nn)? Its
+   * forward runs on another worker over RPC: no activations are kept in this process.
+   */
+  private isRemoteModule(text: string): boolean {
+    return this.memo(`remote:${text}`, () => {
+      for (const [, data] of this.scopes) {
+        for (const b of data.bindings.get(text) ?? []) {
+          let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+          for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
+            const mc = this.methodCall(v);
+            if (mc && passThroughMethods.has(mc.method)) {
+              v = unparen(mc.receiver);
+              continue;
+            }
+            if (/^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(v)) ?? '')) return true;
+            break;
+          }
+        }
+      }
+      return false;
+    });
   }
 
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */

@@ -89,22 +89,45 @@ function readFlowsIntoBackward(model: FileModel, read: SyntaxNode): boolean {
       const mc = model.methodCall(p);
       if (mc?.method === 'backward') return true;
     }
+    // `probs.extend(self.saved_log_probs[k])`: the read goes on through the local list.
+    if (p.type === 'argument_list' && p.parent?.type === 'call' && p.parent.parent?.type === 'expression_statement') {
+      const mc = model.methodCall(p.parent);
+      if (mc && /^(extend|append|insert)$/.test(mc.method) && mc.receiver.type === 'identifier') return localFlowsIntoBackward(model, mc.receiver, p.parent);
+    }
     if ((p.type === 'assignment' || p.type === 'augmented_assignment') && n.field === 'right') {
       const left = child(p, 'left');
       return !!left && model.reachesBackward(model.src(left), p);
     }
-    if (p.type === 'for_statement' && n.field === 'right') {
-      const left = child(p, 'left');
-      const vars = new Set(left ? [left, ...descendants(left)].filter((d) => d.type === 'identifier').map((d) => model.src(d)) : []);
-      const body = child(p, 'body');
-      for (const s of body ? descendants(body) : []) {
-        if (s.type !== 'expression_statement') continue;
-        const acc = model.accumulation(s);
-        if (!acc || ![acc.value, ...descendants(acc.value)].some((d) => d.type === 'identifier' && vars.has(model.src(d)))) continue;
-        if (model.reachesBackward(model.src(baseOf(acc.target)), s)) return true;
-      }
-      return false;
-    }
+    if (p.type === 'for_statement' && n.field === 'right') return loopFeedsBackward(model, p);
+  }
+  return false;
+}
+
+/** Does the local list `list` (filled at `at`) reach backward, directly or through a loop over it in the same function? */
+function localFlowsIntoBackward(model: FileModel, list: SyntaxNode, at: SyntaxNode): boolean {
+  const key = model.src(list);
+  if (model.reachesBackward(key, at)) return true;
+  const scope = model.scopeOf(at);
+  const body = scope === model.root ? scope : child(scope, 'body');
+  for (const loop of body ? descendants(body, (x) => x.type === 'function_definition' || x.type === 'class_definition') : []) {
+    if (loop.type !== 'for_statement' || loop.start < at.end) continue;
+    const right = child(loop, 'right');
+    if (!right || ![right, ...descendants(right)].some((d) => d.type === 'identifier' && d.parent?.type !== 'attribute' && model.src(d) === key)) continue;
+    if (loopFeedsBackward(model, loop)) return true;
+  }
+  return false;
+}
+
+/** `for log_prob, R in zip(probs, returns): policy_loss.append(-log_prob * R)` with `policy_loss` backpropagated. */
+function loopFeedsBackward(model: FileModel, loop: SyntaxNode): boolean {
+  const left = child(loop, 'left');
+  const vars = new Set(left ? [left, ...descendants(left)].filter((d) => d.type === 'identifier').map((d) => model.src(d)) : []);
+  const body = child(loop, 'body');
+  for (const s of body ? descendants(body) : []) {
+    if (s.type !== 'expression_statement') continue;
+    const acc = model.accumulation(s);
+    if (!acc || ![acc.value, ...descendants(acc.value)].some((d) => d.type === 'identifier' && vars.has(model.src(d)))) continue;
+    if (model.reachesBackward(model.src(baseOf(acc.target)), s)) return true;
   }
   return false;
 }

@@ -5,7 +5,7 @@
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -42,6 +42,7 @@ function check(model: FileModel): RawFinding[] {
     const context = contextOf(model, call, calleeText, fn);
     if (!context) continue;
     if (context.kind === 'name' && model.hasTrainingSignal(context.fn.node)) continue;
+    if (context.kind === 'name' && (ownComputation(model, call, calleeText, context.fn) || oneOffInTest(model, call, context.fn))) continue;
     if (model.gradState(call) !== 'default') continue;
     if (model.callReachesBackward(call)) continue;
     if (fn && callersGuarded(fn, 1)) continue;
@@ -61,6 +62,99 @@ function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: F
   const e = model.evalEventFor(call, calleeText);
   if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
   return undefined;
+}
+
+/** Is there a loop between `node` and the function `fn` it is in? */
+function inLoop(node: SyntaxNode, fn: FunctionInfo): boolean {
+  for (const a of ancestors(node)) {
+    if (a === fn.node) return false;
+    if (loopTypes.has(a.type) || a.type === 'for_in_clause') return true;
+  }
+  return false;
+}
+
+/**
+ * A method of an `nn.Module` subclass (`AdaptiveLogSoftmaxWithLoss.predict`) that runs the
+ * module's own layers once, like `forward`: whether autograd records it is the caller's
+ * choice, as for any forward pass. Calling `self(x)` (the whole model) in `predict` is
+ * inference of the model, and so is a loop over batches.
+ */
+function ownComputation(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo): boolean {
+  if (!fn.cls || !model.isModuleClassInfo(fn.cls)) return false;
+  if (!calleeText.startsWith('self.')) return false;
+  return !inLoop(call, fn);
+}
+
+/**
+ * A test (`test_*`) that calls the model once and keeps nothing of the result beyond the
+ * test: the graph lives for one statement or until the test returns, on a test-sized
+ * model. Not worth a warning; a loop, a returned or stored output still is.
+ */
+function oneOffInTest(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boolean {
+  if (!/^test([_A-Z0-9]|$)/.test(fn.name) || inLoop(call, fn)) return false;
+  const stmt = statementOf(call);
+  if (!stmt || escapes(model, call, stmt)) return false;
+  // `out = model(x)`, then `y = out.sum()`: those locals must not leave the test either.
+  const assigned = assignedNames(model, call, stmt);
+  if (assigned === undefined) return false;
+  const locals = new Set(assigned);
+  for (let changed = locals.size > 0; changed;) {
+    changed = false;
+    for (const n of descendants(fn.body ?? fn.node)) {
+      if (n.type !== 'identifier' || !locals.has(model.src(n))) continue;
+      if ((n.parent?.type === 'attribute' && n.field !== 'object') || (n.parent?.type === 'keyword_argument' && n.field === 'name')) continue;
+      const use = statementOf(n);
+      if (!use || use === stmt) continue;
+      if (escapes(model, n, use)) return false;
+      const more = assignedNames(model, n, use);
+      if (more === undefined) return false;
+      for (const m of more) {
+        if (!locals.has(m)) {
+          locals.add(m);
+          changed = true;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+/** Does the value at `node` get returned, yielded, stored in an attribute/subscript/global, or added to a container? */
+function escapes(model: FileModel, node: SyntaxNode, stmt: SyntaxNode): boolean {
+  if (stmt.type === 'return_statement') return true;
+  for (const a of ancestors(node)) {
+    if (a.type === 'yield' || a.type === 'lambda') return true;
+    if (a.type === 'call' && /^(append|extend|insert|add_|update|setdefault|put|add|copy_)$/.test(model.methodCall(a)?.method ?? '')) return true;
+    if (a === stmt) break;
+  }
+  return false;
+}
+
+/**
+ * The local names `stmt` binds from the value at `node` (`[]` when it binds nothing); undefined
+ * when it stores it somewhere else (an attribute, a subscript, a global, an augmented target).
+ */
+function assignedNames(model: FileModel, node: SyntaxNode, stmt: SyntaxNode): string[] | undefined {
+  if (/^(assert|if|while|delete|pass)_statement$/.test(stmt.type)) return [];
+  if (stmt.type !== 'expression_statement') return undefined;
+  const expr = stmt.children.find((c) => c.named);
+  if (!expr) return undefined;
+  if (expr.type !== 'assignment' && expr.type !== 'augmented_assignment') return [];
+  const left = expr.children.find((c) => c.field === 'left');
+  const right = expr.children.find((c) => c.field === 'right');
+  if (!left || !right || !(right === node || right.start <= node.start && node.end <= right.end)) return [];
+  if (expr.type === 'augmented_assignment') return undefined;
+  const names: string[] = [];
+  const scope = model.scopeOf(stmt);
+  for (const t of [left, ...descendants(left)]) {
+    if (t.type === 'attribute' || t.type === 'subscript') return undefined;
+    if (t.type === 'identifier') {
+      const name = model.src(t);
+      if (model.isGlobalIn(scope, name)) return undefined;
+      names.push(name);
+    }
+  }
+  return names;
 }
 
 function describe(context: Context, model: FileModel): string {
