@@ -1,17 +1,20 @@
 """A torchrun FIXTURE that fails the way a real GPU run fails, on a machine without a GPU.
 
-A tiny DDP training loop (gloo on the CPU, nccl on GPUs). When the environment variable
+A tiny DDP training loop on the CPU (gloo), also on a machine with GPUs. When the environment variable
 GPU_WORKBENCH_FIXTURE_ERROR names an error, rank 1 raises, at step 3 of the loop, the exception
 PyTorch raised in a real run, with that run's recorded message text (copied from a PyTorch 1.13
 OOM on an 8 GB GPU and a device-side assert report): the traceback, file and line are this
-script's own. Without the variable it trains normally and exits 0.
+script's own. Without the variable it trains for --steps steps (--sleep seconds each, to stand
+in for a longer step) and exits 0.
 
     GPU_WORKBENCH_FIXTURE_ERROR=cuda-oom /usr/bin/python3 -m torch.distributed.run --standalone \
         --nproc_per_node 2 recorded_cuda_error.py
 
 `recorded-cuda-oom.job.json` sets the variable: it is what the editor's Problems panel test runs.
 """
+import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -36,16 +39,20 @@ RECORDED = {
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--sleep", type=float, default=0.0)
+    args = parser.parse_args()
     fixture = os.environ.get("GPU_WORKBENCH_FIXTURE_ERROR", "")
     if fixture and fixture not in RECORDED:
         raise SystemExit(f"GPU_WORKBENCH_FIXTURE_ERROR={fixture!r}: expected one of {', '.join(RECORDED)}")
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DDP(nn.Linear(16, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.randn(32, 16), torch.randint(0, 4, (32,))
-    for step in range(1, 6):
+    for step in range(1, args.steps + 1):
         opt.zero_grad()
         if fixture and rank == 1 and step == 3:
             error, message = RECORDED[fixture]
@@ -55,6 +62,7 @@ def main() -> None:
         opt.step()
         if rank == 0:
             print(f"step {step}: loss {loss.item():.4f}", flush=True)
+        time.sleep(args.sleep)
     dist.destroy_process_group()
 
 

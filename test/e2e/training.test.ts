@@ -6,11 +6,23 @@
  * accuracy. A second, longer run is stopped with "GPU Workbench: Stop Training", and then no
  * training process of this server (the installed extension's trainingHost.js: the host and its
  * workers) is left.
+ *
+ * The torchrun suite: a throwaway copy of examples/torchrun/recorded_cuda_error.py and its job
+ * (without the job's own "python": the workspace setting `gpuWorkbench.training.python` =
+ * /usr/bin/python3, Debian's python3-torch, is what makes it run). "Start Training…" → the job
+ * runs as a task whose terminal shows the script's output; the recorded CUDA OOM that rank 1
+ * raises is in the Problems panel at the script's raising line, with its explanation, from
+ * "GPU Workbench". A second, long run clears the problem, and Stop Training ends torchrun and
+ * both workers. Skipped, saying why, when /usr/bin/python3 has no torch.
  */
 import * as assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { screenshot, since, waitUntil } from './harness';
+import { repoRoot } from '../paths';
+import { problemRows, screenshot, since, waitUntil } from './harness';
 import { codeServerSuite, notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
@@ -105,5 +117,121 @@ describe('e2e: training in code-server', function () {
     s.timings.stopMs = since(t0);
     // The host and both workers: none may outlive the stopped job (the extension kills them after a grace period).
     await waitUntil(`no training process of this server to remain (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => trainingProcesses().length === 0, 250);
+  });
+});
+
+/** Debian's python3-torch belongs to /usr/bin/python3 (the python3 first on PATH may have no torch). */
+const torchPython = '/usr/bin/python3';
+const torchProbe = spawnSync(torchPython, ['-c', 'import torch.distributed as d; print(d.is_gloo_available())'], { encoding: 'utf8', timeout: 60_000 });
+const torchMissing = torchProbe.error ? `${torchPython} cannot be run (${(torchProbe.error as NodeJS.ErrnoException).code})`
+  : torchProbe.status !== 0 ? `${torchPython} has no torch (apt-get install python3-torch)` : !torchProbe.stdout.includes('True') ? 'torch has no gloo backend' : undefined;
+
+/**
+ * A throwaway workspace: examples/torchrun/recorded_cuda_error.py and recorded-cuda-oom.job.json
+ * without its "python" field, and .vscode/settings.json naming the interpreter (and a DOM
+ * terminal renderer, so that the test can read the terminal's text).
+ */
+function torchrunWorkspace(): { dir: string; jobFile: string; script: string; name: string; raiseLine: number } {
+  const src = join(repoRoot, 'examples', 'torchrun');
+  const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-torchrun-'));
+  const script = join(dir, 'recorded_cuda_error.py');
+  copyFileSync(join(src, 'recorded_cuda_error.py'), script);
+  const job = JSON.parse(readFileSync(join(src, 'recorded-cuda-oom.job.json'), 'utf8')) as Record<string, unknown>;
+  delete job.python;
+  delete job.$schema;
+  const jobFile = join(dir, 'recorded-cuda-oom.job.json');
+  writeFileSync(jobFile, `${JSON.stringify(job, null, 2)}\n`);
+  mkdirSync(join(dir, '.vscode'));
+  writeFileSync(join(dir, '.vscode', 'settings.json'), `${JSON.stringify({ 'gpuWorkbench.training.python': torchPython, 'terminal.integrated.gpuAcceleration': 'off' }, null, 2)}\n`);
+  const raiseLine = readFileSync(script, 'utf8').split('\n').findIndex((l) => l.trim() === 'raise error(message)') + 1;
+  assert.ok(raiseLine > 0, 'the example raises the recorded error on one line');
+  return { dir, jobFile, script, name: String(job.name), raiseLine };
+}
+
+(torchMissing ? describe.skip : describe)(`e2e: a torchrun job as a task in code-server${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, function () {
+  this.timeout(300_000);
+  const s = codeServerSuite('torchrun', torchrunWorkspace);
+  const taskName = () => `torchrun ${s.ws.name} (2 processes)`;
+  /** torchrun and its workers, from this test's workspace only. */
+  const scriptProcesses = () => processesWith(s.ws.script);
+  let firstRunDone = false;
+
+  async function startJob(p: Page): Promise<void> {
+    await runCommand(p, 'GPU Workbench: Start Training');
+    await quickPick(p, 'Start Training (1/3): job file');
+    await pickItem(p, 'recorded-cuda-oom.job.json');
+    // No strategy or device pick: the script decides; the task starts at once.
+    await p.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
+  }
+
+  /** The text of the visible terminal (the DOM renderer's rows). */
+  async function terminalScreen(p: Page): Promise<string> {
+    return (await p.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n');
+  }
+
+  it('Start Training… runs the torchrun job as a task: its terminal shows the script\'s output, the recorded CUDA OOM goes to the Problems panel', async () => {
+    const t0 = performance.now();
+    const page = await s.open('recorded-cuda-oom.job.json');
+    await startJob(page);
+
+    // The task's own terminal, revealed in the panel, named after the job.
+    await page.locator('.terminal-tabs-entry, .single-terminal-tab', { hasText: taskName() }).first().waitFor({ timeout: 60_000 });
+    const screen = await waitUntil('the task terminal to show the script\'s steps and the OOM', 120_000, async () => {
+      const text = await terminalScreen(page);
+      return /step 2: loss/.test(text) && /CUDA out of memory/.test(text) ? text : undefined;
+    }, 250);
+    assert.match(screen, /\[default1\]:torch\.cuda\.OutOfMemoryError: CUDA out of memory/, 'rank 1\'s traceback as the script printed it');
+    await screenshot(page, 'torchrun-task-terminal');
+    // Its first line: the command, with the interpreter of the workspace setting (the job names none).
+    await runCommand(page, 'Terminal: Scroll to Top');
+    const top = await waitUntil('the top of the task terminal', 10_000, async () => {
+      const text = await terminalScreen(page);
+      return text.includes('torch.distributed.run') ? text : undefined;
+    }, 250);
+    assert.ok(top.includes(`torchrun: ${torchPython} -m torch.distributed.run --standalone --nproc_per_node 2`), `the command line with ${torchPython}: ${top.slice(0, 400)}`);
+    s.timings.toOomInTerminalMs = since(t0);
+
+    const failed = await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    assert.match(failed, /CUDA out of memory\. Tried to allocate 20\.00 MiB/);
+    assert.match(failed, /1 CUDA problem in the Problems panel/);
+
+    await page.keyboard.press('Control+Shift+M');
+    const row = await waitUntil('the CUDA OOM in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /CUDA out of memory \(rank 1\)/.test(r.text)), 250);
+    assert.equal(row.line, s.ws.raiseLine, `at the line that raised it: ${row.text}`);
+    assert.match(row.text, /GPU Workbench/, 'its source');
+    const panel = (await page.locator('.markers-panel').innerText()).replace(/\s+/g, ' ');
+    assert.match(panel, /recorded_cuda_error\.py/);
+    assert.match(panel, /smaller batch size/, 'what to try is in the message');
+    await screenshot(page, 'torchrun-problems');
+    // The job's processes end with it.
+    await waitUntil('torchrun and its workers to exit', 30_000, () => scriptProcesses().length === 0, 250);
+    s.timings.toProblemMs = since(t0);
+    firstRunDone = true;
+  });
+
+  it('a restarted job clears the last run\'s problem, and Stop Training ends torchrun and both workers', async () => {
+    assert.ok(s.page && firstRunDone, 'needs the workbench and the finished first run');
+    // A long run without the error: 600 steps of 0.2 s.
+    const job = JSON.parse(readFileSync(s.ws.jobFile, 'utf8')) as Record<string, unknown>;
+    delete job.env;
+    job.args = ['--steps', '600', '--sleep', '0.2'];
+    writeFileSync(s.ws.jobFile, `${JSON.stringify(job, null, 2)}\n`);
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
+
+    const t0 = performance.now();
+    await startJob(s.page);
+    const running = await waitUntil('torchrun and its 2 workers to be running', 60_000, () => {
+      const ps = scriptProcesses();
+      return ps.length >= 3 ? ps : undefined;
+    }, 250);
+    await s.page.keyboard.press('Control+Shift+M');
+    await waitUntil('the Problems panel to drop the last run\'s OOM', 30_000, async () => !(await problemRows(s.page!)).some((r) => /CUDA out of memory/.test(r.text)), 250);
+    await screenshot(s.page, 'torchrun-restarted');
+
+    await runCommand(s.page, 'GPU Workbench: Stop Training');
+    await waitForNotification(s.page, `Training ${s.ws.name} (torchrun) was stopped.`, 60_000);
+    await screenshot(s.page, 'torchrun-stopped');
+    await waitUntil(`no process of the job to remain (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => scriptProcesses().length === 0, 250);
+    s.timings.stopMs = since(t0);
   });
 });
