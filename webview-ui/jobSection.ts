@@ -1,5 +1,6 @@
 import uPlot from 'uplot';
 import type { PanelJob } from '../src/common/protocol';
+import { ChartFit } from './chartFit';
 import { chartFrame, type ChartColors } from './theme';
 
 const chartHeight = 90;
@@ -43,9 +44,8 @@ export class JobSection {
   private readonly chartBox = el('div', 'job-chart');
   private readonly caption = el('div', 'chart-caption');
   private plot: uPlot | undefined;
-  private width = 0;
   private data: uPlot.AlignedData = [[], []];
-  private readonly resizeObserver: ResizeObserver;
+  private readonly fit: ChartFit;
 
   constructor(private colors: ChartColors) {
     this.root.hidden = true;
@@ -54,8 +54,8 @@ export class JobSection {
     head.append(this.title, this.state);
     this.chartBox.setAttribute('role', 'img');
     this.root.append(head, this.status, this.workers, this.chartBox, this.caption);
-    this.resizeObserver = new ResizeObserver(() => this.fit());
-    this.resizeObserver.observe(this.root);
+    // The chart's own box, not the section: the section's padding is no room for the plot.
+    this.fit = new ChartFit(this.chartBox, chartHeight, () => this.plot, () => this.draw());
   }
 
   update(job: PanelJob | null): void {
@@ -84,27 +84,19 @@ export class JobSection {
     this.draw();
   }
 
-  private fit(): void {
-    const width = Math.floor(this.root.clientWidth);
-    if (width <= 0 || width === this.width) return;
-    this.width = width;
-    if (this.plot) this.plot.setSize({ width, height: chartHeight });
-    else this.draw();
-  }
-
   private draw(): void {
     if (this.plot) {
       this.plot.setData(this.data);
       return;
     }
     if (this.root.hidden || this.data[0].length === 0) return;
-    if (this.width <= 0) this.width = Math.floor(this.root.clientWidth);
-    if (this.width <= 0) return;
+    const width = this.fit.measure();
+    if (width <= 0) return;
     const c = this.colors;
     const { axis, options } = chartFrame(c);
     this.plot = new uPlot({
       ...options,
-      width: this.width,
+      width,
       height: chartHeight,
       scales: { x: { time: false }, y: { range: (_u, _min, max) => [0, Math.max(max, 1e-3) * 1.05] } },
       series: [{}, { label: 'Loss', stroke: c.loss, width: 1.5, points: { show: (u) => u.data[0].length < 5, size: 5 } }],

@@ -1,4 +1,5 @@
 import uPlot from 'uplot';
+import { ChartFit } from './chartFit';
 import { gib } from './format';
 import { chartFrame, type ChartColors } from './theme';
 
@@ -22,13 +23,12 @@ export class MemoryChart {
   private readonly used: (number | null)[] = [];
   private totalGiB: number | null = null;
   private plot: uPlot | undefined;
-  private width = 0;
   private readonly caption: HTMLElement;
   private readonly host: HTMLElement;
-  private readonly resizeObserver: ResizeObserver;
+  private readonly fit: ChartFit;
 
   constructor(
-    private readonly container: HTMLElement,
+    container: HTMLElement,
     private readonly label: string,
     private windowMinutes: number,
     private colors: ChartColors,
@@ -39,12 +39,11 @@ export class MemoryChart {
     this.caption = document.createElement('div');
     this.caption.className = 'chart-caption';
     container.append(this.host, this.caption);
-    this.resizeObserver = new ResizeObserver(() => this.fit());
-    this.resizeObserver.observe(container);
+    this.fit = new ChartFit(container, chartHeight, () => this.plot, () => this.draw());
   }
 
   dispose(): void {
-    this.resizeObserver.disconnect();
+    this.fit.dispose();
     this.plot?.destroy();
     this.plot = undefined;
   }
@@ -107,28 +106,20 @@ export class MemoryChart {
     this.host.dataset.samples = String(this.t.length);
   }
 
-  private fit(): void {
-    const width = Math.floor(this.container.clientWidth);
-    if (width <= 0 || width === this.width) return;
-    this.width = width;
-    if (this.plot) this.plot.setSize({ width, height: chartHeight });
-    else this.draw();
-  }
-
   private draw(): void {
     const data: uPlot.AlignedData = [this.t, this.used];
     if (this.plot) {
       this.plot.setData(data);
       return;
     }
-    // A collapsed card has no width yet; the ResizeObserver draws it when it opens.
-    if (this.width <= 0) this.width = Math.floor(this.container.clientWidth);
-    if (this.width <= 0) return;
+    // A collapsed card has no width yet; the fit draws it when it opens.
+    const width = this.fit.measure();
+    if (width <= 0) return;
     const c = this.colors;
     const { axis, options } = chartFrame(c);
     this.plot = new uPlot({
       ...options,
-      width: this.width,
+      width,
       height: chartHeight,
       scales: {
         // The window ends a little after the newest sample, so that the newest point is not drawn

@@ -1,5 +1,6 @@
 import uPlot from 'uplot';
 import { compactNumber, compactValue, formatMetric, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
+import { ChartFit } from '../chartFit';
 import { readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 260;
@@ -35,29 +36,6 @@ function axes(p: Palette, xLabel: (v: number) => string, xSpace = 60): uPlot.Axi
   ];
 }
 
-/** Sizes a chart to its container, and calls back when the width changes. */
-class Fit {
-  width = 0;
-  private readonly observer: ResizeObserver;
-  constructor(private readonly host: HTMLElement, onResize: () => void) {
-    this.observer = new ResizeObserver(() => {
-      const w = Math.floor(host.clientWidth);
-      if (w > 0 && w !== this.width) {
-        this.width = w;
-        onResize();
-      }
-    });
-    this.observer.observe(host);
-  }
-  measure(): number {
-    this.width = Math.floor(this.host.clientWidth) || this.width;
-    return this.width;
-  }
-  dispose(): void {
-    this.observer.disconnect();
-  }
-}
-
 function stopWords(t: ResultsTrial, e: ResultsExperiment): string {
   const last = t.curve[t.curve.length - 1];
   const where = last ? ` at ${e.timeAttr} ${compactNumber(last[0])} (${e.metric} ${formatMetric(last[1])})` : '';
@@ -77,12 +55,12 @@ export class CurvesChart {
   private selected: number | null = null;
   /** The plot's series are the trials in draw order (highlighted last); updates are reordered to match. */
   private reorder: number[] = [];
-  private readonly fit: Fit;
+  private readonly fit: ChartFit;
 
   constructor(private readonly host: HTMLElement, private palette: Palette) {
     host.classList.add('chart', 'curves');
     host.setAttribute('role', 'img');
-    this.fit = new Fit(host, () => (this.plot ? this.plot.setSize({ width: this.fit.width, height: chartHeight }) : this.draw()));
+    this.fit = new ChartFit(host, chartHeight, () => this.plot, () => this.draw());
   }
 
   setPalette(p: Palette): void {
@@ -208,12 +186,12 @@ export class ScatterChart {
   private experiment: ResultsExperiment | undefined;
   private trials: readonly ResultsTrial[] = [];
   private param: string | null = null;
-  private readonly fit: Fit;
+  private readonly fit: ChartFit;
 
   constructor(private readonly host: HTMLElement, private palette: Palette) {
     host.classList.add('chart', 'scatter');
     host.setAttribute('role', 'img');
-    this.fit = new Fit(host, () => (this.plot ? this.plot.setSize({ width: this.fit.width, height: chartHeight }) : this.draw()));
+    this.fit = new ChartFit(host, chartHeight, () => this.plot, () => this.draw());
   }
 
   setPalette(p: Palette): void {
