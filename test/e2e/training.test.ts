@@ -155,6 +155,7 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
   /** torchrun and its workers, from this test's workspace only. */
   const scriptProcesses = () => processesWith(s.ws.script);
   let firstRunDone = false;
+  let stopDone = false;
 
   async function startJob(p: Page): Promise<void> {
     await runCommand(p, 'GPU Workbench: Start Training');
@@ -233,5 +234,25 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
     await screenshot(s.page, 'torchrun-stopped');
     await waitUntil(`no process of the job to remain (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => scriptProcesses().length === 0, 250);
     s.timings.stopMs = since(t0);
+    stopDone = true;
+  });
+
+  it('Tasks: Terminate Task on the torchrun task ends torchrun and both workers too', async () => {
+    assert.ok(s.page && stopDone, 'needs the workbench and the long job file of the previous test');
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
+    await startJob(s.page);
+    const running = await waitUntil('torchrun and its 2 workers to be running', 60_000, () => {
+      const ps = scriptProcesses();
+      return ps.length >= 3 ? ps : undefined;
+    }, 250);
+    const t0 = performance.now();
+    await runCommand(s.page, 'Tasks: Terminate Task');
+    // With one running task VS Code may ask which one anyway: pick ours.
+    const row = s.page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: taskName() }).first();
+    if (await row.waitFor({ timeout: 5000 }).then(() => true, () => false)) await row.click();
+    await waitForNotification(s.page, `Training ${s.ws.name} (torchrun) was stopped.`, 60_000);
+    await waitUntil(`no process of the job to remain after Terminate Task (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => scriptProcesses().length === 0, 250);
+    await screenshot(s.page, 'torchrun-terminated');
+    s.timings.terminateMs = since(t0);
   });
 });
