@@ -11,7 +11,7 @@ import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
 import { registerTraining } from './views/training';
-import { registerTuning } from './views/tuning';
+import { registerTuning, stopAllTuning } from './views/tuning';
 import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -35,6 +35,10 @@ export function activate(context: vscode.ExtensionContext): void {
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 
-export function deactivate(): void {
-  // Disposables in context.subscriptions end every child process.
+/**
+ * VS Code awaits this promise (for a few seconds), not the disposables: running experiments end
+ * here, SIGKILL included for trials that ignore SIGTERM. The disposables end the rest.
+ */
+export function deactivate(): Promise<void> {
+  return stopAllTuning();
 }

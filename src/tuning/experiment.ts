@@ -11,6 +11,7 @@ import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
 import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
 import { JournalWriter, readJournal } from './journal';
 import { JobTrialError, parseJobLine, prepareJobTrial } from './jobTrial';
+import { killTree, signalGroup } from './processTree';
 import { createSearcher, toLoss, type Observation, type Searcher } from './search';
 import type { Config, Params } from './space';
 import { totalTrials, type TuneSpec } from './spec';
@@ -61,6 +62,8 @@ interface Trial {
   /** Set once the trial was told to stop; later reports are ignored. */
   stopping?: boolean;
   killTimer?: NodeJS.Timeout;
+  /** When the SIGKILL is due (Date.now() clock). */
+  killAt?: number;
   /** Job trials: the reason of the `job/failed` event. */
   jobFailure?: string;
 }
@@ -91,6 +94,8 @@ export class Experiment {
   private readonly listeners = new Set<(e: TuneEvent) => void>();
   private journal: JournalWriter | null = null;
   private stopped = false;
+  /** A grace period shorter than the spec's, asked for by stop() (closing VS Code cannot wait long). */
+  private graceOverrideMs: number | undefined;
   private finished = false;
   private finish: (() => void) | null = null;
 
@@ -144,12 +149,21 @@ export class Experiment {
     return this.best();
   }
 
-  /** Ends every trial (SIGTERM, SIGKILL after the grace period) and resolves once all have exited. */
-  async stop(): Promise<void> {
+  /**
+   * Ends every trial (SIGTERM, SIGKILL after the grace period) and resolves once all have exited.
+   * `graceMs` shortens the spec's stopGraceSeconds, also for trials already told to stop: closing
+   * VS Code gives the extension host about five seconds before it exits, and the SIGKILL must
+   * come before that, or a trial that ignores SIGTERM outlives the window.
+   */
+  async stop(options: { readonly graceMs?: number } = {}): Promise<void> {
     if (this.finished) return;
     this.stopped = true;
+    if (options.graceMs !== undefined) this.graceOverrideMs = Math.min(options.graceMs, this.graceOverrideMs ?? Infinity);
     const running = [...this.trials.values()].filter((t) => t.status === 'running');
-    for (const t of running) this.stopTrial(t, 'experiment', 'the experiment was stopped');
+    for (const t of running) {
+      if (!t.stopping) this.stopTrial(t, 'experiment', 'the experiment was stopped');
+      else this.hurryKill(t);
+    }
     this.maybeFinish();
     await new Promise<void>((resolve) => {
       if (this.finished) resolve();
@@ -379,7 +393,7 @@ export class Experiment {
       if (buffered) this.onLine(t, buffered);
       buffered = '';
       clearTimeout(t.killTimer);
-      killGroup(proc, 'SIGKILL'); // anything the trial left behind in its group
+      if (proc.pid !== undefined) signalGroup(proc.pid, 'SIGKILL'); // anything the trial left behind in its group
       this.release(t);
       t.proc = undefined;
       if (spawnError) {
@@ -456,18 +470,27 @@ export class Experiment {
     t.stopping = true;
     t.stopReason = reason;
     this.emit({ type: 'trial/stopped', trialId: t.trialId, reason, message, at: Date.now() });
-    const proc = t.proc;
-    killGroup(proc, 'SIGTERM');
-    t.killTimer = setTimeout(() => killGroup(proc, 'SIGKILL'), this.spec.stopGraceMs);
+    if (t.proc.pid !== undefined) signalGroup(t.proc.pid, 'SIGTERM');
+    this.scheduleKill(t, this.graceMs());
   }
-}
 
-function killGroup(proc: ChildProcess, signal: NodeJS.Signals): void {
-  if (proc.pid === undefined) return;
-  try {
-    process.kill(-proc.pid, signal);
-  } catch {
-    // ESRCH: the group is gone already.
+  private graceMs(): number {
+    return Math.min(this.spec.stopGraceMs, this.graceOverrideMs ?? Infinity);
+  }
+
+  /** SIGKILL for the trial's process tree after `ms`, unless it has exited by then. */
+  private scheduleKill(t: Trial, ms: number): void {
+    const pid = t.proc?.pid;
+    if (pid === undefined) return;
+    clearTimeout(t.killTimer);
+    t.killAt = Date.now() + ms;
+    t.killTimer = setTimeout(() => killTree(pid), ms);
+  }
+
+  /** A trial already stopping gets its SIGKILL by the (shorter) grace period stop() asked for. */
+  private hurryKill(t: Trial): void {
+    const due = Date.now() + this.graceMs();
+    if (t.killAt === undefined || due < t.killAt) this.scheduleKill(t, this.graceMs());
   }
 }
 

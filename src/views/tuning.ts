@@ -173,9 +173,9 @@ class TuningSession implements ResultsSource {
     }).then(undefined, (err: unknown) => log.error(`Apply Best Config: ${String(err)}`));
   }
 
-  async stop(): Promise<void> {
+  async stop(options?: { readonly graceMs?: number }): Promise<void> {
     this.stopRequested = true;
-    await this.experiment.stop();
+    await this.experiment.stop(options);
   }
 
   applyBest(): Promise<void> {
@@ -249,6 +249,22 @@ class TuningSession implements ResultsSource {
 
 /** The experiments running in this window. */
 const sessions = new Set<TuningSession>();
+
+/**
+ * How long a trial gets between SIGTERM and SIGKILL when the window closes, whatever its spec
+ * says: VS Code gives the extension host about 5 s after deactivate() before it exits, and a
+ * trial that ignores SIGTERM must be killed before then (its process group is its own, so the
+ * host's exit would not take it along).
+ */
+export const shutdownGraceMs = 2500;
+
+/**
+ * Stops every experiment running in this window and resolves once every trial process has
+ * exited: for deactivate(), whose promise VS Code awaits (disposables it does not).
+ */
+export async function stopAllTuning(graceMs = shutdownGraceMs): Promise<void> {
+  await Promise.all([...sessions].map((s) => s.stop({ graceMs })));
+}
 
 function applyTarget(spec: TuneSpec): ResultsExperiment['apply'] {
   return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job } : { kind: 'command' };
@@ -608,8 +624,8 @@ export function registerTuning(context: vscode.ExtensionContext, monitor: GpuMon
     vscode.tasks.registerTaskProvider(trialTaskType, { provideTasks: () => [], resolveTask: () => undefined }),
     {
       dispose: () => {
-        // Closing the window: every trial gets SIGTERM now (and SIGKILL after the grace period while the host lives).
-        for (const s of [...sessions]) void s.stop();
+        // Closing the window: deactivate() awaits stopAllTuning(); this only covers a disposal without it.
+        void stopAllTuning();
         ResultsPanel.disposeAll();
       },
     },

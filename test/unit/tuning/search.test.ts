@@ -87,7 +87,9 @@ describe('searchers: TPE (Optuna defaults)', () => {
   });
 });
 
-describe('searchers: Gaussian process with expected improvement', () => {
+describe('searchers: Gaussian process with expected improvement', function () {
+  this.timeout(30_000); // dozens of GP fits: seconds on a loaded 2-core machine
+
   it('has the analytic gradient of the log marginal likelihood', () => {
     const rng = new Rng(1);
     const X = Array.from({ length: 12 }, () => Float64Array.from([rng.next(), rng.next()]));
