@@ -1,5 +1,5 @@
 /**
- * Ring all-reduce among worker processes over Unix domain sockets, peer to peer.
+ * Ring all-reduce among worker processes, peer to peer.
  *
  * Rank r listens on `<dir>/rank-r.sock`, accepts exactly one connection (from rank r-1) and
  * connects to rank r+1. A sum all-reduce of n floats is a reduce-scatter (W-1 steps: send one
@@ -7,18 +7,34 @@
  * all-gather (W-1 steps: pass the finished chunks along), so every rank sends and receives
  * 2(W-1)/W of the buffer whatever W is, and nothing goes through a coordinator.
  *
- * Frames are raw little-endian Float32Array bytes behind a 16-byte header
- * (magic, sequence number, chunk index, payload bytes); the sequence number catches a peer
- * that got out of step. Nothing is JSON.
+ * Two transports for the floats themselves, both with raw little-endian Float32 bytes, never JSON:
+ * - `shm` (the default): each rank owns a file in a memory-backed folder (`/dev/shm`, else the
+ *   ring's folder) that only it writes and only its next rank reads. A step is one `pwrite` of
+ *   the chunk into the sender's file and one `pread` of it straight into the receiver's buffer,
+ *   so the bytes are copied twice (as through a shared-memory ring between threads) instead of
+ *   through socket buffers, stream chunks and events. The socket carries only a 16-byte doorbell
+ *   per step (magic, sequence, step, bytes). The files are unlinked as soon as both neighbours
+ *   have opened them, so nothing is left behind when a process is killed.
+ * - `socket`: the chunk itself goes over the socket in pieces behind the same 16-byte header.
+ *
+ * In both, the sequence number and step catch a peer that got out of step, and a socket that
+ * closes fails every pending operation with a `RingError` naming the rank that went away.
  */
-import { mkdirSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
 
-export const magic = 0x52575047; // 'GPWR'
+export const magic = 0x52575047; // 'GPWR': a frame with its payload
+const doorbellMagic = 0x44575047; // 'GPWD': the payload is in the sender's shared file
+const fileMagic = 0x46575047; // 'GPWF': where this rank's shared file is (pid, fd), sent once on joining
 export const headerBytes = 16;
-/** Floats per frame within a ring step (256 KiB): small enough to overlap, big enough to amortise a frame. */
-const pieceFloats = 1 << 16;
+/** Floats per frame within a socket ring step (1 MiB). */
+const pieceFloats = 1 << 18;
+/** Each all-reduce writes into one of two halves of the shared file, by sequence parity. */
+const shmHalfBytes = 2 ** 30;
+
+export type RingTransport = 'shm' | 'socket';
 
 /** The ring broke: a peer closed its socket, died or sent garbage. */
 export class RingError extends Error {
@@ -28,12 +44,25 @@ export class RingError extends Error {
   }
 }
 
+interface Waiter {
+  readonly kind: number;
+  readonly seq: number;
+  readonly chunk: number;
+  readonly bytes: number;
+  /** Where a data frame's payload goes; undefined for a doorbell. */
+  readonly target: Uint8Array | undefined;
+  readonly resolve: (header: { seq: number; chunk: number }) => void;
+  readonly reject: (e: Error) => void;
+}
+
 /** Reads frames from the previous rank, copying each payload straight into the caller's buffer. */
 class FrameReader {
   private readonly queue: Buffer[] = [];
   private queued = 0;
-  private waiter: { seq: number; chunk: number; target: Uint8Array; resolve: () => void; reject: (e: Error) => void } | undefined;
+  private waiter: Waiter | undefined;
   private failure: Error | undefined;
+
+  constructor(private readonly prevRank: number) {}
 
   push(data: Buffer): void {
     this.queue.push(data);
@@ -49,10 +78,30 @@ class FrameReader {
     w?.reject(err);
   }
 
-  read(seq: number, chunk: number, target: Uint8Array): Promise<void> {
+  get failed(): Error | undefined {
+    return this.failure;
+  }
+
+  /** The payload of data frame (seq, chunk), into `target`. */
+  async read(seq: number, chunk: number, target: Uint8Array): Promise<void> {
+    await this.wait(magic, seq, chunk, target.byteLength, target);
+  }
+
+  /** The doorbell for (seq, chunk): `bytes` are ready in the previous rank's shared file. */
+  async doorbell(seq: number, chunk: number, bytes: number): Promise<void> {
+    await this.wait(doorbellMagic, seq, chunk, bytes, undefined);
+  }
+
+  /** The previous rank's shared file: its pid and descriptor (pid 0: by name in the ring's folder). */
+  async sharedFile(): Promise<{ pid: number; fd: number }> {
+    const h = await this.wait(fileMagic, -1, -1, 0, undefined);
+    return { pid: h.seq, fd: h.chunk };
+  }
+
+  private wait(kind: number, seq: number, chunk: number, bytes: number, target: Uint8Array | undefined): Promise<{ seq: number; chunk: number }> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
-      this.waiter = { seq, chunk, target, resolve, reject };
+      this.waiter = { kind, seq, chunk, bytes, target, resolve, reject };
       this.pump();
     });
   }
@@ -61,18 +110,24 @@ class FrameReader {
     const w = this.waiter;
     if (!w || this.queued < headerBytes) return;
     const header = this.peek(headerBytes);
+    const kind = header.readUInt32LE(0);
     const len = header.readUInt32LE(12);
-    if (this.queued < headerBytes + len) return;
-    if (header.readUInt32LE(0) !== magic) return this.fail(new RingError('the previous rank sent a frame without the ring header (corrupt stream)', false));
+    const wire = kind === magic ? len : 0;
+    if (kind !== magic && kind !== doorbellMagic && kind !== fileMagic) return this.fail(new RingError(`rank ${this.prevRank} sent a frame without the ring header (corrupt stream)`, false));
+    if (this.queued < headerBytes + wire) return;
     const seq = header.readUInt32LE(4);
     const chunk = header.readUInt32LE(8);
-    if (seq !== w.seq || chunk !== w.chunk || len !== w.target.byteLength) {
-      return this.fail(new RingError(`ring out of step: expected frame ${w.seq}/${w.chunk} of ${w.target.byteLength} bytes, got ${seq}/${chunk} of ${len}`, false));
+    if (kind !== w.kind) {
+      const what = (k: number) => (k === magic ? 'floats over the socket' : k === doorbellMagic ? 'a shared-buffer doorbell' : 'the shared-buffer handshake');
+      return this.fail(new RingError(`ring out of step with rank ${this.prevRank}: expected ${what(w.kind)}, got ${what(kind)} (do both ranks use the same ring transport?)`, false));
     }
-    this.skip(headerBytes);
-    this.take(w.target);
+    if (kind !== fileMagic && (seq !== w.seq || chunk !== w.chunk || len !== w.bytes)) {
+      return this.fail(new RingError(`ring out of step with rank ${this.prevRank}: expected frame ${w.seq}/${w.chunk} of ${w.bytes} bytes, got ${seq}/${chunk} of ${len}`, false));
+    }
+    this.consume(headerBytes, undefined);
+    if (w.target) this.consume(len, w.target);
     this.waiter = undefined;
-    w.resolve();
+    w.resolve({ seq, chunk });
   }
 
   private peek(n: number): Buffer {
@@ -86,14 +141,6 @@ class FrameReader {
       if (off === n) break;
     }
     return out;
-  }
-
-  private skip(n: number): void {
-    this.consume(n, undefined);
-  }
-
-  private take(target: Uint8Array): void {
-    this.consume(target.byteLength, target);
   }
 
   private consume(n: number, target: Uint8Array | undefined): void {
@@ -110,6 +157,34 @@ class FrameReader {
   }
 }
 
+/** This rank's shared file (written here, read by the next rank) and the previous rank's (read here). */
+class SharedFiles {
+  constructor(readonly root: string, private readonly own: number, private readonly prev: number, private readonly unlinkOnClose: string | undefined) {}
+
+  write(bytes: Uint8Array, position: number): void {
+    for (let off = 0; off < bytes.byteLength;) off += writeSync(this.own, bytes, off, bytes.byteLength - off, position + off);
+  }
+
+  read(target: Uint8Array, position: number, prevRank: number): void {
+    for (let off = 0; off < target.byteLength;) {
+      const n = readSync(this.prev, target, off, target.byteLength - off, position + off);
+      if (n === 0) throw new RingError(`rank ${prevRank}'s shared buffer ended early (${position + off} bytes): it rang before writing`, false);
+      off += n;
+    }
+  }
+
+  close(): void {
+    for (const fd of [this.own, this.prev]) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed
+      }
+    }
+    if (this.unlinkOnClose) unlinkQuietly(this.unlinkOnClose);
+  }
+}
+
 export interface RingOptions {
   readonly rank: number;
   readonly worldSize: number;
@@ -117,10 +192,18 @@ export interface RingOptions {
   readonly dir: string;
   /** How long to wait for the neighbours to appear. */
   readonly connectTimeoutMs?: number;
+  /** How the floats travel (default `shm`); every rank of a ring must use the same. */
+  readonly transport?: RingTransport;
+  /** Where the `shm` transport keeps its files, by name (default: /dev/shm, unlinked at once, on Linux; else `dir`). */
+  readonly shmDir?: string;
 }
 
 export function ringSocketPath(dir: string, rank: number): string {
   return join(dir, `rank-${rank}.sock`);
+}
+
+function sharedFilePath(root: string, dir: string, rank: number): string {
+  return join(root, `gw-ring-${basename(dir)}-rank-${rank}.buf`);
 }
 
 export class Ring {
@@ -135,16 +218,26 @@ export class Ring {
     private readonly next: Socket | undefined,
     private readonly prev: Socket | undefined,
     private readonly reader: FrameReader,
+    private readonly shared: SharedFiles | undefined,
   ) {}
+
+  /** `shm (/dev/shm)`, `socket`, or `none` for a world of one. */
+  get transport(): string {
+    if (this.worldSize === 1) return 'none';
+    return this.shared ? `shm (${this.shared.root})` : 'socket';
+  }
 
   /** Joins the ring; resolves once this rank is connected to both neighbours. */
   static async join(o: RingOptions): Promise<Ring> {
-    const reader = new FrameReader();
-    if (o.worldSize === 1) return new Ring(0, 1, undefined, undefined, undefined, reader);
-    mkdirSync(o.dir, { recursive: true });
-    const timeoutMs = o.connectTimeoutMs ?? 30_000;
     const prevRank = (o.rank - 1 + o.worldSize) % o.worldSize;
     const nextRank = (o.rank + 1) % o.worldSize;
+    const reader = new FrameReader(prevRank);
+    if (o.worldSize === 1) return new Ring(0, 1, undefined, undefined, undefined, reader, undefined);
+    mkdirSync(o.dir, { recursive: true });
+    const timeoutMs = o.connectTimeoutMs ?? 30_000;
+    const useShm = (o.transport ?? 'shm') === 'shm';
+    let own: { fd: number; path: string; byProc: boolean } | undefined;
+    let prevFd: number | undefined;
     const server = createServer();
     let timer: NodeJS.Timeout | undefined;
     const accepted = new Promise<Socket>((resolve, reject) => {
@@ -157,36 +250,123 @@ export class Ring {
     });
     accepted.catch(() => undefined); // observed below; a failed connect must not leave it unhandled
     let next: Socket | undefined;
-    let prev: Socket;
+    let prev: Socket | undefined;
     try {
+      if (useShm) own = createSharedFile(o);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(ringSocketPath(o.dir, o.rank), () => resolve());
       });
       next = await connectWithRetry(ringSocketPath(o.dir, nextRank), nextRank, Date.now() + timeoutMs);
       next.setNoDelay?.(true);
+      if (own) next.write(frameHeader(fileMagic, own.byProc ? process.pid : 0, own.byProc ? own.fd : 0, 0));
       prev = await accepted;
+      prev.on('data', (d: Buffer) => reader.push(d));
+      if (useShm) {
+        let handshakeTimer: NodeJS.Timeout | undefined;
+        const given = new Promise<never>((_, reject) => {
+          prev!.once('close', () => reject(new RingError(`rank ${prevRank} went away while joining the ring`, true)));
+          handshakeTimer = setTimeout(() => reject(new RingError(`rank ${prevRank} did not say where its shared buffer is within ${timeoutMs} ms (do both ranks use the same ring transport?)`, false)), timeoutMs);
+        });
+        given.catch(() => undefined);
+        const where = await Promise.race([reader.sharedFile(), given]).finally(() => clearTimeout(handshakeTimer));
+        const path = where.pid ? `/proc/${where.pid}/fd/${where.fd}` : sharedFilePath(o.shmDir ?? o.dir, o.dir, prevRank);
+        try {
+          prevFd = openSync(path, 'r');
+        } catch (err) {
+          throw new RingError(`cannot open rank ${prevRank}'s shared buffer ${path}: ${(err as Error).message}`, false);
+        }
+      }
     } catch (err) {
       clearTimeout(timer);
       server.close();
       next?.destroy();
+      prev?.destroy();
+      if (prevFd !== undefined) closeSync(prevFd);
+      if (own) {
+        closeSync(own.fd);
+        if (!own.byProc) unlinkQuietly(own.path);
+      }
       throw err;
     }
     const lost = (what: string) => () => reader.fail(new RingError(`rank ${prevRank} ${what} (lost its ring connection)`, true));
-    prev.on('data', (d: Buffer) => reader.push(d));
     prev.on('end', lost('closed its socket'));
     prev.on('close', lost('went away'));
     prev.on('error', (e) => reader.fail(new RingError(`rank ${prevRank}: ${e.message}`, true)));
-    next.on('error', (e) => reader.fail(new RingError(`rank ${nextRank}: ${e.message}`, true)));
-    next.on('close', () => reader.fail(new RingError(`rank ${nextRank} went away (lost its ring connection)`, true)));
-    return new Ring(o.rank, o.worldSize, server, next, prev, reader);
+    // What this rank waits for comes from the previous rank; the next one going away matters
+    // only if the previous one stays: a moment's grace lets frames already sent by the previous
+    // rank (a neighbour that finished its last all-reduce and closed) arrive first.
+    const nextLost = (e: RingError) => setTimeout(() => reader.fail(e), 100).unref();
+    next.on('error', (e) => nextLost(new RingError(`rank ${nextRank}: ${e.message}`, true)));
+    next.on('close', () => nextLost(new RingError(`rank ${nextRank} went away (lost its ring connection)`, true)));
+    const shared = own && prevFd !== undefined ? new SharedFiles(own.byProc ? dirname(own.path) : own.path, own.fd, prevFd, own.byProc ? undefined : own.path) : undefined;
+    return new Ring(o.rank, o.worldSize, server, next, prev, reader, shared);
   }
 
   /** Sums `data` over all ranks, in place. Every rank must call it with the same length, in the same order. */
-  async allReduceSum(data: Float32Array): Promise<void> {
+  allReduceSum(data: Float32Array): Promise<void> {
+    return this.allReduce(data, 1);
+  }
+
+  /** Averages `data` over all ranks, in place: each rank scales the chunk it owns after the reduce-scatter, so every rank ends with the same bits. */
+  allReduceMean(data: Float32Array): Promise<void> {
+    return this.allReduce(data, 1 / this.worldSize);
+  }
+
+  private async allReduce(data: Float32Array, scale: number): Promise<void> {
     const w = this.worldSize;
     if (w === 1 || data.length === 0) return;
     if (this.closed) throw new RingError('the ring is closed', false);
+    if (this.reader.failed) throw this.reader.failed;
+    if (this.shared) {
+      // One all-reduce's steps must fit in half of the shared file: 2(W-1) chunks of ⌈n/W⌉ floats.
+      const most = w * (Math.floor(shmHalfBytes / (8 * (w - 1))) - 1);
+      for (let start = 0; start < data.length; start += most) await this.allReduceShm(data.subarray(start, Math.min(data.length, start + most)), scale);
+      return;
+    }
+    await this.allReduceSocket(data, scale);
+  }
+
+  /** Reduce-scatter then all-gather through the shared files: one pwrite, one doorbell, one pread per step. */
+  private async allReduceShm(data: Float32Array, scale: number): Promise<void> {
+    const w = this.worldSize;
+    const r = this.rank;
+    const shared = this.shared!;
+    const seq = this.seq++ >>> 0;
+    const n = data.length;
+    const bounds = (c: number): [number, number] => [Math.floor((c * n) / w), Math.floor(((c + 1) * n) / w)];
+    const slotBytes = 4 * Math.ceil(n / w);
+    // Rank r rewrites a half only two all-reduces later; by then the next rank has finished
+    // reading it, since rank r cannot finish an all-reduce before its next rank has finished
+    // the reduce-scatter of it (the ring's steps depend on each other all the way round).
+    const base = (seq & 1) * shmHalfBytes;
+    if (this.scratch.length < slotBytes / 4) this.scratch = new Float32Array(slotBytes / 4);
+    const prevRank = (r - 1 + w) % w;
+    for (let s = 0; s < 2 * (w - 1); s++) {
+      const gather = s >= w - 1;
+      const k = gather ? s - (w - 1) : s;
+      const sendC = gather ? (r + 1 - k + w) % w : (r - k + w) % w;
+      const recvC = gather ? (r - k + w) % w : (r - k - 1 + w) % w;
+      const [ss, se] = bounds(sendC);
+      const pos = base + s * slotBytes;
+      shared.write(bytes(data.subarray(ss, se)), pos);
+      this.next!.write(frameHeader(doorbellMagic, seq, s, (se - ss) * 4));
+      const [rs, re] = bounds(recvC);
+      await this.reader.doorbell(seq, s, (re - rs) * 4);
+      if (gather) {
+        shared.read(bytes(data.subarray(rs, re)), pos, prevRank);
+      } else {
+        const incoming = this.scratch.subarray(0, re - rs);
+        shared.read(bytes(incoming), pos, prevRank);
+        const dst = data.subarray(rs, re);
+        if (scale !== 1 && s === w - 2) for (let i = 0; i < incoming.length; i++) dst[i] = (dst[i] + incoming[i]) * scale;
+        else for (let i = 0; i < incoming.length; i++) dst[i] += incoming[i];
+      }
+    }
+  }
+
+  private async allReduceSocket(data: Float32Array, scale: number): Promise<void> {
+    const w = this.worldSize;
     const seq = this.seq++ >>> 0;
     const bounds = (c: number): [number, number] => [Math.floor((c * data.length) / w), Math.floor(((c + 1) * data.length) / w)];
     if (this.scratch.length < pieceFloats) this.scratch = new Float32Array(pieceFloats);
@@ -198,9 +378,11 @@ export class Ring {
       const [rs, re] = bounds(recvC);
       await this.step(seq, sendC, data, bounds(sendC), recvC, re - rs, (off, len) => {
         const incoming = this.scratch.subarray(0, len);
+        const last = scale !== 1 && s === w - 2;
         return [bytes(incoming), () => {
           const dst = data.subarray(rs + off, rs + off + len);
-          for (let i = 0; i < len; i++) dst[i] += incoming[i];
+          if (last) for (let i = 0; i < len; i++) dst[i] = (dst[i] + incoming[i]) * scale;
+          else for (let i = 0; i < len; i++) dst[i] += incoming[i];
         }];
       });
     }
@@ -214,15 +396,18 @@ export class Ring {
   }
 
   /**
-   * One ring step, pipelined: the chunk goes out in pieces, and each piece received is
+   * One socket ring step, pipelined: the chunk goes out in pieces, and each piece received is
    * reduced while the next one is still on the wire, so copying, adding and the socket overlap.
    */
   private async step(seq: number, sendC: number, data: Float32Array, [ss, se]: [number, number], recvC: number, recvLen: number, into: (off: number, len: number) => [Uint8Array, (() => void) | undefined]): Promise<void> {
-    const sends: Promise<void>[] = [];
+    // Writes on one socket complete in order: the last one's callback covers them all.
+    let written: Promise<void> = Promise.resolve();
     for (let off = ss, p = 0; off < se || (p === 0 && ss === se); off += pieceFloats, p++) {
-      sends.push(this.send(seq, (sendC << 16) | p, data, [off, Math.min(se, off + pieceFloats)]));
+      const end = Math.min(se, off + pieceFloats);
+      written = this.send(seq, (sendC << 16) | p, data, [off, end], end >= se);
       if (ss === se) break;
     }
+    written.catch(() => undefined); // awaited below; a write that fails while we read must not count as unhandled
     try {
       for (let off = 0, p = 0; off < recvLen || (p === 0 && recvLen === 0); off += pieceFloats, p++) {
         const len = Math.min(pieceFloats, recvLen - off);
@@ -233,15 +418,9 @@ export class Ring {
       }
     } finally {
       // Never return (and let the caller overwrite) while our own pieces are still being written.
-      await Promise.allSettled(sends);
+      await written.catch(() => undefined);
     }
-    await Promise.all(sends);
-  }
-
-  /** Averages `data` over all ranks, in place. */
-  async allReduceMean(data: Float32Array): Promise<void> {
-    await this.allReduceSum(data);
-    if (this.worldSize > 1) for (let i = 0; i < data.length; i++) data[i] /= this.worldSize;
+    await written;
   }
 
   /** Rank `root`'s `data` on every rank (a sum where the other ranks contribute zeros). */
@@ -252,28 +431,74 @@ export class Ring {
 
   close(): void {
     this.closed = true;
-    this.next?.destroy();
+    this.reader.fail(new RingError('the ring is closed', false));
+    this.next?.end(); // after the doorbells still queued: the next rank may be waiting for the last one
+    this.next?.unref();
     this.prev?.destroy();
     this.server?.close();
+    this.shared?.close();
   }
 
-  private send(seq: number, chunk: number, data: Float32Array, [start, end]: [number, number]): Promise<void> {
+  /** Writes one socket piece; only the last piece of a step asks to hear when the socket took it. */
+  private send(seq: number, chunk: number, data: Float32Array, [start, end]: [number, number], last: boolean): Promise<void> {
     const socket = this.next;
     if (!socket) return Promise.resolve();
-    const header = Buffer.allocUnsafe(headerBytes);
-    header.writeUInt32LE(magic, 0);
-    header.writeUInt32LE(seq, 4);
-    header.writeUInt32LE(chunk, 8);
-    header.writeUInt32LE((end - start) * 4, 12);
-    // The payload is a view, not a copy: resolve only when the socket has taken it, because the
-    // caller overwrites this memory in a later step.
+    const header = frameHeader(magic, seq, chunk, (end - start) * 4);
+    // The payload is a view, not a copy: the step waits until the socket has taken it, because
+    // the caller overwrites this memory in a later step.
     const payload = Buffer.from(data.buffer, data.byteOffset + start * 4, (end - start) * 4);
-    return new Promise((resolve, reject) => {
-      socket.cork();
-      socket.write(header);
-      socket.write(payload, (err) => (err ? reject(new RingError(`sending to rank ${(this.rank + 1) % this.worldSize}: ${err.message}`, true)) : resolve()));
-      socket.uncork();
-    });
+    socket.cork();
+    socket.write(header);
+    const done = last
+      ? new Promise<void>((resolve, reject) => {
+        socket.write(payload, (err) => (err ? reject(new RingError(`sending to rank ${(this.rank + 1) % this.worldSize}: ${err.message}`, true)) : resolve()));
+      })
+      : (socket.write(payload), Promise.resolve());
+    socket.uncork();
+    return done;
+  }
+}
+
+function frameHeader(kind: number, seq: number, chunk: number, len: number): Buffer {
+  const h = Buffer.allocUnsafe(headerBytes);
+  h.writeUInt32LE(kind, 0);
+  h.writeUInt32LE(seq, 4);
+  h.writeUInt32LE(chunk, 8);
+  h.writeUInt32LE(len, 12);
+  return h;
+}
+
+/**
+ * This rank's shared file. On Linux it lives in /dev/shm and is unlinked at once: the next rank
+ * opens it through /proc/<pid>/fd/<fd>, so a process killed at any moment leaves nothing behind.
+ * Elsewhere it is a file in the ring's folder (or `shmDir`), opened by name and removed on close.
+ */
+function createSharedFile(o: RingOptions): { fd: number; path: string; byProc: boolean } {
+  const byProc = o.shmDir === undefined && process.platform === 'linux' && existsSync(`/proc/${process.pid}/fd`) && isDir('/dev/shm');
+  const path = byProc ? join('/dev/shm', `gw-ring-${process.pid}-${o.rank}-${randomBytes(6).toString('hex')}`) : sharedFilePath(o.shmDir ?? o.dir, o.dir, o.rank);
+  let fd: number;
+  try {
+    fd = openSync(path, 'w+', 0o600);
+  } catch (err) {
+    throw new RingError(`cannot create the ring's shared buffer ${path}: ${(err as Error).message}`, false);
+  }
+  if (byProc) unlinkSync(path);
+  return { fd, path, byProc };
+}
+
+function isDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // gone already
   }
 }
 
@@ -306,33 +531,38 @@ export async function connectWithRetry(path: string, rank: number, deadline: num
  * Averages a list of gradients over the ring in buckets of about `bucketBytes`, in place.
  * The flat buffer is reused between calls; gradients are taken last layer first, as
  * PyTorch's DDP buckets them, since those are the ones a backward pass finishes first.
+ * TF.js hands over every gradient at once (there is no backward hook to start a bucket
+ * early), so the default bucket is PyTorch's default cap, 25 MB: one all-reduce for
+ * models of that size, since each bucket costs a round of doorbells.
  */
 export class BucketedAllReduce {
   private flat = new Float32Array(0);
 
-  constructor(private readonly ring: Ring, private readonly bucketBytes = 1 << 20) {}
+  constructor(private readonly ring: Ring, private readonly bucketBytes = 25 << 20) {}
 
   /** `extra` floats (e.g. the local loss) ride along in the last bucket and are averaged too. */
   async mean(arrays: Float32Array[], extra: Float32Array = new Float32Array(0)): Promise<void> {
     if (this.ring.worldSize === 1) return;
     const total = arrays.reduce((n, a) => n + a.length, 0) + extra.length;
     if (this.flat.length !== total) this.flat = new Float32Array(total);
-    const order = [...arrays].reverse();
     let off = 0;
-    for (const a of order) {
-      this.flat.set(a, off);
-      off += a.length;
+    for (let i = arrays.length - 1; i >= 0; i--) {
+      this.flat.set(arrays[i], off);
+      off += arrays[i].length;
     }
     this.flat.set(extra, off);
-    const per = Math.max(1, this.bucketBytes >> 2);
-    for (let start = 0; start < total; start += per) {
-      await this.ring.allReduceMean(this.flat.subarray(start, Math.min(total, start + per)));
-    }
+    await this.meanFlat(this.flat);
     off = 0;
-    for (const a of order) {
-      a.set(this.flat.subarray(off, off + a.length));
-      off += a.length;
+    for (let i = arrays.length - 1; i >= 0; i--) {
+      arrays[i].set(this.flat.subarray(off, off + arrays[i].length));
+      off += arrays[i].length;
     }
     extra.set(this.flat.subarray(off, off + extra.length));
+  }
+
+  /** Averages a buffer the caller already laid out (see worker.ts GradientBuffer), in place, bucket by bucket. */
+  async meanFlat(flat: Float32Array): Promise<void> {
+    const per = Math.max(1, this.bucketBytes >> 2);
+    for (let start = 0; start < flat.length; start += per) await this.ring.allReduceMean(flat.subarray(start, Math.min(flat.length, start + per)));
   }
 }

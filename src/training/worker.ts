@@ -1,7 +1,8 @@
 /**
  * One worker process: one rank, one device, the whole model and optimizer (DDP), or the
  * only worker of a `single` job (a world of one). Talks to the coordinator over fork IPC
- * for control and metrics, and to its ring neighbours over Unix domain sockets for gradients.
+ * for control and metrics, and to its ring neighbours directly for gradients (ring.ts: shared
+ * memory files with socket doorbells).
  *
  * A step: gather this rank's local batch from its shard, compute the gradients explicitly
  * (`optimizer.computeGradients`), average them (and the loss) over the ring in buckets, then
@@ -92,6 +93,42 @@ function gradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, 
   return { arrays, loss };
 }
 
+/**
+ * The flat gradient buffer of a ddp step: every variable's gradient at a fixed offset, last
+ * layer first (PyTorch's bucket order), then one float for the loss. Backends that copy what
+ * `tf.tensor` is given (wasm, tensorflow) reuse one buffer; the cpu backend keeps the array it
+ * is given, so it gets a fresh one each step.
+ */
+export class GradientBuffer {
+  private readonly offsets: number[];
+  private readonly total: number;
+  private readonly reused: Float32Array | undefined;
+
+  constructor(private readonly sizes: readonly number[], reuse: boolean) {
+    this.offsets = new Array<number>(sizes.length);
+    let off = 0;
+    for (let i = sizes.length - 1; i >= 0; i--) {
+      this.offsets[i] = off;
+      off += sizes[i];
+    }
+    this.total = off + 1;
+    this.reused = reuse ? new Float32Array(this.total) : undefined;
+  }
+
+  next(): Float32Array {
+    return this.reused ?? new Float32Array(this.total);
+  }
+
+  put(buf: Float32Array, i: number, values: Float32Array): void {
+    if (values.length !== this.sizes[i]) throw new Error(`gradient ${i} has ${values.length} values, its variable ${this.sizes[i]}`);
+    buf.set(values, this.offsets[i]);
+  }
+
+  view(buf: Float32Array, i: number): Float32Array {
+    return buf.subarray(this.offsets[i], this.offsets[i] + this.sizes[i]);
+  }
+}
+
 export function flatten(arrays: Float32Array[], extra: number[] = []): Float32Array {
   const out = new Float32Array(arrays.reduce((n, a) => n + a.length, 0) + extra.length);
   let off = 0;
@@ -144,6 +181,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
     }
 
     const reducer = new BucketedAllReduce(ring);
+    const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
     let shard: Int32Array = new Int32Array(0);
     return await trainLoop({
       tf, spec, rank, emit, startEpoch, globalStep,
@@ -153,14 +191,26 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
       step: async (_epoch, step) => {
         const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
         const { x, y } = batcher.batch(data.train, rows);
-        const g = gradients(tf, model, vars, spec, optimizer, x, y);
-        const arrays = g.arrays;
-        const loss = new Float32Array([g.loss]);
-        await reducer.mean(arrays, loss);
-        const averaged: { name: string; tensor: Tensor }[] = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(arrays[i], v.shape) }));
+        const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
+        tf.dispose([x, y]);
+        if (worldSize === 1) {
+          // Nothing to average: the gradients stay in the backend, no copy out and back.
+          const loss = value.dataSync()[0];
+          optimizer.applyGradients(grads);
+          tf.dispose([value, ...Object.values(grads)]);
+          return { samples: rows.length, loss };
+        }
+        // One flat buffer, last layer first, the local loss at the end: read out once, averaged
+        // in place over the ring, read back in once.
+        const buf = flat.next();
+        vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
+        buf[buf.length - 1] = value.dataSync()[0];
+        tf.dispose([value, ...Object.values(grads)]);
+        await reducer.meanFlat(buf);
+        const averaged = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(flat.view(buf, i), v.shape) }));
         optimizer.applyGradients(averaged);
         tf.dispose(averaged.map((a) => a.tensor));
-        return { samples: rows.length * worldSize, loss: loss[0] };
+        return { samples: rows.length * worldSize, loss: buf[buf.length - 1] };
       },
       endEpoch: async (_epoch, lossSum) => {
         const evaluation = await evaluate(tf, model, spec, data, batcher, ring);
