@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, FrameLocator, Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { CodeServer, extensionId, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, waitUntil } from './harness';
+import { CodeServer, extensionId, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, waitUntil, type ServerOptions } from './harness';
 
 /** F1, type the command's title, wait for its row and press Enter. */
 export async function runCommand(page: Page, title: string, timeoutMs = 60_000): Promise<void> {
@@ -156,12 +156,13 @@ export interface CodeServerSuite<W extends { dir: string }> {
 }
 
 /**
- * Registers the hooks of a suite that drives one code-server (no fake GPUs) on a throwaway
- * workspace: `before` packages the vsix, makes the workspace and starts Chromium and the server;
- * `after` closes them, removes both folders and prints the suite's timings; `afterEach` reports a
- * failed test's page and logs. Call it inside the suite's `describe`.
+ * Registers the hooks of a suite that drives one code-server on a throwaway workspace (no fake
+ * GPUs unless `server.fakeGpus`; Restricted Mode with `server.restricted`): `before` packages the
+ * vsix, makes the workspace and starts Chromium and the server; `after` closes them, removes both
+ * folders and prints the suite's timings; `afterEach` reports a failed test's page and logs.
+ * Call it inside the suite's `describe`.
  */
-export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W): CodeServerSuite<W> {
+export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W, server: Pick<ServerOptions, 'fakeGpus' | 'restricted'> = { fakeGpus: false }): CodeServerSuite<W> {
   const suite: CodeServerSuite<W> = { timings: {}, browser: undefined, server: undefined, page: undefined, consoleLines: [], ws: undefined as unknown as W,
     open: async (file) => {
       const opened = await openWorkbench(suite.browser!, suite.server!, suite.ws.dir);
@@ -178,7 +179,7 @@ export function codeServerSuite<W extends { dir: string }>(name: string, workspa
     work = runDir();
     suite.ws = workspace();
     suite.browser = await launchBrowser();
-    suite.server = await CodeServer.start({ name, fakeGpus: false, vsix: packageVsix(work).vsix, workspace: suite.ws.dir });
+    suite.server = await CodeServer.start({ name, ...server, vsix: packageVsix(work).vsix, workspace: suite.ws.dir });
   });
 
   after(async () => {

@@ -11,13 +11,13 @@
  * docs/images/oom-hints.png.
  */
 import * as assert from 'node:assert/strict';
-import { copyFileSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { rule as accumulatedLoss } from '../../src/lint/rules/accumulatedLoss';
-import { exampleName, hazardLines, hazardsExample, showProblems, waitForProblem } from './hazards';
-import { CodeServer, copyWorkspace, launchBrowser, openFileFromExplorer, openWorkbench, packageVsix, problemRows, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
+import { exampleName, expectHazardsListed, hazardsExample, hazardsSuite, type HazardLines } from './hazards';
+import { problemRows, screenshot, since, waitUntil } from './harness';
 
 /** Focuses the editor of the open file and puts the cursor at line:column with Go to Line (Ctrl+G). */
 async function goTo(page: Page, line: number, column: number): Promise<void> {
@@ -42,57 +42,27 @@ function rendered(md: string): string {
 
 describe('e2e: OOM hints in code-server', function () {
   this.timeout(180_000);
-  const timings: Record<string, number> = {};
-  const expected = hazardLines(readFileSync(hazardsExample, 'utf8'));
-  let browser: Browser | undefined;
-  let server: CodeServer | undefined;
-  let page: Page | undefined;
-  let consoleLines: string[] = [];
-  let work: string;
-  let workspace: string;
+  const s = hazardsSuite('oom');
+  /** Where the example's hazards are: set by the first test. */
+  let expected!: HazardLines;
   /** Set when the first test saw the findings: the later ones build on them and fail fast without. */
   let findingsListed = false;
 
-  before(async () => {
-    resetResults();
-    work = runDir();
-    workspace = copyWorkspace('oom', [hazardsExample]);
-    browser = await launchBrowser();
-    server = await CodeServer.start({ name: 'oom', fakeGpus: true, vsix: packageVsix(work).vsix, workspace });
-  });
-
-  after(async () => {
-    await page?.close().catch(() => undefined);
-    await browser?.close().catch(() => undefined);
-    await server?.stop();
-    rmSync(work, { recursive: true, force: true });
-    rmSync(workspace, { recursive: true, force: true });
-    console.log(`      e2e OOM-hints timings (ms): ${JSON.stringify(timings)}`);
-  });
-
-  afterEach(async function () {
-    await reportFailure(this, page, server, consoleLines);
-  });
-
   it('lists accumulated-loss and missing-no-grad in the Problems panel on the hazard lines', async () => {
     const t0 = performance.now();
-    const opened = await openWorkbench(browser!, server!, workspace);
-    page = opened.page;
-    consoleLines = opened.console;
-    await openFileFromExplorer(page, exampleName);
-    await showProblems(page);
-    const acc = await waitForProblem(page, 'accumulated-loss');
-    const noGrad = await waitForProblem(page, 'missing-no-grad');
-    timings.openToFindingsMs = since(t0);
+    const page = await s.open(exampleName);
+    const listed = await expectHazardsListed(page);
+    s.timings.openToFindingsMs = since(t0);
     await screenshot(page, 'oom-hints-problems-panel');
-    assert.equal(acc.line, expected.accumulated.line, `accumulated-loss is on line ${acc.line}, the "${expected.accumulated.target} += ${expected.accumulated.value}" line is ${expected.accumulated.line}: ${acc.text}`);
+    expected = listed.expected;
+    const acc = listed.accumulated;
     assert.equal(acc.column, expected.accumulated.column, `accumulated-loss starts at column ${acc.column}: ${acc.text}`);
-    assert.equal(noGrad.line, expected.noGrad.line, `missing-no-grad is on line ${noGrad.line}, evaluate()'s model call is on line ${expected.noGrad.line}: ${noGrad.text}`);
     assert.match(acc.text, new RegExp(`\`?${expected.accumulated.value}\`? is stored in \`?${expected.accumulated.target}\`?`), 'the accumulated-loss message does not name the loss and its accumulator');
     findingsListed = true;
   });
 
   it('explains the memory effect and links the rule docs in the hover', async () => {
+    const page = s.page;
     assert.ok(page && findingsListed, 'needs the workbench with the findings from the first test');
     const { line, column } = expected.accumulated;
     await goTo(page, line, column + 2);
@@ -117,6 +87,7 @@ describe('e2e: OOM hints in code-server', function () {
   });
 
   it('applies the quick fix from Ctrl+.: the finding goes away and the saved file holds the fixed line', async () => {
+    const page = s.page;
     assert.ok(page && findingsListed, 'needs the workbench with the findings from the first test');
     const { line, column, target, value, indent } = expected.accumulated;
     const fixedLine = `${indent}${target} += ${value}.item()`;
@@ -126,7 +97,7 @@ describe('e2e: OOM hints in code-server', function () {
     await page.keyboard.press('Control+.');
     const action = page.locator('.action-widget .monaco-list-row', { hasText: title });
     await action.first().waitFor({ state: 'visible', timeout: 30_000 });
-    timings.quickFixMenuMs = since(t0);
+    s.timings.quickFixMenuMs = since(t0);
     const shot = await screenshot(page, 'oom-hints-quick-fix-menu');
     if (process.env.UPDATE_SCREENSHOTS === '1') copyFileSync(shot, join(repoRoot, 'docs', 'images', 'oom-hints.png'));
     // The menu blocks the pointer until the mouse moves (context-view-pointerBlock): choose the
@@ -139,12 +110,12 @@ describe('e2e: OOM hints in code-server', function () {
     // The editor holds the fix, the finding leaves the Problems panel while the other stays.
     await page.locator('.editor-instance .view-line', { hasText: `${target} += ${value}.item()` }).first().waitFor({ timeout: 30_000 });
     await waitUntil('the accumulated-loss row to leave the Problems panel', 60_000, async () => {
-      const rows = await problemRows(page!);
+      const rows = await problemRows(page);
       return rows.some((r) => r.text.includes('missing-no-grad')) && !rows.some((r) => r.text.includes('accumulated-loss'));
     });
-    timings.fixToProblemGoneMs = since(t0);
+    s.timings.fixToProblemGoneMs = since(t0);
     await page.keyboard.press('Control+S');
-    const onDisk = join(workspace, exampleName);
+    const onDisk = join(s.ws.dir, exampleName);
     const saved = await waitUntil(`${onDisk} to hold "${fixedLine.trim()}" after Ctrl+S`, 30_000, () => {
       const lines = readFileSync(onDisk, 'utf8').split('\n');
       return lines[line - 1] === fixedLine ? lines : undefined;
