@@ -9,12 +9,17 @@ import { escapeHtml, renderWebviewPage, type WebviewPageOptions } from './webvie
 export interface ResultsHtmlOptions extends WebviewPageOptions {
   /** The experiment's name, for the document title. */
   readonly experiment: string;
+  /**
+   * The experiment's folder: the page keeps it in its state, which VS Code hands back after a
+   * window reload so that the panel comes back with the same experiment's results.
+   */
+  readonly experimentKey?: string;
 }
 
 export function renderResultsHtml(opts: ResultsHtmlOptions): string {
   return renderWebviewPage(opts, {
     title: `Tuning Results: ${opts.experiment}`,
-    body: `    <main id="app" aria-live="polite">
+    body: `    <main id="app" aria-live="polite"${opts.experimentKey ? ` data-experiment-key="${escapeHtml(opts.experimentKey)}"` : ''}>
       <p class="waiting">Loading the results of ${escapeHtml(opts.experiment)}…</p>
     </main>`,
   });

@@ -20,6 +20,7 @@ import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../t
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
+import { restoreTarget, type JournalEntry } from './tuningRestore';
 
 export const trialTaskType = 'gpuWorkbench.trial';
 
@@ -422,8 +423,6 @@ async function stopTuning(): Promise<void> {
 
 // --- Results from a journal --------------------------------------------------------------------
 
-interface JournalEntry { readonly dir: string; readonly name: string; readonly folder: string; readonly mtime: number }
-
 function listExperiments(): JournalEntry[] {
   const out: JournalEntry[] = [];
   for (const f of vscode.workspace.workspaceFolders ?? []) {
@@ -525,6 +524,24 @@ async function showResults(extensionUri: vscode.Uri): Promise<void> {
   }
 }
 
+/** A "Tuning Results" tab VS Code brings back after a window reload: the same experiment, read from its journal. */
+async function restoreResults(extensionUri: vscode.Uri, panel: vscode.WebviewPanel, state: unknown): Promise<void> {
+  const target = restoreTarget(state, (vscode.workspace.workspaceFolders ?? []).map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
+  if ('problem' in target) {
+    log.warn(`Tuning results: not restoring a results tab: ${target.problem}`);
+    panel.dispose();
+    return;
+  }
+  const live = [...sessions].find((s) => s.key === target.entry.dir);
+  try {
+    ResultsPanel.restore(extensionUri, panel, live ?? await journalSource(target.entry));
+  } catch (err) {
+    log.warn(`Tuning results: cannot restore ${target.entry.dir}: ${(err as Error).message}`);
+    panel.dispose();
+    void vscode.window.showWarningMessage(`Tuning Results: cannot show ${target.entry.name} again: ${(err as Error).message}`);
+  }
+}
+
 // --- Apply Best Config ---------------------------------------------------------------------------
 
 async function applyBestConfig(model: ResultsModel, metric: string): Promise<void> {
@@ -620,6 +637,10 @@ export function registerTuning(context: vscode.ExtensionContext, monitor: GpuMon
     vscode.commands.registerCommand('gpuWorkbench.stopTuning', () => stopTuning().catch(report('Stop Tuning'))),
     vscode.commands.registerCommand('gpuWorkbench.showTuningResults', () => showResults(extensionUri).catch(report('Show Tuning Results'))),
     vscode.commands.registerCommand('gpuWorkbench.applyBestConfig', () => applyBestCommand().catch(report('Apply Best Config'))),
+    // A results tab survives a window reload: VS Code keeps the page's state (the experiment's folder).
+    vscode.window.registerWebviewPanelSerializer(ResultsPanel.viewType, {
+      deserializeWebviewPanel: (panel, state: unknown) => restoreResults(extensionUri, panel, state),
+    }),
     // Trials are started by their experiment, never from tasks.json: the provider offers none.
     vscode.tasks.registerTaskProvider(trialTaskType, { provideTasks: () => [], resolveTask: () => undefined }),
     {

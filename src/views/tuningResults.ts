@@ -48,6 +48,23 @@ export class ResultsPanel implements vscode.Disposable {
     return p;
   }
 
+  /** Takes over a panel VS Code brings back after a window reload (the serializer's), showing `source`. */
+  static restore(extensionUri: vscode.Uri, panel: vscode.WebviewPanel, source: ResultsSource): ResultsPanel {
+    const existing = ResultsPanel.open.get(source.key);
+    if (existing) {
+      // Opened again before this tab was restored: one panel per experiment.
+      panel.dispose();
+      existing.setSource(source);
+      return existing;
+    }
+    const dist = vscode.Uri.joinPath(extensionUri, 'dist');
+    panel.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    panel.title = `Tuning Results: ${source.model.experiment().name}`;
+    const p = new ResultsPanel(panel, dist, source);
+    ResultsPanel.open.set(source.key, p);
+    return p;
+  }
+
   /** The panel the user looks at now, if any (for "Apply Best Config" from the palette). */
   static active(): ResultsPanel | undefined {
     return ResultsPanel.activeKey ? ResultsPanel.open.get(ResultsPanel.activeKey) : undefined;
@@ -69,6 +86,7 @@ export class ResultsPanel implements vscode.Disposable {
       scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'results.js')).toString(),
       styleUris: [webview.asWebviewUri(vscode.Uri.joinPath(dist, 'uPlot.min.css')).toString()],
       experiment: source.model.experiment().name,
+      experimentKey: source.key,
     });
     if (panel.active) ResultsPanel.activeKey = source.key;
     this.subscriptions.push(

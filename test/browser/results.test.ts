@@ -74,7 +74,7 @@ async function startServer(): Promise<ResultsServer> {
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', origin);
     if (url.pathname === '/results.html') {
-      const html = renderResultsHtml({ cspSource: origin, nonce: makeNonce(), scriptUri: `${origin}/dist/results.js`, styleUris: [`${origin}/dist/uPlot.min.css`], experiment: 'quadratic' });
+      const html = renderResultsHtml({ cspSource: origin, nonce: makeNonce(), scriptUri: `${origin}/dist/results.js`, styleUris: [`${origin}/dist/uPlot.min.css`], experiment: 'quadratic', experimentKey: '/work/.gpu-workbench/experiments/quadratic' });
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(html);
       return;
     }
@@ -180,6 +180,13 @@ describe('Tuning Results webview (headless Chromium)', function () {
     assert.match(await p.page.locator('tr[data-trial-id="2"] td.status').getAttribute('title') ?? '', /worse than the rung's cutoff 1\.02/);
     assert.equal(await p.page.locator('header.summary h1').textContent(), 'quadratic');
     assert.equal(await p.page.locator('header.summary .state').textContent(), 'Running · 8 of 12 trials started · 2 running');
+  });
+
+  it('keeps the experiment\'s folder in its state from the start, for VS Code to bring the tab back after a window reload', async () => {
+    const p = await results();
+    // Before any click: a state saved only at the first sort would leave a reloaded window without the tab.
+    const saved = JSON.parse(await p.page.evaluate<string>("sessionStorage.getItem('results-state') ?? 'null'")) as { experimentKey?: string } | null;
+    assert.equal(saved?.experimentKey, '/work/.gpu-workbench/experiments/quadratic');
   });
 
   it('highlights the best trial: its row, the summary and Apply Best Config, which asks the host', async () => {

@@ -10,6 +10,8 @@ export interface ResultsState {
   readonly param: string | null;
   /** The trial picked in the table, drawn in blue. */
   readonly selected: number | null;
+  /** The experiment's folder (from the host's markup), for the panel to come back after a window reload. */
+  readonly experimentKey: string | null;
 }
 
 /** The part of VS Code's webview API the page uses. */
@@ -19,7 +21,7 @@ export interface ResultsApi {
   setState(state: ResultsState): ResultsState;
 }
 
-const defaultState: ResultsState = { sortKey: 'trial', sortDir: 'asc', param: null, selected: null };
+const defaultState: ResultsState = { sortKey: 'trial', sortDir: 'asc', param: null, selected: null, experimentKey: null };
 
 const statusOrder: Record<ResultsTrial['status'], number> = { running: 0, pending: 1, done: 2, stopped: 3, interrupted: 4, failed: 5 };
 
@@ -70,6 +72,12 @@ export class ResultsPage {
 
   constructor(private readonly root: HTMLElement, private readonly api: ResultsApi) {
     this.state = { ...defaultState, ...(api.getState() ?? {}) };
+    // Saved at once, not at the first sort: VS Code restores a panel after a reload only with a state.
+    const key = root.dataset.experimentKey;
+    if (key && key !== this.state.experimentKey) {
+      this.state = { ...this.state, experimentKey: key };
+      api.setState(this.state);
+    }
   }
 
   handle(message: HostToResultsMessage): void {
