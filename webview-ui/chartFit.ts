@@ -37,3 +37,43 @@ export class ChartFit {
     this.observer.disconnect();
   }
 }
+
+/**
+ * What every chart of the webviews shares: one uPlot plot in a box it keeps to the width of.
+ * A subclass says how to draw (`draw`: create the plot at `fit.measure()` wide, or give it new
+ * data, for which `show` does the usual); `redraw` creates it anew, since uPlot takes colours
+ * and series only at creation.
+ */
+export abstract class FittedChart {
+  protected plot: uPlot | undefined;
+  protected readonly fit: ChartFit;
+
+  constructor(box: HTMLElement, height: number) {
+    this.fit = new ChartFit(box, height, () => this.plot, () => this.draw());
+  }
+
+  protected abstract draw(): void;
+
+  /** Gives the plot new data, or creates it (`create`, at the box's width) when there is none and the box has a width. */
+  protected show(data: uPlot.AlignedData, create: (width: number) => uPlot): void {
+    if (this.plot) {
+      this.plot.setData(data);
+      return;
+    }
+    // A collapsed card or a hidden section has no width yet; the fit draws when it gets one.
+    const width = this.fit.measure();
+    if (width > 0) this.plot = create(width);
+  }
+
+  protected redraw(): void {
+    this.plot?.destroy();
+    this.plot = undefined;
+    this.draw();
+  }
+
+  dispose(): void {
+    this.fit.dispose();
+    this.plot?.destroy();
+    this.plot = undefined;
+  }
+}

@@ -1,6 +1,6 @@
 import uPlot from 'uplot';
 import type { PanelJob } from '../src/common/protocol';
-import { ChartFit } from './chartFit';
+import { FittedChart } from './chartFit';
 import { chartFrame, type ChartColors } from './theme';
 
 const chartHeight = 90;
@@ -35,27 +35,27 @@ function workersText(job: PanelJob): string {
  * The training job started from "Start Training…": its name, state, progress line, workers and
  * loss curve (uPlot, loss over global steps). Built once, updated in place per message.
  */
-export class JobSection {
+export class JobSection extends FittedChart {
   readonly root = el('section', 'job');
   private readonly title = el('h2', 'job-title');
   private readonly state = el('vscode-badge', 'job-state');
   private readonly status = el('p', 'job-status');
   private readonly workers = el('p', 'job-workers');
-  private readonly chartBox = el('div', 'job-chart');
+  private readonly chartBox: HTMLDivElement;
   private readonly caption = el('div', 'chart-caption');
-  private plot: uPlot | undefined;
   private data: uPlot.AlignedData = [[], []];
-  private readonly fit: ChartFit;
 
   constructor(private colors: ChartColors) {
+    // Fitted to the chart's own box, not the section: the section's padding is no room for the plot.
+    const chartBox = el('div', 'job-chart');
+    super(chartBox, chartHeight);
+    this.chartBox = chartBox;
     this.root.hidden = true;
     this.root.setAttribute('aria-label', 'Training job');
     const head = el('div', 'job-head');
     head.append(this.title, this.state);
     this.chartBox.setAttribute('role', 'img');
     this.root.append(head, this.status, this.workers, this.chartBox, this.caption);
-    // The chart's own box, not the section: the section's padding is no room for the plot.
-    this.fit = new ChartFit(this.chartBox, chartHeight, () => this.plot, () => this.draw());
   }
 
   update(job: PanelJob | null): void {
@@ -79,22 +79,18 @@ export class JobSection {
 
   setColors(colors: ChartColors): void {
     this.colors = colors;
-    this.plot?.destroy();
-    this.plot = undefined;
-    this.draw();
+    this.redraw();
   }
 
-  private draw(): void {
-    if (this.plot) {
-      this.plot.setData(this.data);
-      return;
-    }
-    if (this.root.hidden || this.data[0].length === 0) return;
-    const width = this.fit.measure();
-    if (width <= 0) return;
+  protected draw(): void {
+    if (!this.plot && (this.root.hidden || this.data[0].length === 0)) return;
+    this.show(this.data, (width) => this.create(width));
+  }
+
+  private create(width: number): uPlot {
     const c = this.colors;
     const { axis, options } = chartFrame(c);
-    this.plot = new uPlot({
+    return new uPlot({
       ...options,
       width,
       height: chartHeight,

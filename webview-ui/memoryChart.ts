@@ -1,5 +1,5 @@
 import uPlot from 'uplot';
-import { ChartFit } from './chartFit';
+import { FittedChart } from './chartFit';
 import { gib } from './format';
 import { chartFrame, type ChartColors } from './theme';
 
@@ -16,16 +16,14 @@ function hhmm(seconds: number): string {
  * Keeps its own ring of samples (seeded from `gpu/init` history, then one point per snapshot)
  * and pushes it to uPlot with `setData`, which redraws only the canvas.
  */
-export class MemoryChart {
+export class MemoryChart extends FittedChart {
   /** Seconds since the epoch (uPlot's time unit). */
   private readonly t: number[] = [];
   /** GiB, `null` where the tool did not report memory (a gap in the line, not a drop to 0). */
   private readonly used: (number | null)[] = [];
   private totalGiB: number | null = null;
-  private plot: uPlot | undefined;
   private readonly caption: HTMLElement;
   private readonly host: HTMLElement;
-  private readonly fit: ChartFit;
 
   constructor(
     container: HTMLElement,
@@ -33,19 +31,13 @@ export class MemoryChart {
     private windowMinutes: number,
     private colors: ChartColors,
   ) {
+    super(container, chartHeight);
     this.host = document.createElement('div');
     this.host.className = 'chart';
     this.host.setAttribute('role', 'img');
     this.caption = document.createElement('div');
     this.caption.className = 'chart-caption';
     container.append(this.host, this.caption);
-    this.fit = new ChartFit(container, chartHeight, () => this.plot, () => this.draw());
-  }
-
-  dispose(): void {
-    this.fit.dispose();
-    this.plot?.destroy();
-    this.plot = undefined;
   }
 
   /** Replace everything (after `gpu/init`). */
@@ -70,9 +62,7 @@ export class MemoryChart {
 
   setColors(colors: ChartColors): void {
     this.colors = colors;
-    this.plot?.destroy();
-    this.plot = undefined;
-    this.draw();
+    this.redraw();
   }
 
   private push(tMs: number, usedMiB: number | null): void {
@@ -106,18 +96,14 @@ export class MemoryChart {
     this.host.dataset.samples = String(this.t.length);
   }
 
-  private draw(): void {
-    const data: uPlot.AlignedData = [this.t, this.used];
-    if (this.plot) {
-      this.plot.setData(data);
-      return;
-    }
-    // A collapsed card has no width yet; the fit draws it when it opens.
-    const width = this.fit.measure();
-    if (width <= 0) return;
+  protected draw(): void {
+    this.show([this.t, this.used], (width) => this.create(width));
+  }
+
+  private create(width: number): uPlot {
     const c = this.colors;
     const { axis, options } = chartFrame(c);
-    this.plot = new uPlot({
+    return new uPlot({
       ...options,
       width,
       height: chartHeight,
@@ -136,6 +122,6 @@ export class MemoryChart {
         { ...axis, space: 60, size: 24, values: (_u, splits) => splits.map(hhmm) },
         { ...axis, size: 48, space: 24, values: (_u, splits) => splits.map((v) => (v === 0 ? '0' : `${Number.isInteger(v) ? v : v.toFixed(1)} GiB`)) },
       ],
-    }, data, this.host);
+    }, [this.t, this.used], this.host);
   }
 }

@@ -1,6 +1,6 @@
 import uPlot from 'uplot';
 import { compactNumber, compactValue, formatMetric, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
-import { ChartFit } from '../chartFit';
+import { FittedChart } from '../chartFit';
 import { readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 260;
@@ -47,26 +47,23 @@ function stopWords(t: ResultsTrial, e: ResultsExperiment): string {
  * the selected one in blue; a diamond marks the last point of each trial ASHA stopped. The
  * markers are elements over the plot (not canvas pixels), so they carry a tooltip and can be found.
  */
-export class CurvesChart {
-  private plot: uPlot | undefined;
+export class CurvesChart extends FittedChart {
   private key = '';
   private trials: readonly ResultsTrial[] = [];
   private experiment: ResultsExperiment | undefined;
   private selected: number | null = null;
   /** The plot's series are the trials in draw order (highlighted last); updates are reordered to match. */
   private reorder: number[] = [];
-  private readonly fit: ChartFit;
 
   constructor(private readonly host: HTMLElement, private palette: Palette) {
+    super(host, chartHeight);
     host.classList.add('chart', 'curves');
     host.setAttribute('role', 'img');
-    this.fit = new ChartFit(host, chartHeight, () => this.plot, () => this.draw());
   }
 
   setPalette(p: Palette): void {
     this.palette = p;
-    this.key = '';
-    this.draw();
+    this.redraw();
   }
 
   update(experiment: ResultsExperiment, trials: readonly ResultsTrial[], selected: number | null): void {
@@ -74,11 +71,6 @@ export class CurvesChart {
     this.trials = trials.filter((t) => t.curve.length > 0);
     this.selected = selected;
     this.draw();
-  }
-
-  dispose(): void {
-    this.fit.dispose();
-    this.plot?.destroy();
   }
 
   private colour(t: ResultsTrial): { stroke: string; width: number; alpha: number } {
@@ -91,7 +83,7 @@ export class CurvesChart {
     return { stroke: p.other, width: 1, alpha: 0.6 };
   }
 
-  private draw(): void {
+  protected draw(): void {
     const e = this.experiment;
     if (!e) return;
     const xs = [...new Set(this.trials.flatMap((t) => t.curve.map(([x]) => x)))].sort((a, b) => a - b);
@@ -180,24 +172,21 @@ function xOf(values: readonly unknown[]): { x: (v: unknown) => number | null; la
 }
 
 /** The metric against one parameter, a point per trial that reported it, the best trial's larger and green. */
-export class ScatterChart {
-  private plot: uPlot | undefined;
+export class ScatterChart extends FittedChart {
   private key = '';
   private experiment: ResultsExperiment | undefined;
   private trials: readonly ResultsTrial[] = [];
   private param: string | null = null;
-  private readonly fit: ChartFit;
 
   constructor(private readonly host: HTMLElement, private palette: Palette) {
+    super(host, chartHeight);
     host.classList.add('chart', 'scatter');
     host.setAttribute('role', 'img');
-    this.fit = new ChartFit(host, chartHeight, () => this.plot, () => this.draw());
   }
 
   setPalette(p: Palette): void {
     this.palette = p;
-    this.key = '';
-    this.draw();
+    this.redraw();
   }
 
   update(experiment: ResultsExperiment, trials: readonly ResultsTrial[], param: string | null): void {
@@ -207,12 +196,7 @@ export class ScatterChart {
     this.draw();
   }
 
-  dispose(): void {
-    this.fit.dispose();
-    this.plot?.destroy();
-  }
-
-  private draw(): void {
+  protected draw(): void {
     const e = this.experiment;
     const name = this.param;
     if (!e || !name) return;
