@@ -4,7 +4,7 @@
  * the explanation and what to try), the task terminal's lines, and the message that ends the job.
  * `torchrunTask.ts` turns them into VS Code calls.
  */
-import { isAbsolute, resolve } from 'node:path';
+import { basename, isAbsolute, resolve } from 'node:path';
 import type { CudaProblem, CudaProblemKind } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
 
@@ -112,14 +112,26 @@ export function taskExitCode(e: FinalEvent): number {
   return e.cancelled ? 130 : 1;
 }
 
-/** The notification at the end of a torchrun job. */
-export function torchrunEndMessage(job: string, e: FinalEvent, problems: number): string {
-  const seeProblems = problems ? ` ${problems} CUDA problem${problems === 1 ? '' : 's'} in the Problems panel.` : '';
-  if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${seeProblems}`;
+/**
+ * The notification at the end of a torchrun job. A failure with CUDA problems names the first
+ * one briefly (kind, size, rank, file:line); the long text is in the Problems panel.
+ */
+export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly CudaProblem[]): string {
+  const n = problems.length;
+  const inPanel = n ? ` ${n} CUDA problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
+  if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${inPanel}`;
   if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;
+  const rank = e.rank ?? problems[0]?.rank;
+  const onRank = rank !== undefined ? ` on rank ${rank}` : '';
+  const p = problems[0];
+  if (p) {
+    const size = p.tryingToAllocate ? ` (tried to allocate ${p.tryingToAllocate})` : '';
+    const where = p.file ? ` at ${basename(p.file)}${p.line !== undefined ? `:${p.line}` : ''}` : '';
+    return `Training ${job} (torchrun) failed${onRank}: ${kindTitles[p.kind]}${size}${where}.${inPanel}`;
+  }
   const reason = errorText(e.reason.trim().replace(/\s*\n\s*/g, '; '));
   const short = reason.length > 300 ? `${reason.slice(0, 297)}…` : reason;
-  return `Training ${job} (torchrun) failed${e.rank !== undefined ? ` on rank ${e.rank}` : ''}: ${short}${/[.!?…]$/.test(short) ? '' : '.'}${seeProblems}`;
+  return `Training ${job} (torchrun) failed${onRank}: ${short}${/[.!?…]$/.test(short) ? '' : '.'}${e.hint ? ` ${e.hint}` : ''}`;
 }
 
 /** The task's name, as its terminal tab and the task list show it. */

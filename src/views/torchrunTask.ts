@@ -232,7 +232,7 @@ export class TorchrunTasks implements vscode.Disposable {
     void handle.finished.then((final) => {
       lease.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
-      const message = torchrunEndMessage(spec.name, final, problems.length);
+      const message = torchrunEndMessage(spec.name, final, problems);
       trainingJobFeed.set({ ...panelBase, state, status: message });
       if (state === 'failed') this.channel.error(message);
       else this.channel.info(message);

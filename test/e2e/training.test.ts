@@ -126,12 +126,14 @@ const torchProbe = spawnSync(torchPython, ['-c', 'import torch.distributed as d;
 const torchMissing = torchProbe.error ? `${torchPython} cannot be run (${(torchProbe.error as NodeJS.ErrnoException).code})`
   : torchProbe.status !== 0 ? `${torchPython} has no torch (apt-get install python3-torch)` : !torchProbe.stdout.includes('True') ? 'torch has no gloo backend' : undefined;
 
+const tasksJsonLabel = 'recorded OOM from tasks.json';
+
 /**
  * A throwaway workspace: examples/torchrun/recorded_cuda_error.py and recorded-cuda-oom.job.json
  * without its "python" field, and .vscode/settings.json naming the interpreter (and a DOM
  * terminal renderer, so that the test can read the terminal's text).
  */
-function torchrunWorkspace(): { dir: string; jobFile: string; script: string; name: string; raiseLine: number } {
+function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; script: string; name: string; raiseLine: number } {
   const src = join(repoRoot, 'examples', 'torchrun');
   const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-torchrun-'));
   const script = join(dir, 'recorded_cuda_error.py');
@@ -140,12 +142,15 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
   delete job.python;
   delete job.$schema;
   const jobFile = join(dir, 'recorded-cuda-oom.job.json');
-  writeFileSync(jobFile, `${JSON.stringify(job, null, 2)}\n`);
+  const jobText = `${JSON.stringify(job, null, 2)}\n`;
+  writeFileSync(jobFile, jobText);
   mkdirSync(join(dir, '.vscode'));
   writeFileSync(join(dir, '.vscode', 'settings.json'), `${JSON.stringify({ 'gpuWorkbench.training.python': torchPython, 'terminal.integrated.gpuAcceleration': 'off' }, null, 2)}\n`);
+  // The same job as a task of the workspace's own tasks.json.
+  writeFileSync(join(dir, '.vscode', 'tasks.json'), `${JSON.stringify({ version: '2.0.0', tasks: [{ type: 'gpuWorkbench.torchrun', job: 'recorded-cuda-oom.job.json', label: tasksJsonLabel }] }, null, 2)}\n`);
   const raiseLine = readFileSync(script, 'utf8').split('\n').findIndex((l) => l.trim() === 'raise error(message)') + 1;
   assert.ok(raiseLine > 0, 'the example raises the recorded error on one line');
-  return { dir, jobFile, script, name: String(job.name), raiseLine };
+  return { dir, jobFile, jobText, script, name: String(job.name), raiseLine };
 }
 
 (torchMissing ? describe.skip : describe)(`e2e: a torchrun job as a task in code-server${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, function () {
@@ -156,6 +161,7 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
   const scriptProcesses = () => processesWith(s.ws.script);
   let firstRunDone = false;
   let stopDone = false;
+  let terminateDone = false;
 
   async function startJob(p: Page): Promise<void> {
     await runCommand(p, 'GPU Workbench: Start Training');
@@ -193,7 +199,7 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
     s.timings.toOomInTerminalMs = since(t0);
 
     const failed = await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
-    assert.match(failed, /CUDA out of memory\. Tried to allocate 20\.00 MiB/);
+    assert.match(failed, new RegExp(`CUDA out of memory \\(tried to allocate 20\\.00 MiB\\) at recorded_cuda_error\\.py:${s.ws.raiseLine}\\.`));
     assert.match(failed, /1 CUDA problem in the Problems panel/);
 
     await page.keyboard.press('Control+Shift+M');
@@ -254,5 +260,27 @@ function torchrunWorkspace(): { dir: string; jobFile: string; script: string; na
     await waitUntil(`no process of the job to remain after Terminate Task (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => scriptProcesses().length === 0, 250);
     await screenshot(s.page, 'torchrun-terminated');
     s.timings.terminateMs = since(t0);
+    terminateDone = true;
+  });
+
+  it('the same job as a task of tasks.json ("type": "gpuWorkbench.torchrun") runs from Tasks: Run Task and shows its problem', async () => {
+    assert.ok(s.page && terminateDone, 'needs the workbench after the previous tests');
+    writeFileSync(s.ws.jobFile, s.ws.jobText); // the recorded OOM again
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
+    // F1 → exactly "Tasks: Run Task" (Enter on the typed text may run "Tasks: Restart Running Task", ranked first after use).
+    await s.page.keyboard.press('Escape');
+    await s.page.keyboard.press('F1');
+    await s.page.locator('.quick-input-widget input').fill('>Tasks: Run Task');
+    await pickItem(s.page, /^Tasks: Run Task$/, 30_000);
+    await pickItem(s.page, tasksJsonLabel, 60_000);
+    // VS Code may ask which output to scan for a task without a problemMatcher: ours need none.
+    const noScan = s.page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'Continue without scanning the task output' }).first();
+    if (await noScan.waitFor({ timeout: 3000 }).then(() => true, () => false)) await noScan.click();
+    await waitForNotification(s.page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    await s.page.keyboard.press('Control+Shift+M');
+    const row = await waitUntil('the CUDA OOM of the tasks.json run in the Problems panel', 30_000, async () => (await problemRows(s.page!)).find((r) => /CUDA out of memory \(rank 1\)/.test(r.text)), 250);
+    assert.equal(row.line, s.ws.raiseLine);
+    await screenshot(s.page, 'torchrun-tasks-json');
+    await waitUntil('torchrun and its workers to exit', 30_000, () => scriptProcesses().length === 0, 250);
   });
 });

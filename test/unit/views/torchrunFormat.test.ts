@@ -93,10 +93,11 @@ describe('torchrun task terminal and end message', () => {
     assert.equal(taskExitCode(done), 0);
   });
 
-  it('says in the end message how many CUDA problems the Problems panel holds', () => {
-    const failed = { type: 'job/failed' as const, reason: 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB at /p/train.py:71', rank: 1 };
-    assert.equal(torchrunEndMessage('ddp', failed, 1), 'Training ddp (torchrun) failed on rank 1: CUDA out of memory. Tried to allocate 20.00 MiB at /p/train.py:71. 1 CUDA problem in the Problems panel.');
-    assert.equal(torchrunEndMessage('ddp', { type: 'job/failed', reason: 'cancelled', cancelled: true }, 0), 'Training ddp (torchrun) was stopped.');
+  it('names the first CUDA problem briefly in the end message and points at the Problems panel', () => {
+    const failed = { type: 'job/failed' as const, reason: 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; …) at /home/user/project/train.py:71', rank: 1 };
+    assert.equal(torchrunEndMessage('ddp', failed, [{ ...oom, rank: 1 }]), 'Training ddp (torchrun) failed on rank 1: CUDA out of memory (tried to allocate 20.00 MiB) at train.py:71. 1 CUDA problem in the Problems panel.');
+    assert.equal(torchrunEndMessage('ddp', { type: 'job/failed', reason: 'cannot run /nope/python: no such program', hint: 'Set the interpreter.' }, []), 'Training ddp (torchrun) failed: cannot run /nope/python: no such program. Set the interpreter.');
+    assert.equal(torchrunEndMessage('ddp', { type: 'job/failed', reason: 'cancelled', cancelled: true }, []), 'Training ddp (torchrun) was stopped.');
   });
 });
 
