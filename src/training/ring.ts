@@ -24,6 +24,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync, unlinkS
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
+import { SimdAdder } from './backends/simdAdd';
 
 export const magic = 0x52575047; // 'GPWR': a frame with its payload
 const doorbellMagic = 0x44575047; // 'GPWD': the payload is in the sender's shared file
@@ -210,6 +211,8 @@ export class Ring {
   private seq = 0;
   private closed = false;
   private scratch = new Float32Array(0);
+  /** The reduce-scatter's add in WebAssembly SIMD, where there is SIMD (else the JS loop). */
+  private readonly adder = SimdAdder.create();
 
   private constructor(
     readonly rank: number,
@@ -355,6 +358,9 @@ export class Ring {
       await this.reader.doorbell(seq, s, (re - rs) * 4);
       if (gather) {
         shared.read(bytes(data.subarray(rs, re)), pos, prevRank);
+      } else if (this.adder) {
+        shared.read(bytes(this.adder.incoming(re - rs)), pos, prevRank);
+        this.adder.addInto(data.subarray(rs, re), s === w - 2 ? scale : 1);
       } else {
         const incoming = this.scratch.subarray(0, re - rs);
         shared.read(bytes(incoming), pos, prevRank);
