@@ -3,10 +3,11 @@
  * people or one JSON event per line (`--json`) for machines, ending with `job/done` or
  * `job/failed`. The same coordinator as the extension's training host.
  */
-import { relative } from 'node:path';
+import { basename, relative } from 'node:path';
 import type { JobEvent } from '../training/events';
+import { findMaxBatchSize, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
 import { runJob } from '../training/job';
-import type { BackendChoice, JobOverrides, Strategy } from '../training/jobSpec';
+import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/jobSpec';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 
@@ -24,15 +25,24 @@ options:
                      (default: the job's "python", else python3)
   --json             print one JSON event per line (job/started, job/step, ...), ending with
                      job/done or job/failed
+  --find-batch-size  instead of training, find the largest batch that fits on each device:
+                     a few steps per trial, each in a fresh worker process, doubling while
+                     it fits, then a binary search up to the first out-of-memory batch
+                     (with --json: batch/trial events, then batch/done or batch/failed)
+  --max-batch-size N --find-batch-size: the largest batch worth trying (default: the
+                     training set)
+  --trial-steps N    --find-batch-size: optimizer steps per trial (default 2)
   -h, --help         show this help
 
-Exit code 0 when the job finished, 1 when it failed, 2 for bad options.`;
+Exit code 0 when the job finished (or a batch size was found), 1 when it failed, 2 for bad
+options, 130 when interrupted.`;
 
 interface Options {
   file: string;
   json: boolean;
   resume: boolean;
   overrides: JobOverrides;
+  findBatchSize?: { maxBatchSize?: number; steps?: number };
 }
 
 class UsageError extends Error {}
@@ -43,6 +53,9 @@ const backends: readonly BackendChoice[] = ['auto', 'tensorflow-gpu', 'tensorflo
 export function parseTrainArgs(argv: string[]): Options | 'help' {
   const o: Options = { file: '', json: false, resume: false, overrides: {} };
   const files: string[] = [];
+  let find = false;
+  const searchOptions: string[] = [];
+  const search: { maxBatchSize?: number; steps?: number } = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
@@ -92,6 +105,14 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
       case '--python':
         o.overrides.python = value();
         break;
+      case '--find-batch-size': find = true; break;
+      case '--max-batch-size': case '--trial-steps': {
+        const v = value();
+        if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`${name} expects a whole number of at least 1, got '${v}'`);
+        search[name === '--max-batch-size' ? 'maxBatchSize' : 'steps'] = Number(v);
+        searchOptions.push(name);
+        break;
+      }
       case '--epochs': {
         const v = value();
         if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`--epochs expects a whole number of at least 1, got '${v}'`);
@@ -104,6 +125,9 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
     }
   }
   if (files.length !== 1) throw new UsageError(files.length === 0 ? 'which job? give the path of a *.job.json file' : `one job at a time, got ${files.length} files`);
+  if (!find && searchOptions.length) throw new UsageError(`${searchOptions[0]} only applies with --find-batch-size`);
+  if (find && o.resume) throw new UsageError('--find-batch-size trains nothing to resume: drop --resume');
+  if (find) o.findBatchSize = search;
   o.file = files[0];
   return o;
 }
@@ -148,6 +172,65 @@ export function formatEvent(e: JobEvent, state: { every: number }): string {
   }
 }
 
+function outcomeText(o: TrialOutcome): string {
+  switch (o.kind) {
+    case 'fits': return 'fits';
+    case 'oom': return `out of memory: ${o.reason}`;
+    case 'error': return `failed: ${o.reason}`;
+    case 'cancelled': return 'cancelled';
+  }
+}
+
+/** The progress lines of Find Max Batch Size for people. */
+export function formatBatchEvent(e: FindBatchSizeEvent): string {
+  if (e.type === 'batch/trial') return `batch ${e.batchSize}${e.deviceLabel ? ` on ${e.deviceLabel}` : ''}: ${outcomeText(e.outcome)}`;
+  const r = e.result;
+  const lines = r.devices.map((d) => {
+    const where = `${d.deviceLabel ?? `device ${d.device}`}${d.backend ? `, backend ${d.backend}` : ''}`;
+    const trials = `${d.trials.length} trial${d.trials.length === 1 ? '' : 's'}`;
+    switch (d.limit) {
+      case 'memory': return d.batchSize > 0 ? `largest batch that fits: ${d.batchSize} on ${where} (${d.batchSize + 1} runs out of memory; ${trials})` : `not even a batch of 1 fits on ${where}: the model alone is too large for its memory`;
+      case 'max': return `largest batch that fits: ${d.batchSize} on ${where}, the upper bound (${trials}; the training set or --max-batch-size)`;
+      case 'error': return `the search stopped on ${where}: ${d.error?.reason ?? 'a trial failed'}${d.error?.hint ? `\nhint: ${d.error.hint}` : ''}`;
+      case 'cancelled': return `the search was cancelled on ${where}${d.batchSize > 0 ? ` (${d.batchSize} fits)` : ''}`;
+    }
+  });
+  const why: Record<Strategy, string> = {
+    single: '',
+    dp: ` (${r.perDevice} per device x ${r.jobDevices} devices: the job's batch is global)`,
+    ddp: ` (${r.perDevice} per device x ${r.jobDevices} devices: the job's batch is global)`,
+    pipeline: ' (a multiple of the micro-batches; measured with the whole model on one device, so on the safe side)',
+  };
+  if (r.suggestedBatchSize !== undefined) lines.push(`set "batchSize": ${r.suggestedBatchSize} in ${basename(r.file)}${why[r.strategy]}`);
+  return lines.join('\n');
+}
+
+/** `--find-batch-size`: exit 0 with a batch size, 1 when none fits or a trial failed, 130 when interrupted. */
+async function findBatchSize(opts: Options): Promise<number> {
+  const write = (e: FindBatchSizeEvent) => process.stdout.write(`${opts.json ? JSON.stringify(e) : formatBatchEvent(e)}\n`);
+  let handle;
+  try {
+    handle = findMaxBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
+  } catch (err) {
+    if (!(err instanceof JobFileError)) throw err;
+    const hint = 'Fix the job file; its schema is schemas/job.schema.json.';
+    if (opts.json) process.stdout.write(`${JSON.stringify({ type: 'batch/failed', reason: err.message, hint })}\n`);
+    else process.stderr.write(`find batch size failed: ${err.message}\nhint: ${hint}\n`);
+    return 1;
+  }
+  const onSignal = () => handle.cancel();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const result = await handle.finished;
+    if (result.devices.some((d) => d.limit === 'cancelled')) return 130;
+    return result.suggestedBatchSize !== undefined || (result.perDevice > 0 && result.devices.every((d) => d.limit === 'memory' || d.limit === 'max')) ? 0 : 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
 export async function run(argv: string[]): Promise<number> {
   let o: Options | 'help';
   try {
@@ -162,6 +245,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const opts = o;
+  if (opts.findBatchSize) return findBatchSize(opts);
   const state = { every: 1 };
   const handle = runJob({
     file: opts.file,

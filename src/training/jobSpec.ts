@@ -42,6 +42,8 @@ export interface JobSpec {
   readonly backend: BackendChoice;
   readonly pipeline: { readonly stages: number; readonly microBatches: number; readonly schedule: 'gpipe' | '1f1b' };
   readonly checkpointDir?: string;
+  /** A Find Max Batch Size trial: this many steps of one epoch, then stop (no evaluation, no checkpoint). */
+  readonly trialSteps?: number;
 }
 
 /** What the command line (or the quick picks) may override. */
@@ -57,6 +59,8 @@ export interface JobOverrides {
   pipeline?: { stages?: number; microBatches?: number; schedule?: 'gpipe' | '1f1b' };
   /** torchrun jobs: the Python interpreter (default: the job's "python", else python3). */
   python?: string;
+  /** Find Max Batch Size: run only this many steps (one epoch, no evaluation, no checkpoint). */
+  trialSteps?: number;
 }
 
 /** A job file that cannot run; the message names the file, the field and what was expected. */
@@ -280,15 +284,16 @@ export function parseJob(raw: unknown, file: string, overrides: JobOverrides = {
   if (strategy === 'pipeline' && batchSize % pipeline.microBatches !== 0) more.push(`/batchSize must be divisible by /pipeline/microBatches (${pipeline.microBatches}), got ${batchSize}`);
   if (more.length) throw new JobFileError(file, more);
 
-  const checkpointDir = overrides.checkpointDir ?? j.checkpointDir;
-  const maxSteps = overrides.maxStepsPerEpoch ?? j.maxStepsPerEpoch;
+  const trial = overrides.trialSteps;
+  const checkpointDir = trial ? undefined : overrides.checkpointDir ?? j.checkpointDir;
+  const maxSteps = trial ?? overrides.maxStepsPerEpoch ?? j.maxStepsPerEpoch;
   return {
     file,
     name: j.name ?? basename(file).replace(/\.job\.json$|\.json$/, ''),
     model,
     data,
     batchSize,
-    epochs: overrides.epochs ?? j.epochs,
+    epochs: trial ? 1 : overrides.epochs ?? j.epochs,
     ...(maxSteps !== undefined ? { maxStepsPerEpoch: maxSteps } : {}),
     optimizer: { name: optName, learningRate: j.optimizer?.learningRate ?? (optName === 'adam' || optName === 'rmsprop' ? 0.001 : 0.01), momentum: j.optimizer?.momentum ?? 0.9 },
     loss: j.loss ?? 'categoricalCrossentropy',
@@ -298,6 +303,7 @@ export function parseJob(raw: unknown, file: string, overrides: JobOverrides = {
     backend: overrides.backend ?? j.backend ?? 'auto',
     pipeline,
     ...(checkpointDir ? { checkpointDir: abs(checkpointDir) } : {}),
+    ...(trial ? { trialSteps: trial } : {}),
   };
 }
 

@@ -19,6 +19,7 @@ import type { Dataset } from './data';
 import type { JobEvent, JobMetrics } from './events';
 import type { JobSpec } from './jobSpec';
 import { lossFn } from './model';
+import { guardWasmHeap } from './oom';
 import type { Batcher } from './worker';
 
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
@@ -141,6 +142,7 @@ export interface LoopOptions {
 /** Runs the epochs; resolves with the job's metrics as this rank saw them (rank 0's are the job's). */
 export async function trainLoop(o: LoopOptions): Promise<JobMetrics> {
   const { tf, spec, rank, emit } = o;
+  guardWasmHeap(tf);
   const leaks = new LeakWatch();
   const started = Date.now();
   let globalStep = o.globalStep;
@@ -167,6 +169,8 @@ export async function trainLoop(o: LoopOptions): Promise<JobMetrics> {
         await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: o.stepsPerEpoch, globalStep, loss: r.loss, samplesPerSecond: epochSamples / secs });
       }
     }
+    // A Find Max Batch Size trial only needs to know that its steps fit.
+    if (spec.trialSteps !== undefined) break;
     const trainSecs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
     const end = await o.endEpoch(epoch, lossSum);
     if (!end) continue;

@@ -17,6 +17,7 @@ import { loadDataset, type Dataset, type Split } from './data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './events';
 import type { JobSpec } from './jobSpec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
+import { isOutOfMemory } from './oom';
 import { BucketedAllReduce, Ring, RingError } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
@@ -45,11 +46,8 @@ export function nextMessage<T extends CoordinatorMessage['type']>(type: T): Prom
   });
 }
 
-/** Words that mean the process ran out of memory, in the messages of the backends. */
-const oomPattern = /out of memory|OOM|failed to allocate|Cannot enlarge memory|Array buffer allocation failed|Invalid typed array length|ResourceExhausted/i;
-
 export function hintFor(message: string): string | undefined {
-  if (oomPattern.test(message)) return 'The worker ran out of memory: try a smaller batchSize, more pipeline micro-batches, or ddp instead of dp (dp keeps every gradient on the coordinator).';
+  if (isOutOfMemory(message)) return 'The worker ran out of memory: try a smaller batchSize, more pipeline micro-batches, or ddp instead of dp (dp keeps every gradient on the coordinator).';
   const kernel = /Kernel '(\w+)' not registered for backend '(\w+)'/.exec(message);
   if (kernel) return `The ${kernel[2]} backend has no ${kernel[1]} kernel: set "backend": "cpu" in the job, or install @tensorflow/tfjs-node.`;
   if (/CUDA|cuDNN|CUDNN/.test(message)) return 'A CUDA error: check that CUDA 11.2 and cuDNN 8.1 are installed for @tensorflow/tfjs-node-gpu, or set "backend": "cpu".';

@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { parseTrainArgs } from '../../../src/cli/train';
+import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type TrialReport } from '../../../src/training/findBatchSize';
+import { parseJob } from '../../../src/training/jobSpec';
+import { isOutOfMemory } from '../../../src/training/oom';
+import { fixtures, repoRoot } from '../../paths';
+import { tinyJob } from './helpers';
+
+/** A device that holds `capacity` examples: larger batches run out of memory. */
+function device(capacity: number, extra: (batch: number) => TrialReport | undefined = () => undefined) {
+  const tried: number[] = [];
+  const trial = (batch: number): Promise<TrialReport> => {
+    tried.push(batch);
+    return Promise.resolve(extra(batch) ?? { outcome: batch <= capacity ? { kind: 'fits' } : { kind: 'oom', reason: `OOM when allocating tensor with shape[${batch},4096]` } });
+  };
+  return { tried, trial };
+}
+
+describe('find max batch size: the search', () => {
+  it('doubles while the batch fits, then binary-searches to the exact largest batch that fits', async () => {
+    const d = device(100);
+    const r = await searchBatchSize({ start: 32, max: 10_000, trial: d.trial });
+    assert.deepEqual(d.tried, [32, 64, 128, 96, 112, 104, 100, 102, 101]);
+    assert.deepEqual([r.batchSize, r.limit], [100, 'memory']);
+    assert.deepEqual(r.trials.map((t) => t.outcome.kind), ['fits', 'fits', 'oom', 'fits', 'oom', 'oom', 'fits', 'oom', 'oom']);
+  });
+
+  it('halves a start that does not fit until one does, then searches up', async () => {
+    const d = device(20);
+    const r = await searchBatchSize({ start: 256, max: 10_000, trial: d.trial });
+    assert.deepEqual(d.tried, [256, 128, 64, 32, 16, 24, 20, 22, 21]);
+    assert.equal(r.batchSize, 20);
+  });
+
+  it('says 0 when not even one example fits', async () => {
+    const d = device(0);
+    const r = await searchBatchSize({ start: 4, max: 100, trial: d.trial });
+    assert.deepEqual(d.tried, [4, 2, 1]);
+    assert.deepEqual([r.batchSize, r.limit], [0, 'memory']);
+  });
+
+  it('stops at the upper bound, and lowers it to the training set a trial reports', async () => {
+    const bounded = device(1000);
+    const r = await searchBatchSize({ start: 32, max: 50, trial: bounded.trial });
+    assert.deepEqual(bounded.tried, [32, 50]);
+    assert.deepEqual([r.batchSize, r.limit, r.max], [50, 'max', 50]);
+    // The first trial says the training set holds 40 examples: a batch of 64 would train on 40.
+    const small = device(1000, () => ({ outcome: { kind: 'fits' }, trainSamples: 40 }));
+    const s = await searchBatchSize({ start: 64, max: Number.MAX_SAFE_INTEGER, trial: small.trial });
+    assert.deepEqual(small.tried, [64]);
+    assert.deepEqual([s.batchSize, s.limit, s.max, s.trials[0].batchSize], [40, 'max', 40, 40]);
+  });
+
+  it('stops at a real error and reports it, without calling it out of memory', async () => {
+    const d = device(1000, (b) => (b === 64 ? { outcome: { kind: 'error', reason: "Kernel 'Conv2DBackpropFilter' not registered for backend 'wasm'", hint: 'set "backend": "cpu"' } } : undefined));
+    const r = await searchBatchSize({ start: 16, max: 1000, trial: d.trial });
+    assert.deepEqual(d.tried, [16, 32, 64]);
+    assert.deepEqual([r.batchSize, r.limit], [32, 'error']);
+    assert.deepEqual(r.error, { reason: "Kernel 'Conv2DBackpropFilter' not registered for backend 'wasm'", hint: 'set "backend": "cpu"' });
+  });
+
+  it('turns the largest batch per device into the job\'s batchSize for its strategy', () => {
+    const pipeline = { stages: 2, microBatches: 4, schedule: 'gpipe' } as const;
+    assert.equal(suggestBatchSize({ strategy: 'single', devices: [0], pipeline }, 100), 100);
+    assert.equal(suggestBatchSize({ strategy: 'ddp', devices: [0, 1], pipeline }, 100), 200, 'the job\'s batch is global');
+    assert.equal(suggestBatchSize({ strategy: 'dp', devices: [0, 1, 2], pipeline }, 7), 21);
+    assert.equal(suggestBatchSize({ strategy: 'pipeline', devices: [0, 1], pipeline }, 102), 100, 'whole micro-batches');
+    assert.equal(suggestBatchSize({ strategy: 'pipeline', devices: [0, 1], pipeline }, 3), undefined);
+    assert.equal(suggestBatchSize({ strategy: 'single', devices: [0], pipeline }, 0), undefined);
+  });
+});
+
+describe('find max batch size: out of memory', () => {
+  it('knows out of memory as each backend words it, and nothing else', () => {
+    for (const m of [
+      'ResourceExhaustedError: OOM when allocating tensor with shape[4096,65536] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc',
+      'Resource exhausted: failed to allocate memory',
+      'RangeError: Array buffer allocation failed',
+      'RangeError: Invalid typed array length: 4294967296',
+      'OutOfMemoryError: out of memory: the wasm heap (3.75 GiB of its 4.00 GiB maximum) cannot hold another 0.56 GiB tensor',
+      'CUDA error: out of memory',
+    ]) assert.ok(isOutOfMemory(m), m);
+    for (const m of ["Kernel 'Conv2DBackpropFilter' not registered for backend 'wasm'", 'no room left in the bucket', 'zoom factor must be positive', 'Error when checking input: expected dense_Dense1_input to have shape [null,784]']) assert.ok(!isOutOfMemory(m), m);
+  });
+
+  it('a trial over the wasm heap really runs out of memory (in its own worker), a small one fits', async function () {
+    this.timeout(120_000);
+    const job = join(fixtures, 'jobs', 'big-activations.job.json');
+    const [big, small] = await Promise.all([runTrial(job, {}, 0, 16, 1).report, runTrial(job, {}, 0, 2, 1).report]);
+    assert.equal(big.outcome.kind, 'oom', JSON.stringify(big));
+    assert.match(big.outcome.kind === 'oom' ? big.outcome.reason : '', /^OutOfMemoryError: out of memory: the wasm heap \([\d.]+ GiB of its 4\.00 GiB maximum\) cannot hold another [\d.]+ GiB tensor$/);
+    assert.equal(small.outcome.kind, 'fits', JSON.stringify(small));
+    assert.deepEqual([small.backend, small.deviceLabel, small.trainSamples], ['wasm', 'cpu', 256]);
+  });
+});
+
+describe('gpu-workbench train --find-batch-size', function () {
+  this.timeout(120_000);
+
+  it('parses --find-batch-size with its bound and steps, and refuses them without it', () => {
+    assert.deepEqual(parseTrainArgs(['job.json', '--find-batch-size', '--max-batch-size', '512', '--trial-steps=3', '--backend', 'wasm']), {
+      file: 'job.json', json: false, resume: false, overrides: { backend: 'wasm' }, findBatchSize: { maxBatchSize: 512, steps: 3 },
+    });
+    assert.throws(() => parseTrainArgs(['job.json', '--max-batch-size', '512']), /--max-batch-size only applies with --find-batch-size/);
+    assert.throws(() => parseTrainArgs(['job.json', '--find-batch-size', '--resume']), /drop --resume/);
+    assert.throws(() => parseTrainArgs(['job.json', '--find-batch-size', '--trial-steps', '0']), /--trial-steps expects a whole number of at least 1, got '0'/);
+  });
+
+  it('a trial job runs its steps only: one epoch, no evaluation, no checkpoint', () => {
+    const spec = parseJob({ model: 'mlp', data: { mnist: {} }, batchSize: 64, epochs: 5, checkpointDir: 'ckpt' }, join(fixtures, 'jobs', 'x.job.json'), { trialSteps: 2 });
+    assert.deepEqual([spec.epochs, spec.maxStepsPerEpoch, spec.checkpointDir, spec.trialSteps], [1, 2, undefined, 2]);
+  });
+
+  it('searches up to the bound and prints batch/trial events, then batch/done with the batchSize to set', () => {
+    const r = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--max-batch-size', '64', '--trial-steps', '1', '--json'], { encoding: 'utf8', timeout: 110_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as FindBatchSizeEvent);
+    assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind} ${e.deviceLabel}` : e.type)), ['32 fits cpu', '64 fits cpu', 'batch/done']);
+    const done = events[2];
+    assert.ok(done.type === 'batch/done');
+    assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend], [64, 64, 'max', 'wasm']);
+  });
+
+  it('names the file and the field of a bad job, and refuses a torchrun job', () => {
+    const cli = join(repoRoot, 'out', 'src', 'cli.js');
+    const bad = spawnSync(process.execPath, [cli, 'train', join(fixtures, 'jobs', 'bad-learning-rate.job.json'), '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /^find batch size failed: bad-learning-rate\.job\.json: \/optimizer\/learningRate must be a number > 0/);
+    const torchrun = spawnSync(process.execPath, [cli, 'train', join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), '--find-batch-size', '--json'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(torchrun.status, 1);
+    assert.match((JSON.parse(torchrun.stdout) as { reason: string }).reason, /^ddp\.job\.json: is a torchrun job: its script chooses its own batch/);
+  });
+});
