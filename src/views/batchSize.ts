@@ -1,0 +1,105 @@
+/**
+ * "GPU Workbench: Find Max Batch Size": the largest batch that fits per device for a job file.
+ *
+ * The search runs in a forked process (`dist/cli.js train JOB --find-batch-size --json`), and
+ * each of its trials in fresh worker processes below that, so an out-of-memory error (or a
+ * backend that aborts) never reaches the editor. A cancellable progress notification shows the
+ * trials; the result offers to write the batch size into the job file as an editor edit the
+ * user can undo (Ctrl+Z), as Apply Best Config does.
+ */
+import { basename } from 'node:path';
+import * as vscode from 'vscode';
+import { formatBatchEvent } from '../cli/train';
+import { ApplyConfigError, applyConfigToJson } from '../tuning/applyConfig';
+import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
+
+let log: vscode.LogOutputChannel;
+
+async function pickJobFile(uri: vscode.Uri | undefined): Promise<vscode.Uri | undefined> {
+  if (uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json')) return uri;
+  const active = vscode.window.activeTextEditor?.document.uri;
+  if (active?.scheme === 'file' && active.fsPath.endsWith('.job.json')) return active;
+  const files = (await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
+  if (files.length === 0) {
+    void vscode.window.showInformationMessage('Find Max Batch Size: no *.job.json in the workspace. Create one with Start Training… first.');
+    return undefined;
+  }
+  const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), file: f })), { title: 'Find Max Batch Size', placeHolder: 'For which job?' });
+  return picked?.file;
+}
+
+/** Writes `batchSize` into the job file in an editor: a user edit, undoable, left for the user to save. */
+async function writeBatchSize(uri: vscode.Uri, batchSize: number): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument(uri);
+  const shown = vscode.workspace.asRelativePath(uri);
+  let applied;
+  try {
+    applied = applyConfigToJson(doc.getText(), { batchSize }, shown);
+  } catch (err) {
+    if (!(err instanceof ApplyConfigError)) throw err;
+    void vscode.window.showErrorMessage(`Find Max Batch Size: ${err.message}`);
+    return;
+  }
+  if (!applied.edit) {
+    void vscode.window.showInformationMessage(`${shown} has "batchSize": ${batchSize} already.`);
+    return;
+  }
+  const editor = await vscode.window.showTextDocument(doc, { preview: false });
+  const start = doc.positionAt(applied.edit.offset);
+  const range = new vscode.Range(start, doc.positionAt(applied.edit.offset + applied.edit.length));
+  const content = applied.edit.content;
+  if (!await editor.edit((b) => b.replace(range, content))) {
+    void vscode.window.showErrorMessage(`Find Max Batch Size: VS Code refused the edit to ${shown}.`);
+    return;
+  }
+  const end = doc.positionAt(applied.edit.offset + content.length);
+  editor.selection = new vscode.Selection(start, end);
+  editor.revealRange(new vscode.Range(start, end));
+}
+
+async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Promise<void> {
+  if (!vscode.workspace.isTrusted) {
+    void vscode.window.showErrorMessage('GPU Workbench cannot find the max batch size in an untrusted workspace: it runs the job, and a job file runs code (models, data loaders) from the workspace. Trust the workspace first (Workspaces: Manage Workspace Trust).');
+    return;
+  }
+  const uri = await pickJobFile(arg instanceof vscode.Uri ? arg : undefined);
+  if (!uri) return;
+  // The search reads the job from disk.
+  const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+  if (open?.isDirty && !await open.save()) return;
+  const name = basename(uri.fsPath);
+  const cli = context.asAbsolutePath('dist/cli.js');
+  log.info(`${name}: searching the largest batch that fits (each trial a few steps in a fresh worker process)`);
+  const ending = await vscode.window.withProgress<SearchEnding>({ location: vscode.ProgressLocation.Notification, title: `Find Max Batch Size: ${name}`, cancellable: true }, (progress, token) => {
+    progress.report({ message: 'first trial…' });
+    const said = token.onCancellationRequested(() => log.info('cancelling the search…'));
+    return startSearch(cli, uri.fsPath, {
+      onEvent: (e) => {
+        for (const line of formatBatchEvent(e).split('\n')) log.info(line);
+        if (e.type === 'batch/trial') progress.report({ message: `batch ${e.batchSize}: ${e.outcome.kind === 'oom' ? 'out of memory' : e.outcome.kind}` });
+      },
+      onLine: (line) => log.warn(line),
+      cancel: token,
+    }).ended.finally(() => { said.dispose(); });
+  });
+  const m = searchMessage(ending);
+  if (m.error) log.error(m.text);
+  else log.info(m.text);
+  const showLog = 'Show Log';
+  const set = m.offer !== undefined ? `Set "batchSize": ${m.offer}` : undefined;
+  const answer = await (m.error ? vscode.window.showErrorMessage(m.text, showLog) : vscode.window.showInformationMessage(m.text, ...(set ? [set] : []), showLog));
+  if (answer === showLog) log.show(true);
+  else if (set && answer === set && m.offer !== undefined) await writeBatchSize(uri, m.offer);
+}
+
+/** Registers "GPU Workbench: Find Max Batch Size" (`gpuWorkbench.findBatchSize`, optionally given a job file's Uri). */
+export function registerFindBatchSize(context: vscode.ExtensionContext): void {
+  log = vscode.window.createOutputChannel('GPU Workbench: Find Max Batch Size', { log: true });
+  context.subscriptions.push(
+    log,
+    vscode.commands.registerCommand('gpuWorkbench.findBatchSize', (arg?: unknown) => findBatchSize(context, arg).catch((err: unknown) => {
+      log.error(err instanceof Error ? err.stack ?? err.message : String(err));
+      void vscode.window.showErrorMessage(`Find Max Batch Size: ${err instanceof Error ? err.message : String(err)}`);
+    })),
+  );
+}

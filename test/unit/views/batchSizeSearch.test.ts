@@ -1,0 +1,56 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { FindBatchSizeEvent, FindBatchSizeResult } from '../../../src/training/findBatchSize';
+import { searchMessage, startSearch, type Cancellation } from '../../../src/views/batchSizeSearch';
+import { fixtures, repoRoot } from '../../paths';
+import { alive, tinyJob, until } from '../training/helpers';
+
+const cli = join(repoRoot, 'out', 'src', 'cli.js');
+
+function canceller(): Cancellation & { cancel(): void } {
+  const listeners = new Set<() => void>();
+  return {
+    onCancellationRequested: (l) => { listeners.add(l); return { dispose: () => listeners.delete(l) }; },
+    cancel: () => { for (const l of listeners) l(); },
+  };
+}
+
+const result = (r: Partial<FindBatchSizeResult>): FindBatchSizeResult => ({ job: 'mnist', file: '/w/mnist.job.json', strategy: 'ddp', jobDevices: 2, devices: [], perDevice: 0, ...r });
+
+describe('Find Max Batch Size: the search process and its message', function () {
+  this.timeout(120_000);
+
+  it('runs the search in a child process and offers the batchSize the job can take', async () => {
+    const events: FindBatchSizeEvent[] = [];
+    const s = startSearch(cli, tinyJob, { onEvent: (e) => events.push(e) });
+    const ending = await s.ended;
+    assert.equal(ending.code, 0, ending.stderr);
+    // tiny-mnist trains on 256 examples from a batch of 32: the training set is the bound.
+    assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind}` : e.type)), ['32 fits', '64 fits', '128 fits', '256 fits', 'batch/done']);
+    assert.deepEqual(searchMessage(ending), { text: 'Largest batch that fits for tiny-mnist: 256 per device on cpu (wasm) (the whole training set: memory was not the limit).', error: false, offer: 256 });
+  });
+
+  it('stops on cancel: the search ends at once, says it was cancelled, and offers nothing', async () => {
+    const c = canceller();
+    let trials = 0;
+    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && ++trials === 1) c.cancel(); }, cancel: c });
+    const ending = await s.ended;
+    assert.equal(ending.code, 130, ending.stderr);
+    const m = searchMessage(ending);
+    assert.deepEqual([m.error, m.offer], [false, undefined]);
+    assert.match(m.text, /^Find Max Batch Size for big-activations was cancelled; a batch of 2 fits so far\.$/);
+    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+  });
+
+  it('says why when the job is refused or the process dies, and never offers a batch it cannot take', () => {
+    assert.deepEqual(searchMessage({ failed: { reason: 'bad.job.json: /batchSize must be an integer ≥ 1', hint: 'Fix the job file.' }, code: 1, signal: null, stderr: '' }), { text: 'Find Max Batch Size failed: bad.job.json: /batchSize must be an integer ≥ 1 Fix the job file.', error: true });
+    assert.equal(searchMessage({ code: null, signal: 'SIGKILL', stderr: 'line 1\nline 2\nlast words\n' }).text, 'Find Max Batch Size failed: the search process was killed by SIGKILL: line 2 | last words');
+    const cpu = { device: 0, deviceLabel: 'cpu', backend: 'wasm', max: 1000, trials: [] };
+    assert.deepEqual(searchMessage({ code: 0, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 96, limit: 'memory' }], perDevice: 96, suggestedBatchSize: 192 }) }), { text: 'Largest batch that fits for mnist: 96 per device on cpu (wasm). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });
+    assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 0, limit: 'memory' }] }) }), { text: 'Not even a batch of 1 fits on cpu (wasm) for mnist: the model alone is too large.', error: true });
+    assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 32, limit: 'error', error: { reason: "Kernel 'X' not registered" } }], perDevice: 32 }) }), { text: "Find Max Batch Size for mnist stopped: a trial failed for another reason than memory: Kernel 'X' not registered", error: true });
+    const pipeline = searchMessage({ code: 0, signal: null, stderr: '', result: result({ strategy: 'pipeline', devices: [{ ...cpu, batchSize: 3, limit: 'memory' }], perDevice: 3 }) });
+    assert.deepEqual([pipeline.error, pipeline.offer], [false, undefined]);
+    assert.match(pipeline.text, /The job's pipeline strategy cannot take it \(a batch must hold whole micro-batches\)\.$/);
+  });
+});
