@@ -5,8 +5,9 @@
  * fails on some odd construct reports nothing for that file rather than taking the
  * server or the CLI down.
  */
-import type { Tree } from 'web-tree-sitter';
-import { applyEdits, combineFixes } from './fixes';
+import type { Edit, Tree } from 'web-tree-sitter';
+import { recordRoot } from './deps';
+import { applyEdits, combineFixes, indentUnit } from './fixes';
 import { FileModel } from './model';
 import { loadPython, PythonParser } from './parser';
 import type { Rule } from './rule';
@@ -20,8 +21,8 @@ import { rule as modelToDeviceInLoop } from './rules/modelToDeviceInLoop';
 import { rule as samplerShuffle } from './rules/samplerShuffle';
 import { rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
 import { rule as volatileVariable } from './rules/volatileVariable';
-import { toSyntax } from './syntax';
-import type { Finding, LintOptions, RawFinding, TextEdit } from './types';
+import { toSyntax, type SyntaxNode } from './syntax';
+import type { Finding, Fix, LintOptions, Position, Range, RawFinding, TextEdit } from './types';
 import { Workspace } from './workspace';
 
 /** In fix order: a missing guard is fixed before the accumulations it causes. */
@@ -39,12 +40,31 @@ export interface LinterOptions {
   readonly onError?: (path: string, error: unknown) => void;
 }
 
+/** One top-level statement's findings, every rule, before settings and `# noqa`. */
+interface ChunkResult {
+  readonly findings: { readonly ruleId: string; readonly raw: RawFinding }[];
+  /** The lookup keys its analysis made (deps.ts); undefined when not recorded. */
+  readonly deps: Set<string> | undefined;
+}
+
+/** What the incremental linter keeps per file between edits. */
+interface FileCache {
+  readonly results: Map<SyntaxNode, ChunkResult>;
+  /** Keys exported by the statements removed or added since the last lint. */
+  readonly dirtyKeys: Set<string>;
+  /** `sharedSignature` when the results were computed. */
+  shared: string;
+  /** The workspace generation then: a change to another file since starts over. */
+  generation: number;
+}
+
 const noqa = /#\s*noqa(?::\s*([\w-]+(?:\s*,\s*[\w-]+)*))?/i;
 
 export class Linter {
   readonly rules = rules;
   private readonly workspace = new Workspace();
-  private readonly trees = new Map<string, { tree: Tree; text: string }>();
+  private readonly trees = new Map<string, { tree: Tree; text: string; root: SyntaxNode }>();
+  private readonly caches = new Map<string, FileCache>();
   private readonly parseErrors = new Map<string, boolean>();
 
   constructor(
@@ -56,33 +76,73 @@ export class Linter {
   setFile(path: string, text: string): void {
     const known = this.workspace.get(path);
     if (known && known.text === text) return;
-    let root;
+    let root: SyntaxNode;
+    let edit: Edit | undefined;
     try {
       const previous = this.trees.get(path);
-      const tree = this.parser.parse(text, previous);
+      let tree: Tree;
+      if (previous && known) {
+        const r = this.parser.reparse(text, previous);
+        tree = r.tree;
+        edit = r.edit;
+        root = toSyntax(tree, text, { root: previous.root, edit: r.edit, changed: r.changed });
+      } else {
+        tree = this.parser.parse(text);
+      }
       previous?.tree.delete();
       this.trees.delete(path);
-      root = toSyntax(tree, text);
+      if (!edit) root = toSyntax(tree, text);
       this.parseErrors.set(path, tree.rootNode.hasError);
-      if (this.options.incremental) this.trees.set(path, { tree, text });
+      if (this.options.incremental) this.trees.set(path, { tree, text, root: root! });
       else tree.delete();
     } catch (err) {
       this.options.onError?.(path, err);
       this.trees.get(path)?.tree.delete();
       this.trees.delete(path);
+      this.caches.delete(path);
       this.workspace.remove(path);
       return;
     }
     try {
-      this.workspace.set(new FileModel(path, text, root, this.workspace));
+      const model = new FileModel(path, text, root!, this.workspace, edit ? known : undefined);
+      if (edit && known) this.carryCache(path, known, model, edit);
+      else this.caches.delete(path);
+      this.workspace.set(model);
     } catch (err) {
       // Pathological nesting can exhaust the stack while indexing; such a file gets no findings.
       this.options.onError?.(path, err);
+      this.trees.get(path)?.tree.delete();
+      this.trees.delete(path);
+      this.caches.delete(path);
       this.workspace.remove(path);
     }
   }
 
+  /**
+   * After an edit: drops the results of removed statements, notes what they and the added
+   * ones export (their dependents are dropped at the next lint), and moves the positions of
+   * the results kept through the edit.
+   */
+  private carryCache(path: string, before: FileModel, after: FileModel, edit: Edit): void {
+    const cache = this.caches.get(path);
+    if (!cache) return;
+    const kept = new Set(after.root.children);
+    for (const [top, result] of cache.results) {
+      if (!kept.has(top)) {
+        for (const k of before.exportsOf(top)) cache.dirtyKeys.add(k);
+        cache.results.delete(top);
+        continue;
+      }
+      const moved = moveResult(result, edit);
+      if (moved) cache.results.set(top, moved);
+      else cache.results.delete(top);
+    }
+    const old = new Set(before.root.children);
+    for (const top of after.root.children) if (!old.has(top)) for (const k of after.exportsOf(top)) cache.dirtyKeys.add(k);
+  }
+
   removeFile(path: string): void {
+    this.caches.delete(path);
     this.trees.get(path)?.tree.delete();
     this.trees.delete(path);
     this.parseErrors.delete(path);
@@ -104,23 +164,77 @@ export class Linter {
     const model = this.workspace.get(path);
     if (!model || options.enabled === false || !model.usesTorch) return [];
     const findings: Finding[] = [];
-    for (const rule of this.rules) {
-      const configured = options.rules?.[rule.id];
-      if (configured === 'off') continue;
-      if (options.select && !options.select.includes(rule.id)) continue;
-      let raw: RawFinding[];
-      try {
-        raw = rule.check(model);
-      } catch (err) {
-        this.options.onError?.(path, err);
-        continue;
-      }
-      for (const r of raw) {
+    const byRule = new Map(this.rules.map((r) => [r.id, r]));
+    for (const result of this.results(path, model)) {
+      for (const { ruleId, raw: r } of result.findings) {
+        const rule = byRule.get(ruleId) as Rule;
+        const configured = options.rules?.[rule.id];
+        if (configured === 'off') continue;
+        if (options.select && !options.select.includes(rule.id)) continue;
         if (suppressed(model.line(r.range.start.line), rule.id)) continue;
         findings.push({ ruleId: rule.id, severity: configured ?? rule.defaultSeverity, message: r.message, range: r.range, fixes: r.fixes, docsUrl: rule.docsUrl, explanation: rule.explanation });
       }
     }
     return findings.sort((a, b) => a.range.start.line - b.range.start.line || a.range.start.character - b.range.start.character || a.ruleId.localeCompare(b.ruleId));
+  }
+
+  /**
+   * Every top-level statement's findings, in document order. The rules look at one statement
+   * at a time. Incrementally, a statement's findings are reused unless it changed, a lookup
+   * its analysis made is answered by a statement that changed, a file-wide fact changed, or
+   * another file did.
+   */
+  private results(path: string, model: FileModel): ChunkResult[] {
+    if (!this.options.incremental) return model.root.children.map((top) => this.analyse(model, top, path, false));
+    let cache = this.caches.get(path);
+    const elsewhere = !cache || this.workspace.changedElsewhere(path, cache.generation);
+    model.dropStaleContributions(elsewhere || !cache ? 'all' : cache.dirtyKeys);
+    const shared = sharedSignature(model);
+    if (!cache || cache.shared !== shared || elsewhere) {
+      cache = { results: new Map(), dirtyKeys: new Set(), shared, generation: this.workspace.generation };
+      this.caches.set(path, cache);
+    } else if (cache.dirtyKeys.size) {
+      for (const [top, result] of cache.results) {
+        if (!result.deps) continue;
+        for (const k of cache.dirtyKeys) {
+          if (result.deps.has(k)) {
+            cache.results.delete(top);
+            break;
+          }
+        }
+      }
+    }
+    cache.dirtyKeys.clear();
+    cache.generation = this.workspace.generation;
+    const out: ChunkResult[] = [];
+    for (const top of model.root.children) {
+      let result = cache.results.get(top);
+      if (!result) cache.results.set(top, (result = this.analyse(model, top, path, true)));
+      out.push(result);
+    }
+    return out;
+  }
+
+  private analyse(model: FileModel, top: SyntaxNode, path: string, record: boolean): ChunkResult {
+    const run = (): { ruleId: string; raw: RawFinding }[] => {
+      const found: { ruleId: string; raw: RawFinding }[] = [];
+      model.focus = top;
+      try {
+        for (const rule of this.rules) {
+          try {
+            for (const raw of rule.check(model)) found.push({ ruleId: rule.id, raw });
+          } catch (err) {
+            this.options.onError?.(path, err);
+          }
+        }
+      } finally {
+        model.focus = undefined;
+      }
+      return found;
+    };
+    if (!record) return { findings: run(), deps: undefined };
+    const r = recordRoot(run);
+    return { findings: r.value, deps: r.deps };
   }
 
   /** Indexes every file first (so facts cross files), then lints each. */
@@ -157,6 +271,42 @@ export class Linter {
     this.trees.clear();
     this.parser.delete();
   }
+}
+
+/**
+ * The file-wide facts a statement's findings may depend on without a recorded lookup: the
+ * model's (imports, model names, module-level grad switches) and the fixes' (indentation
+ * unit, where `import torch` would go).
+ */
+function sharedSignature(model: FileModel): string {
+  let importRow = 0;
+  for (const s of model.root.children) {
+    if (s.type === 'import_statement' || s.type === 'import_from_statement' || s.type === 'future_import_statement') importRow = s.endRow + 1;
+  }
+  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}`;
+}
+
+/** Moves a kept statement's findings through an edit; undefined when a position falls inside the edited span. */
+function moveResult(result: ChunkResult, edit: Edit): ChunkResult | undefined {
+  const start = edit.startPosition;
+  const oldEnd = edit.oldEndPosition;
+  const newEnd = edit.newEndPosition;
+  const before = (p: Position, q: { row: number; column: number }): boolean => p.line < q.row || (p.line === q.row && p.character < q.column);
+  const after = (p: Position, q: { row: number; column: number }): boolean => p.line > q.row || (p.line === q.row && p.character > q.column);
+  if (start.row === oldEnd.row && start.column === oldEnd.column && newEnd.row === start.row && newEnd.column === start.column) return result;
+  let inside = false;
+  const pos = (p: Position): Position => {
+    if (before(p, start)) return p;
+    if (after(p, oldEnd)) return { line: p.line + newEnd.row - oldEnd.row, character: p.line === oldEnd.row ? p.character + newEnd.column - oldEnd.column : p.character };
+    inside = true;
+    return p;
+  };
+  const range = (r: Range): Range => ({ start: pos(r.start), end: pos(r.end) });
+  const findings = result.findings.map(({ ruleId, raw }) => ({
+    ruleId,
+    raw: { message: raw.message, range: range(raw.range), fixes: raw.fixes.map((f): Fix => ({ title: f.title, edits: f.edits.map((e): TextEdit => ({ range: range(e.range), newText: e.newText })) })) },
+  }));
+  return inside ? undefined : { findings, deps: result.deps };
 }
 
 function suppressed(line: string, ruleId: string): boolean {

@@ -8,6 +8,7 @@
  * Everything here leans towards silence: when provenance or a guard is unknown, the answer
  * is the one that produces no finding.
  */
+import { recorded, recordingNow, recordRoot, replay, track, unrecorded } from './deps';
 import { ancestors, child, childrenOf, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from './syntax';
 
 export interface FunctionInfo {
@@ -26,6 +27,8 @@ export interface ClassInfo {
   readonly bases: readonly SyntaxNode[];
   readonly methods: Map<string, FunctionInfo>;
   readonly model: FileModel;
+  /** Which methods accumulate which parameters (the workspace's cache, valid for these imports). */
+  accumulating?: { aliases: string; params: Map<string, readonly number[] | undefined> };
 }
 
 export interface CallSite {
@@ -58,7 +61,14 @@ interface Binding {
   readonly value: SyntaxNode | undefined;
   /** `a, b = value`: the target holds a part of the value. */
   readonly unpacked: boolean;
-  readonly order: number;
+  /** The binding statement or clause; its `order` places the binding in the document. */
+  readonly at: SyntaxNode;
+}
+
+interface ModeEvent {
+  readonly at: SyntaxNode;
+  readonly receiver: string;
+  readonly inference: boolean;
 }
 
 interface ScopeData {
@@ -67,12 +77,44 @@ interface ScopeData {
   readonly globals: Set<string>;
   readonly params: Set<string>;
   /** `x.eval()` / `x.train()` calls in document order. */
-  readonly modeEvents: { order: number; receiver: string; inference: boolean }[];
+  readonly modeEvents: ModeEvent[];
   /** Text keys (`loss`, `self.total`) of values that flow into `.backward()` or `autograd.grad`. */
   reachesBackward?: Set<string>;
   /** Names on which `.backward()` is called without arguments: scalars with history. */
   scalarBackward?: Set<string>;
   trainingSignal?: boolean;
+  backwardDeps?: Set<string>;
+}
+
+/**
+ * What one top-level statement of a file contributes to the file's index. A statement whose
+ * syntax tree was reused after an edit (see `toSyntax`) keeps its index too.
+ */
+interface Contribution {
+  readonly models: readonly string[];
+  readonly losses: readonly string[];
+  readonly remotes: readonly string[];
+  /** The module-level grad switches this statement makes, in order. */
+  readonly toggles: readonly ('off' | 'on')[];
+  readonly deps: Set<string>;
+  /** The file's imports when computed: names qualify through them. */
+  readonly aliases: string;
+}
+
+interface ChunkIndex {
+  readonly node: SyntaxNode;
+  readonly aliases: [string, string][];
+  readonly functions: FunctionInfo[];
+  readonly classes: ClassInfo[];
+  readonly calls: SyntaxNode[];
+  readonly references: SyntaxNode[];
+  /** Scopes of the functions defined in the statement. */
+  readonly scopes: Map<SyntaxNode, ScopeData>;
+  /** What the statement adds to the module's scope. */
+  readonly root: ScopeData;
+  exports?: Set<string>;
+  contribution?: Contribution;
+  sites?: { name: string; call: SyntaxNode }[];
 }
 
 const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);
@@ -124,10 +166,15 @@ export class FileModel {
   readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
   /** True when the file imports torch or a library built on it: the rules only run then. */
   usesTorch = false;
-  private readonly scopeOfNode = new Map<SyntaxNode, SyntaxNode>();
+  /**
+   * The top-level statement the rules look at (the incremental linter analyses one at a time);
+   * undefined: the whole file.
+   */
+  focus: SyntaxNode | undefined;
   private readonly scopes = new Map<SyntaxNode, ScopeData>();
+  private readonly chunks = new Map<SyntaxNode, ChunkIndex>();
   private readonly lines: string[];
-  private factsCache = new Map<string, unknown>();
+  private factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   private factsGeneration = -1;
 
   constructor(
@@ -135,9 +182,10 @@ export class FileModel {
     readonly text: string,
     readonly root: SyntaxNode,
     readonly facts: WorkspaceFacts & { readonly generation: number },
+    previous?: FileModel,
   ) {
     this.lines = text.split('\n');
-    this.index();
+    this.index(previous);
   }
 
   src(node: SyntaxNode): string {
@@ -154,35 +202,95 @@ export class FileModel {
 
   // ---------------------------------------------------------------- indexing
 
-  private index(): void {
+  /** Builds the index from each top-level statement's, reusing those of `previous` whose subtree was reused. */
+  private index(previous: FileModel | undefined): void {
     const rootData = this.newScope();
     this.scopes.set(this.root, rootData);
+    for (const node of this.root.children) {
+      let chunk = previous?.chunks.get(node);
+      if (chunk) this.adopt(chunk);
+      else chunk = this.indexChunk(node);
+      this.chunks.set(node, chunk);
+      for (const [k, v] of chunk.aliases) this.aliases.set(k, v);
+      for (const f of chunk.functions) {
+        this.functions.push(f);
+        this.functionByNode.set(f.node, f);
+      }
+      for (const c of chunk.classes) this.classes.push(c);
+      for (const c of chunk.calls) this.calls.push(c);
+      for (const r of chunk.references) this.references.push(r);
+      for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
+      for (const c of chunk.root.calls) rootData.calls.push(c);
+      for (const [key, list] of chunk.root.bindings) {
+        const all = rootData.bindings.get(key);
+        if (all) all.push(...list);
+        else rootData.bindings.set(key, [...list]);
+      }
+      for (const g of chunk.root.globals) rootData.globals.add(g);
+      for (const e of chunk.root.modeEvents) rootData.modeEvents.push(e);
+    }
+    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q));
+  }
+
+  /** Takes over a previous model's statement index: its facts were computed in that model. */
+  private adopt(chunk: ChunkIndex): void {
+    type Owned = { model: FileModel };
+    for (const f of chunk.functions) (f as unknown as Owned).model = this;
+    for (const c of chunk.classes) (c as unknown as Owned).model = this;
+    for (const d of chunk.scopes.values()) {
+      d.reachesBackward = undefined;
+      d.scalarBackward = undefined;
+      d.trainingSignal = undefined;
+      d.backwardDeps = undefined;
+    }
+  }
+
+  private indexChunk(top: SyntaxNode): ChunkIndex {
+    const chunk: ChunkIndex = { node: top, aliases: [], functions: [], classes: [], calls: [], references: [], scopes: new Map(), root: this.newScope() };
+    const dataOf = (scope: SyntaxNode): ScopeData => {
+      if (scope === this.root) return chunk.root;
+      let d = chunk.scopes.get(scope);
+      if (!d) chunk.scopes.set(scope, (d = this.newScope()));
+      return d;
+    };
+    const bind = (scope: SyntaxNode, target: SyntaxNode, value: SyntaxNode | undefined, at: SyntaxNode, unpacked: boolean): void => {
+      const key = this.src(target);
+      const data = dataOf(scope);
+      const list = data.bindings.get(key) ?? [];
+      list.push({ target, value, at, unpacked });
+      data.bindings.set(key, list);
+    };
     const classStack: { node: SyntaxNode; info: ClassInfo }[] = [];
     // Nodes inside an ERROR are tree-sitter's best guess (a `def f(:` can come out as a call
     // `f(...)`); they are not linted and not indexed.
     const broken = new Set<SyntaxNode>();
-    for (const node of descendants(this.root)) {
+    const walk = function* (): Generator<SyntaxNode> {
+      yield top;
+      yield* descendants(top);
+    };
+    for (const node of walk()) {
       const parent = node.parent as SyntaxNode;
+      node.scope = undefined;
       if (node.type === 'ERROR' || broken.has(parent)) {
         broken.add(node);
         continue;
       }
-      const scope = parent.type === 'function_definition' ? parent : (this.scopeOfNode.get(parent) ?? this.root);
-      this.scopeOfNode.set(node, scope);
+      const scope = parent.type === 'function_definition' ? parent : (parent.scope ?? this.root);
+      // The module's scope is left unset: a reused statement moves to a new root node.
+      node.scope = scope === this.root ? undefined : scope;
       switch (node.type) {
         case 'import_statement':
         case 'import_from_statement':
-          this.addImport(node);
+          this.addImport(node, chunk.aliases);
           break;
         case 'function_definition': {
-          this.scopes.set(node, this.newScope());
+          dataOf(node);
           while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
           const enclosingClass = classStack.length && this.isDirectMethod(node, classStack[classStack.length - 1].node) ? classStack[classStack.length - 1].info : undefined;
           const info = this.functionInfo(node, enclosingClass);
-          this.functions.push(info);
-          this.functionByNode.set(node, info);
+          chunk.functions.push(info);
           if (enclosingClass) enclosingClass.methods.set(info.name, info);
-          const data = this.scopes.get(node) as ScopeData;
+          const data = dataOf(node);
           for (const p of info.params) data.params.add(p);
           break;
         }
@@ -190,14 +298,14 @@ export class FileModel {
           const nameNode = child(node, 'name');
           const superclasses = child(node, 'superclasses');
           const info: ClassInfo = { node, name: nameNode ? this.src(nameNode) : '', bases: superclasses ? namedChildren(superclasses).filter((b) => b.type !== 'keyword_argument') : [], methods: new Map(), model: this };
-          this.classes.push(info);
+          chunk.classes.push(info);
           while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
           classStack.push({ node, info });
           break;
         }
         case 'call': {
-          this.calls.push(node);
-          this.scopeData(scope).calls.push(node);
+          chunk.calls.push(node);
+          dataOf(scope).calls.push(node);
           const callee = child(node, 'function');
           if (callee?.type === 'attribute') {
             const method = child(callee, 'attribute');
@@ -207,27 +315,27 @@ export class FileModel {
               if (name === 'eval' || name === 'train') {
                 const args = this.positionalArgs(node);
                 const inference = name === 'eval' || (args.length === 1 && this.src(args[0]) === 'False');
-                this.scopeData(scope).modeEvents.push({ order: node.order, receiver: this.src(receiver), inference });
+                dataOf(scope).modeEvents.push({ at: node, receiver: this.src(receiver), inference });
               }
             }
           }
           break;
         }
         case 'identifier':
-          if (node.field !== 'function' && parent.type !== 'attribute' && parent.type !== 'function_definition' && parent.type !== 'keyword_argument') this.references.push(node);
+          if (node.field !== 'function' && parent.type !== 'attribute' && parent.type !== 'function_definition' && parent.type !== 'keyword_argument') chunk.references.push(node);
           break;
         case 'assignment':
         case 'augmented_assignment': {
           const left = child(node, 'left');
           const right = child(node, 'right');
           const unpacked = left?.type === 'pattern_list' || left?.type === 'tuple_pattern' || left?.type === 'list_pattern';
-          if (left && node.type === 'assignment') for (const t of this.targets(left)) this.bind(scope, t, right, node.order, unpacked);
+          if (left && node.type === 'assignment') for (const t of this.targets(left)) bind(scope, t, right, node, unpacked);
           break;
         }
         case 'for_statement':
         case 'for_in_clause': {
           const left = child(node, 'left');
-          if (left) for (const t of this.targets(left)) this.bind(scope, t, undefined, node.order, false);
+          if (left) for (const t of this.targets(left)) bind(scope, t, undefined, node, false);
           break;
         }
         case 'with_item': {
@@ -235,22 +343,85 @@ export class FileModel {
           if (value?.type === 'as_pattern') {
             const expr = namedChildren(value)[0];
             const alias = child(value, 'alias');
-            if (alias) for (const t of this.targets(alias)) this.bind(scope, t, expr, node.order, false);
+            if (alias) for (const t of this.targets(alias)) bind(scope, t, expr, node, false);
           }
           break;
         }
         case 'named_expression': {
           const name = child(node, 'name');
-          if (name) this.bind(scope, name, child(node, 'value'), node.order, false);
+          if (name) bind(scope, name, child(node, 'value'), node, false);
           break;
         }
         case 'global_statement':
         case 'nonlocal_statement':
-          for (const id of namedChildren(node)) this.scopeData(scope).globals.add(this.src(id));
+          for (const id of namedChildren(node)) dataOf(scope).globals.add(this.src(id));
           break;
       }
     }
-    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q));
+    return chunk;
+  }
+
+  /**
+   * The keys a top-level statement answers lookups for (see deps.ts): the functions, classes
+   * and call sites it defines by name, the bindings it makes by key, the attribute names it
+   * reads, and `root*` when it adds anything to the module's own scope. Other statements'
+   * cached findings that looked any of these up are stale once it changes.
+   */
+  exportsOf(top: SyntaxNode): Set<string> {
+    const chunk = this.chunks.get(top);
+    if (!chunk) return new Set(['*']);
+    if (chunk.exports) return chunk.exports;
+    const out = new Set<string>();
+    for (const f of chunk.functions) out.add(`fn:${f.name}`);
+    for (const c of chunk.classes) {
+      out.add(`cls:${c.name}`);
+      out.add('cls:*');
+    }
+    for (const call of chunk.calls) {
+      const callee = this.callee(call);
+      if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) out.add(`site:${lastName(this.src(callee))}`);
+    }
+    for (const n of [top, ...descendants(top)]) {
+      if (n.type === 'attribute') {
+        const a = child(n, 'attribute');
+        if (a) out.add(`attr:${this.src(a)}`);
+      }
+    }
+    for (const data of [chunk.root, ...chunk.scopes.values()]) for (const key of data.bindings.keys()) out.add(`any:${key}`);
+    for (const key of chunk.root.bindings.keys()) out.add(`root:${key}`);
+    for (const key of chunk.root.globals) out.add(`root:${key}`);
+    if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
+    chunk.exports = out;
+    return out;
+  }
+
+  /** Calls by the last name of their callee (`f(...)`, `x.f(...)`), for the workspace's call-site index. */
+  *callSiteNames(): Generator<{ name: string; call: SyntaxNode }> {
+    for (const chunk of this.chunks.values()) {
+      if (!chunk.sites) {
+        chunk.sites = [];
+        for (const call of chunk.calls) {
+          const callee = this.callee(call);
+          if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) chunk.sites.push({ name: lastName(this.src(callee)), call });
+        }
+      }
+      yield* chunk.sites;
+    }
+  }
+
+  /** The calls the rules look at: those of the focused statement, or all. */
+  targetCalls(): readonly SyntaxNode[] {
+    return this.focus ? (this.chunks.get(this.focus)?.calls ?? []) : this.calls;
+  }
+
+  /** The nodes the rules look at, in document order: the focused statement and its descendants, or the whole file's. */
+  *targetNodes(skip?: (n: SyntaxNode) => boolean): Generator<SyntaxNode> {
+    if (!this.focus) {
+      yield* descendants(this.root, skip);
+      return;
+    }
+    yield this.focus;
+    if (!skip?.(this.focus)) yield* descendants(this.focus, skip);
   }
 
   private newScope(): ScopeData {
@@ -276,17 +447,20 @@ export class FileModel {
     return { node, name: nameNode ? this.src(nameNode) : '', params, decorators: decorators.map((d) => namedChildren(d)[0]).filter((d): d is SyntaxNode => !!d), cls, body: child(node, 'body'), model: this };
   }
 
-  private addImport(node: SyntaxNode): void {
+  private addImport(node: SyntaxNode, aliases: [string, string][]): void {
+    const set = (alias: string, q: string): void => {
+      aliases.push([alias, q]);
+    };
     if (node.type === 'import_statement') {
       for (const n of childrenOf(node, 'name')) {
         if (n.type === 'dotted_name') {
           const full = this.src(n);
           const head = full.split('.')[0];
-          this.aliases.set(head, head);
+          set(head, head);
         } else if (n.type === 'aliased_import') {
           const name = child(n, 'name');
           const alias = child(n, 'alias');
-          if (name && alias) this.aliases.set(this.src(alias), this.src(name));
+          if (name && alias) set(this.src(alias), this.src(name));
         }
       }
       return;
@@ -295,11 +469,11 @@ export class FileModel {
     if (!moduleNode) return;
     const module = this.src(moduleNode);
     for (const n of childrenOf(node, 'name')) {
-      if (n.type === 'dotted_name') this.aliases.set(this.src(n), `${module}.${this.src(n)}`);
+      if (n.type === 'dotted_name') set(this.src(n), `${module}.${this.src(n)}`);
       else if (n.type === 'aliased_import') {
         const name = child(n, 'name');
         const alias = child(n, 'alias');
-        if (name && alias) this.aliases.set(this.src(alias), `${module}.${this.src(name)}`);
+        if (name && alias) set(this.src(alias), `${module}.${this.src(name)}`);
       }
     }
   }
@@ -326,16 +500,8 @@ export class FileModel {
     }
   }
 
-  private bind(scope: SyntaxNode, target: SyntaxNode, value: SyntaxNode | undefined, order: number, unpacked: boolean): void {
-    const key = this.src(target);
-    const data = this.scopeData(scope);
-    const list = data.bindings.get(key) ?? [];
-    list.push({ target, value, order, unpacked });
-    data.bindings.set(key, list);
-  }
-
   scopeOf(node: SyntaxNode): SyntaxNode {
-    return this.scopeOfNode.get(node) ?? this.root;
+    return node.scope ?? this.root;
   }
 
   private scopeData(scope: SyntaxNode): ScopeData {
@@ -405,18 +571,23 @@ export class FileModel {
   /** The closest binding of `key` visible at `at`: the nearest one before it in its scope, else any, else the module's. */
   binding(key: string, at: SyntaxNode): Binding | undefined {
     const scope = this.scopeOf(at);
+    if (scope === this.root) track(`root:${key}`);
     const own = this.scopeData(scope).bindings.get(key);
     const pick = (list: Binding[] | undefined): Binding | undefined => {
       if (!list?.length) return undefined;
       let best: Binding | undefined;
-      for (const b of list) if (b.order < at.order && (!best || b.order > best.order)) best = b;
+      for (const b of list) if (b.at.order < at.order && (!best || b.at.order > best.at.order)) best = b;
       return best ?? list[list.length - 1];
     };
-    return pick(own) ?? (scope !== this.root && !this.scopeData(scope).params.has(key) ? pick(this.scopeData(this.root).bindings.get(key)) : undefined);
+    const found = pick(own);
+    if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
+    track(`root:${key}`);
+    return pick(this.scopeData(this.root).bindings.get(key));
   }
 
   /** A binding of `key` in any scope of the file (for `self.meter`, bound in `__init__`). */
   bindingAnywhere(key: string): Binding | undefined {
+    track(`any:${key}`);
     for (const data of this.scopes.values()) {
       const list = data.bindings.get(key);
       if (list?.length) return list[list.length - 1];
@@ -424,19 +595,32 @@ export class FileModel {
     return undefined;
   }
 
+  /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
+  attributeSetToNone(key: string): boolean {
+    track(`any:${key}`);
+    for (const data of this.scopes.values()) {
+      if ((data.bindings.get(key) ?? []).some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) return true;
+    }
+    return false;
+  }
+
   bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
+    if (scope === this.root) track(`root:${key}`);
     return this.scopeData(scope).bindings.get(key) ?? [];
   }
 
   isParam(scope: SyntaxNode, name: string): boolean {
+    if (scope === this.root) track(`root:${name}`);
     return this.scopeData(scope).params.has(name);
   }
 
   isGlobalIn(scope: SyntaxNode, name: string): boolean {
+    if (scope === this.root) track(`root:${name}`);
     return this.scopeData(scope).globals.has(name);
   }
 
   callsIn(scope: SyntaxNode): readonly SyntaxNode[] {
+    if (scope === this.root) track('root*');
     return this.scopeData(scope).calls;
   }
 
@@ -447,11 +631,48 @@ export class FileModel {
       this.factsCache = new Map();
       this.factsGeneration = this.facts.generation;
     }
-    if (this.factsCache.has(key)) return this.factsCache.get(key) as T;
-    this.factsCache.set(key, undefined);
-    const v = compute();
-    this.factsCache.set(key, v);
+    const hit = this.factsCache.get(key);
+    // A fact computed outside any recording has no keys to replay: compute it again inside one.
+    if (hit && (hit.deps || !recordingNow())) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    // A cycle sees the in-progress answer (undefined) and stops.
+    this.factsCache.set(key, { v: undefined, deps: new Set() });
+    const r = recorded(compute);
+    this.factsCache.set(key, { v: r.value, deps: r.deps });
+    return r.value;
+  }
+
+  /** A fact a rule computes once per file version (undefined while it is being computed: a cycle). */
+  fact<T>(key: string, compute: () => T): T | undefined {
+    return this.memo<T | undefined>(`rule:${key}`, compute);
+  }
+
+  /**
+   * A fact of the whole file that every statement's analysis shares (the module-level grad
+   * switches, which names hold models): not recorded as a dependency, because the incremental
+   * linter compares it by value after each edit (`sharedFacts`) and starts over when it changed.
+   */
+  private shared<T>(key: string, compute: () => T): T {
+    if (this.factsGeneration !== this.facts.generation) {
+      this.factsCache = new Map();
+      this.factsGeneration = this.facts.generation;
+    }
+    const hit = this.factsCache.get(`shared:${key}`);
+    if (hit) return hit.v as T;
+    this.factsCache.set(`shared:${key}`, { v: undefined, deps: undefined });
+    const v = unrecorded(compute);
+    this.factsCache.set(`shared:${key}`, { v, deps: undefined });
     return v;
+  }
+
+  /** The file-wide facts every statement's findings may depend on, as one comparable string. */
+  sharedFacts(): string {
+    const { models, losses, remotes } = this.moduleTexts;
+    const tops = new Map(this.root.children.map((c, i) => [c.start, i]));
+    const toggles = this.togglesIn(this.root).map((t) => `${tops.get(t.start) ?? -1}:${t.state}`);
+    return JSON.stringify([[...this.aliases], this.usesTorch, [...models].sort(), [...losses].sort(), [...remotes].sort(), toggles]);
   }
 
   // ---------------------------------------------------------------- grad guards
@@ -550,9 +771,21 @@ export class FileModel {
 
   /** The grad-mode switches among a block's statements, in order, computed once per block. */
   private togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[] {
-    return this.memo(`toggles:${block.order}`, () => {
+    // The module's switches are shared by every statement: compared by value (sharedFacts), not recorded.
+    if (block === this.root) {
+      return this.shared('toggles', () => this.root.children.flatMap((top) => this.contribution(top).toggles.map((state) => ({ start: top.start, state }))));
+    }
+    return this.memo(`toggles:${block.order}`, () => this.togglesOf(block.children));
+  }
+
+  private togglesOfStatement(top: SyntaxNode): ('off' | 'on')[] {
+    return this.togglesOf([top]).map((t) => t.state);
+  }
+
+  private togglesOf(statements: readonly SyntaxNode[]): { start: number; state: 'off' | 'on' }[] {
+    {
       const out: { start: number; state: 'off' | 'on' }[] = [];
-      for (const s of block.children) {
+      for (const s of statements) {
         if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
         const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
         for (const c of calls) {
@@ -572,7 +805,7 @@ export class FileModel {
         }
       }
       return out;
-    });
+    }
   }
 
   /** This function is a `@contextmanager` that yields under a guard, or a decorator that calls its argument under one. */
@@ -647,28 +880,73 @@ export class FileModel {
   }
 
   /** Text keys (`model`, `self.encoder`) bound to models anywhere in the file. */
-  private get moduleTexts(): { models: Set<string>; losses: Set<string> } {
-    return this.memo('moduleTexts', () => {
+  private get moduleTexts(): { models: Set<string>; losses: Set<string>; remotes: Set<string> } {
+    return this.shared('moduleTexts', () => {
       const models = new Set<string>();
       const losses = new Set<string>();
-      for (const call of this.calls) {
-        const mc = this.methodCall(call);
-        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.add(this.src(mc.receiver));
+      const remotes = new Set<string>();
+      for (const top of this.root.children) {
+        const c = this.contribution(top);
+        for (const m of c.models) models.add(m);
+        for (const l of c.losses) losses.add(l);
+        for (const r of c.remotes) remotes.add(r);
       }
-      for (const [, data] of this.scopes) {
+      for (const l of losses) models.delete(l);
+      return { models, losses, remotes };
+    });
+  }
+
+  /**
+   * What one top-level statement adds to the file-wide facts (names bound to models, losses,
+   * RemoteModules; module-level grad switches). Kept with the statement's index across edits
+   * until `dropStaleContributions` finds it stale, so that a re-lint does not walk the file.
+   */
+  private contribution(top: SyntaxNode): Contribution {
+    const chunk = this.chunks.get(top);
+    const aliases = this.aliasSignature();
+    if (chunk?.contribution && chunk.contribution.aliases === aliases) return chunk.contribution;
+    const r = recordRoot(() => {
+      const models: string[] = [];
+      const losses: string[] = [];
+      const remotes: string[] = [];
+      for (const call of chunk?.calls ?? []) {
+        const mc = this.methodCall(call);
+        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.push(this.src(mc.receiver));
+      }
+      for (const data of chunk ? [chunk.root, ...chunk.scopes.values()] : []) {
         for (const [key, list] of data.bindings) {
           for (const b of list) {
             if (!b.value) continue;
             const kind = this.constructs(b.value);
-            if (kind === 'model') models.add(key);
-            else if (kind === 'loss') losses.add(key);
+            if (kind === 'model') models.push(key);
+            else if (kind === 'loss') losses.push(key);
           }
+          if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
         }
       }
-      for (const l of losses) models.delete(l);
-      return { models, losses };
+      return { models, losses, remotes, toggles: this.togglesOfStatement(top) };
     });
+    const c: Contribution = { ...r.value, deps: r.deps, aliases };
+    if (chunk) chunk.contribution = c;
+    return c;
   }
+
+  aliasSignature(): string {
+    return this.shared('aliases', () => JSON.stringify([...this.aliases]));
+  }
+
+  /**
+   * Drops the statements' contributions that may be stale: all of them, or those whose
+   * lookups hit one of `keys` (exported by statements changed since they were computed).
+   */
+  dropStaleContributions(keys: ReadonlySet<string> | 'all'): void {
+    for (const chunk of this.chunks.values()) {
+      const c = chunk.contribution;
+      if (!c) continue;
+      if (keys === 'all' || [...keys].some((k) => c.deps.has(k))) chunk.contribution = undefined;
+    }
+  }
+
 
   /** Does this expression build a model or a loss module? */
   private constructs(expr: SyntaxNode, depth = 0): 'model' | 'loss' | undefined {
@@ -711,8 +989,9 @@ export class FileModel {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
-    if (this.isRemoteModule(text)) return false;
-    const { models, losses } = this.moduleTexts;
+    const { models, losses, remotes } = this.moduleTexts;
+    // A name bound anywhere in the file to a RemoteModule.
+    if (remotes.has(text)) return false;
     if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
     if (models.has(text)) return true;
     const q = this.qualify(expr) ?? text;
@@ -729,6 +1008,7 @@ export class FileModel {
     const name = lastName(text);
     if (!/^[A-Z]/.test(name)) return false;
     if (expr.type === 'identifier' && this.binding(text, at)) return false;
+    track(`cls:${name}`);
     return this.classes.some((c) => c.name === name) || this.facts.isModuleClass(name);
   }
 
@@ -746,31 +1026,25 @@ export class FileModel {
   }
 
   /**
-   * Is this name bound anywhere in the file to a `RemoteModule` (torch.distributed.nn)? Its
-   * forward runs on another worker over RPC: no activations are kept in this process.
+   * Is this binding a `RemoteModule` (torch.distributed.nn)? Its forward runs on another
+   * worker over RPC: no activations are kept in this process.
    */
-  private isRemoteModule(text: string): boolean {
-    return this.memo(`remote:${text}`, () => {
-      for (const [, data] of this.scopes) {
-        for (const b of data.bindings.get(text) ?? []) {
-          let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
-          for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
-            const mc = this.methodCall(v);
-            if (mc && passThroughMethods.has(mc.method)) {
-              v = unparen(mc.receiver);
-              continue;
-            }
-            if (/^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(v)) ?? '')) return true;
-            break;
-          }
-        }
+  private buildsRemoteModule(b: Binding): boolean {
+    let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+    for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
+      const mc = this.methodCall(v);
+      if (mc && passThroughMethods.has(mc.method)) {
+        v = unparen(mc.receiver);
+        continue;
       }
-      return false;
-    });
+      return /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(v)) ?? '');
+    }
+    return false;
   }
 
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
   constructedClass(text: string): string | undefined {
+    track(`any:${text}`);
     for (const [, data] of this.scopes) {
       for (const b of data.bindings.get(text) ?? []) {
         let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
@@ -799,7 +1073,21 @@ export class FileModel {
 
   private backwardFacts(scope: SyntaxNode): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
     const data = this.scopeData(scope);
-    if (data.reachesBackward && data.scalarBackward) return { reaches: data.reachesBackward, scalar: data.scalarBackward, training: !!data.trainingSignal };
+    if (scope === this.root) track('root*');
+    if (data.reachesBackward && data.scalarBackward && (data.backwardDeps || !recordingNow())) {
+      replay(data.backwardDeps);
+      return { reaches: data.reachesBackward, scalar: data.scalarBackward, training: !!data.trainingSignal };
+    }
+    return this.recordBackwardFacts(scope, data);
+  }
+
+  private recordBackwardFacts(scope: SyntaxNode, data: ScopeData): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
+    const r = recorded(() => this.computeBackwardFacts(scope, data));
+    data.backwardDeps = r.deps;
+    return r.value;
+  }
+
+  private computeBackwardFacts(_scope: SyntaxNode, data: ScopeData): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
     const reaches = new Set<string>();
     const scalar = new Set<string>();
     let training = false;
@@ -903,6 +1191,7 @@ export class FileModel {
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));
     if (name === 'forward' || name === '__call__') return false;
+    track(`fn:${name}`);
     const fns = [...this.functions.filter((f) => f.name === name), ...this.facts.functionsNamed(name)];
     return fns.some((f) => f.model.hasTrainingSignal(f.node));
   }
@@ -1072,13 +1361,15 @@ export class FileModel {
 
   /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it). */
   evalEventFor(call: SyntaxNode, calleeText: string): { order: number; receiver: string } | undefined {
-    const events = this.scopeData(this.scopeOf(call)).modeEvents;
-    let last: { order: number; receiver: string; inference: boolean } | undefined;
+    const scope = this.scopeOf(call);
+    if (scope === this.root) track('root*');
+    const events = this.scopeData(scope).modeEvents;
+    let last: ModeEvent | undefined;
     for (const e of events) {
-      if (e.order >= call.order) break;
+      if (e.at.order >= call.order) break;
       if (calleeText === e.receiver || calleeText.startsWith(`${e.receiver}.`) || (e.receiver.startsWith(`${calleeText}.`))) last = e;
     }
-    return last?.inference ? last : undefined;
+    return last?.inference ? { order: last.at.order, receiver: last.receiver } : undefined;
   }
 
   /** The outermost loop around `node` (in its scope) that iterates a validation/test loader. */

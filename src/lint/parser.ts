@@ -64,6 +64,20 @@ export class PythonParser {
     return tree;
   }
 
+  /**
+   * Like `parse` with a previous tree, and also returns the edit applied and tree-sitter's
+   * changed ranges (new-text indexes), for `toSyntax` to reuse unchanged statements. The
+   * previous tree is edited in place and must not be used again except to delete it.
+   */
+  reparse(text: string, previous: { tree: Tree; text: string }): { tree: Tree; edit: Edit; changed: { startIndex: number; endIndex: number }[] } {
+    const edit = diffEdit(previous.text, text);
+    previous.tree.edit(edit);
+    const tree = this.parser.parse(text, previous.tree);
+    if (!tree) throw new Error('tree-sitter returned no tree');
+    const changed = previous.tree.getChangedRanges(tree).map((r) => ({ startIndex: r.startIndex, endIndex: r.endIndex }));
+    return { tree, edit, changed };
+  }
+
   delete(): void {
     this.parser.delete();
   }

@@ -21,6 +21,8 @@ export interface SyntaxNode {
   parent: SyntaxNode | null;
   /** Document order of the node's start, for "before / after" questions. */
   readonly order: number;
+  /** The function (or the module) whose scope the node is in; set by the file model's index. */
+  scope?: SyntaxNode;
 }
 
 const typeTables = new WeakMap<Language, { types: string[]; named: boolean[]; fields: (string | null)[] }>();
@@ -41,12 +43,27 @@ function tablesFor(language: Language): { types: string[]; named: boolean[]; fie
   return t;
 }
 
+/** What `toSyntax` may reuse from the previous conversion after an incremental re-parse. */
+export interface SyntaxReuse {
+  /** The previous conversion's root; its reused statements are moved into the new tree. */
+  readonly root: SyntaxNode;
+  /** The one edit between the previous text and this one (byte offsets are UTF-16 indexes here). */
+  readonly edit: { readonly startIndex: number; readonly oldEndIndex: number; readonly newEndIndex: number };
+  /** tree-sitter's changed ranges between the edited previous tree and the new one, in new indexes. */
+  readonly changed: readonly { readonly startIndex: number; readonly endIndex: number }[];
+}
+
 /**
  * Converts a tree-sitter tree into SyntaxNodes with one cursor walk. Only four cursor
  * getters per node cross into wasm (type id, field id, start and end index); rows and
  * columns come from a line table in JS.
+ *
+ * With `reuse`, a top-level statement that lies wholly before the edit, or wholly on lines
+ * after it, and in no changed range, is the previous conversion's subtree, moved in place
+ * (offsets, rows and document order shifted) instead of being walked through wasm again.
+ * Those nodes are then no longer valid in the previous tree.
  */
-export function toSyntax(tree: Tree, text: string): SyntaxNode {
+export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxNode {
   const { types, named, fields } = tablesFor(tree.language);
   const lineStarts = [0];
   for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
@@ -93,6 +110,42 @@ export function toSyntax(tree: Tree, text: string): SyntaxNode {
     n.endRow = rowOf(end);
     n.endCol = end - lineStarts[n.endRow];
   };
+  const oldByStart = new Map<number, SyntaxNode>();
+  if (reuse) for (const c of reuse.root.children) oldByStart.set(c.start, c);
+  const delta = reuse ? reuse.edit.newEndIndex - reuse.edit.oldEndIndex : 0;
+  const editEndRow = reuse ? rowOf(reuse.edit.newEndIndex) : 0;
+  /** The previous subtree for the top-level node the cursor is on, if it can be reused. */
+  const reusable = (start: number, end: number, typeId: number): SyntaxNode | undefined => {
+    if (!reuse) return undefined;
+    const { edit, changed } = reuse;
+    let old: SyntaxNode | undefined;
+    if (end <= edit.startIndex) old = oldByStart.get(start);
+    else if (start >= edit.newEndIndex && rowOf(start) > editEndRow) old = oldByStart.get(start - delta);
+    if (!old || old.end !== (end <= edit.startIndex ? end : end - delta) || old.type !== (typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'))) return undefined;
+    for (const r of changed) if (r.startIndex <= end && r.endIndex >= start) return undefined;
+    return old;
+  };
+  const move = (old: SyntaxNode, parent: SyntaxNode): void => {
+    const by = old.start <= (reuse as SyntaxReuse).edit.startIndex && old.end <= (reuse as SyntaxReuse).edit.startIndex ? 0 : delta;
+    const rows = rowOf(old.start + by) - old.startRow;
+    const orders = order - old.order;
+    let count = 0;
+    const stackMove: SyntaxNode[] = [old];
+    while (stackMove.length) {
+      const n = stackMove.pop() as Mutable;
+      count++;
+      if (by || rows || orders) {
+        n.start += by;
+        n.end += by;
+        n.startRow += rows;
+        n.endRow += rows;
+        n.order += orders;
+      }
+      for (const c of n.children) stackMove.push(c);
+    }
+    old.parent = parent;
+    order += count;
+  };
   // A parent starts where its first child does, so its start need not be read from wasm.
   // Its end must be: some nodes end past their last child (a format specifier's text).
   const close = (n: Mutable): void => place(n, n.children[0].start, n.end);
@@ -104,6 +157,15 @@ export function toSyntax(tree: Tree, text: string): SyntaxNode {
   if (cursor.gotoFirstChild()) {
     for (;;) {
       const parent = stack[stack.length - 1];
+      if (stack.length === 1 && reuse) {
+        const old = reusable(cursor.startIndex, cursor.endIndex, cursor.nodeTypeId);
+        if (old) {
+          move(old, parent);
+          parent.children.push(old);
+          if (cursor.gotoNextSibling()) continue;
+          break;
+        }
+      }
       const node = make(parent);
       parent.children.push(node);
       const end = cursor.endIndex;

@@ -3,7 +3,8 @@
  * that a fact can cross functions and files (a guard in a caller three levels up, a
  * `@contextmanager` that wraps `no_grad` in utils.py, a meter whose `update` appends).
  */
-import { FileModel, lastName, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
+import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
+import { recorded, recordingNow, replay, track } from './deps';
 import { descendants } from './syntax';
 
 type ByName<T> = Map<string, Map<string, T[]>>;
@@ -16,9 +17,44 @@ function add<T>(index: ByName<T>, name: string, path: string, value: T): void {
   perFile.set(path, list);
 }
 
+/** Everything by that name, files in path order: answers must not depend on the order files were (re)indexed in. */
 function all<T>(index: ByName<T>, name: string): T[] {
   const perFile = index.get(name);
-  return perFile ? [...perFile.values()].flat() : [];
+  if (!perFile) return [];
+  if (perFile.size < 2) return [...perFile.values()].flat();
+  return [...perFile.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).flatMap(([, list]) => list);
+}
+
+/**
+ * The parameters (without `self`) that `cls.method` accumulates into `self`. A fact of the
+ * class's own text (and its file's imports), kept on the class across re-lints.
+ */
+function classAccumulates(cls: ClassInfo, method: string): readonly number[] | undefined {
+  const aliases = cls.model.aliasSignature();
+  if (cls.accumulating?.aliases !== aliases) cls.accumulating = { aliases, params: new Map() };
+  const known = cls.accumulating.params;
+  if (known.has(method)) return known.get(method);
+  let result: readonly number[] | undefined;
+  const fn = cls.methods.get(method);
+  if (fn?.body) {
+    const params = fn.params.slice(1);
+    const found = new Set<number>();
+    for (const stmt of descendants(fn.body, (n) => n.type === 'function_definition')) {
+      if (stmt.type !== 'expression_statement') continue;
+      const acc = fn.model.accumulation(stmt);
+      if (!acc || !fn.model.src(acc.target).startsWith('self.')) continue;
+      const used = new Set<string>();
+      if (acc.value.type === 'identifier') used.add(fn.model.src(acc.value));
+      for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type !== 'attribute') used.add(fn.model.src(d));
+      for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type === 'attribute' && d.field === 'object') used.add(fn.model.src(d));
+      params.forEach((p, i) => {
+        if (used.has(p)) found.add(i);
+      });
+    }
+    if (found.size) result = [...found].sort((a, b) => a - b);
+  }
+  known.set(method, result);
+  return result;
 }
 
 export class Workspace implements WorkspaceFacts {
@@ -29,8 +65,10 @@ export class Workspace implements WorkspaceFacts {
   private readonly classes: ByName<ClassInfo> = new Map();
   private readonly sites: ByName<CallSite> = new Map();
   private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[] }>();
-  private memo = new Map<string, unknown>();
+  private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   private memoGeneration = -1;
+  /** The generation at which each path was last set or removed, for `changedElsewhere`. */
+  private readonly changedAt = new Map<string, number>();
 
   get(path: string): FileModel | undefined {
     return this.files.get(path);
@@ -52,15 +90,19 @@ export class Workspace implements WorkspaceFacts {
       add(this.classes, cls.name, model.path, cls);
       names.classes.push(cls.name);
     }
-    for (const call of model.calls) {
-      const callee = model.callee(call);
-      if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) continue;
-      const name = lastName(model.src(callee));
+    for (const { name, call } of model.callSiteNames()) {
       add(this.sites, name, model.path, { model, call });
       names.sites.push(name);
     }
     this.namesByFile.set(model.path, names);
     this.generation++;
+    this.changedAt.set(model.path, this.generation);
+  }
+
+  /** Has any file other than `path` been set or removed since `generation`? */
+  changedElsewhere(path: string, generation: number): boolean {
+    for (const [p, g] of this.changedAt) if (p !== path && g > generation) return true;
+    return false;
   }
 
   remove(path: string): void {
@@ -72,6 +114,7 @@ export class Workspace implements WorkspaceFacts {
     this.namesByFile.delete(path);
     this.files.delete(path);
     this.generation++;
+    this.changedAt.set(path, this.generation);
   }
 
   private cached<T>(key: string, compute: () => T, whileComputing: T): T {
@@ -79,46 +122,41 @@ export class Workspace implements WorkspaceFacts {
       this.memo = new Map();
       this.memoGeneration = this.generation;
     }
-    if (this.memo.has(key)) return this.memo.get(key) as T;
+    const hit = this.memo.get(key);
+    if (hit && (hit.deps || !recordingNow())) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
     // A cycle (class A(B), class B(A)) sees the in-progress answer and stops.
-    this.memo.set(key, whileComputing);
-    const v = compute();
-    this.memo.set(key, v);
-    return v;
+    this.memo.set(key, { v: whileComputing, deps: new Set() });
+    const r = recorded(compute);
+    this.memo.set(key, { v: r.value, deps: r.deps });
+    return r.value;
   }
 
   isGuardWrapper(name: string): boolean {
+    track(`fn:${name}`);
     return this.cached(`wrapper:${name}`, () => all(this.functions, name).some((fn) => fn.model.isGuardWrapper(fn)), false);
   }
 
   isModuleClass(name: string): boolean {
+    track(`cls:${name}`);
     return this.cached(`module:${name}`, () => all(this.classes, name).some((cls) => cls.model.isModuleClassInfo(cls)), false);
   }
 
   accumulatingParams(className: string, method: string): readonly number[] | undefined {
+    track(`cls:${className}`);
     return this.cached(`acc:${className}.${method}`, () => {
       for (const cls of all(this.classes, className)) {
-        const fn = cls.methods.get(method);
-        if (!fn?.body) continue;
-        const params = fn.params.slice(1);
-        const found = new Set<number>();
-        for (const stmt of descendants(fn.body, (n) => n.type === 'function_definition')) {
-          if (stmt.type !== 'expression_statement') continue;
-          const acc = fn.model.accumulation(stmt);
-          if (!acc || !fn.model.src(acc.target).startsWith('self.')) continue;
-          const used = new Set<string>();
-          if (acc.value.type === 'identifier') used.add(fn.model.src(acc.value));
-          for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type !== 'attribute') used.add(fn.model.src(d));
-          for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type === 'attribute' && d.field === 'object') used.add(fn.model.src(d));
-          params.forEach((p, i) => { if (used.has(p)) found.add(i); });
-        }
-        if (found.size) return [...found].sort((a, b) => a - b);
+        const found = classAccumulates(cls, method);
+        if (found) return found;
       }
       return undefined;
     }, undefined);
   }
 
   isAccumulatingMethod(method: string): boolean {
+    track('cls:*');
     const names = this.cached('accumulatingMethods', () => {
       const out = new Set<string>();
       for (const perFile of this.classes.values()) {
@@ -132,11 +170,13 @@ export class Workspace implements WorkspaceFacts {
   }
 
   callSites(name: string): readonly CallSite[] {
+    track(`site:${name}`);
     return all(this.sites, name);
   }
 
   /** Functions named `name` across the workspace. */
   functionsNamed(name: string): readonly FunctionInfo[] {
+    track(`fn:${name}`);
     return all(this.functions, name);
   }
 }

@@ -5,6 +5,7 @@
  */
 import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
+import { track } from '../deps';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
@@ -25,7 +26,7 @@ export const rule: Rule = {
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
-  for (const stmt of descendants(model.root, (n) => n.type === 'ERROR')) {
+  for (const stmt of model.targetNodes((n) => n.type === 'ERROR')) {
     if (stmt.type !== 'expression_statement') continue;
     const acc = model.accumulation(stmt);
     if (acc) {
@@ -33,7 +34,7 @@ function check(model: FileModel): RawFinding[] {
       if (f) findings.push(f);
     }
   }
-  for (const call of model.calls) {
+  for (const call of model.targetCalls()) {
     const f = checkMeterCall(model, call);
     if (f) findings.push(f);
   }
@@ -69,6 +70,7 @@ function backpropagatedElsewhere(model: FileModel, base: SyntaxNode, stmt: Synta
   const attr = child(base, 'attribute');
   if (!attr) return false;
   const name = model.src(attr);
+  track(`attr:${name}`);
   for (const fn of model.functions) {
     if (!fn.body || contains(fn.node, stmt) || !model.hasTrainingSignal(fn.node)) continue;
     for (const n of descendants(fn.body, (x) => x.type === 'function_definition')) {

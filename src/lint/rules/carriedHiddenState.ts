@@ -39,7 +39,7 @@ export const rule: Rule = {
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
-  for (const call of model.calls) {
+  for (const call of model.targetCalls()) {
     const assignment = call.parent;
     if (assignment?.type !== 'assignment' || call.field !== 'right' || assignment.parent?.type !== 'expression_statement') continue;
     if (!isRecurrentCall(model, call) || model.gradState(call) === 'off' || forwardDetaches(model, call)) continue;
@@ -200,15 +200,8 @@ function stateShape(model: FileModel, call: SyntaxNode): 'tuple' | 'tensor' | un
 function fixFor(model: FileModel, call: SyntaxNode, loop: SyntaxNode, carried: readonly StateArg[]): Fix | undefined {
   const lines: string[] = [];
   const scope = model.scopeOf(call);
-  const noneAttributes = new Set<string>();
-  for (const d of descendants(model.root)) {
-    if (d.type !== 'assignment') continue;
-    const left = child(d, 'left');
-    const right = child(d, 'right');
-    if (left?.type === 'attribute' && right && model.src(right) === 'None') noneAttributes.add(model.src(left));
-  }
   // An attribute may be set to None in `__init__` or a reset method, anywhere in the file.
-  const mayBeNone = (key: string) => noneAttributes.has(key) || model.bindingsIn(scope, key).some((b) => !contains(loop, b.target) && b.value && model.src(b.value) === 'None');
+  const mayBeNone = (key: string) => model.attributeSetToNone(key) || model.bindingsIn(scope, key).some((b) => !contains(loop, b.target) && b.value && model.src(b.value) === 'None');
   const tupled = carried.filter((a) => a.inTuple).map((a) => model.src(a.node));
   if (tupled.length) {
     if (tupled.some(mayBeNone)) return undefined;

@@ -18,7 +18,7 @@ export const rule: Rule = {
   docsUrl: docsUrlFor(id),
   check(model: FileModel): RawFinding[] {
     const findings: RawFinding[] = [];
-    for (const call of model.calls) {
+    for (const call of model.targetCalls()) {
       if (model.qualify(model.callee(call)) !== 'torch.cuda.empty_cache') continue;
       let inLoop = false;
       let excused = false;

@@ -32,7 +32,7 @@ type Context =
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
-  for (const call of model.calls) {
+  for (const call of model.targetCalls()) {
     if (!model.isModelCall(call)) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);

@@ -48,8 +48,7 @@ interface Chain {
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   const reported = new Set<SyntaxNode>();
-  const setEpochMemo = new Map<string, boolean>();
-  for (const call of model.calls) {
+  for (const call of model.targetCalls()) {
     if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
     const shuffle = model.keywordArg(call, 'shuffle');
     if (shuffle && model.src(shuffle) === 'False') continue;
@@ -57,7 +56,7 @@ function check(model: FileModel): RawFinding[] {
       for (const loop of epochLoops(model, chain)) {
         if (reported.has(loop)) continue;
         if (chain.bound.some((b) => contains(loop, b))) continue;
-        if (loopSetsEpoch(model, loop, setEpochMemo)) continue;
+        if (loopSetsEpoch(model, loop)) continue;
         reported.add(loop);
         const fix = fixFor(model, loop, chain);
         findings.push({
@@ -201,32 +200,25 @@ function passesToIterator(model: FileModel, call: SyntaxNode, key: string, depth
 }
 
 /** A `.set_epoch(...)` call in the loop, or in a workspace function called from it (three levels down). */
-function loopSetsEpoch(model: FileModel, loop: SyntaxNode, memo: Map<string, boolean>): boolean {
+function loopSetsEpoch(model: FileModel, loop: SyntaxNode): boolean {
   for (const d of descendants(loop)) {
     if (d.type !== 'call') continue;
     if (model.methodCall(d)?.method === 'set_epoch') return true;
-    if (targetsOf(model, d).some((fn) => functionSetsEpoch(fn, 1, memo))) return true;
+    if (targetsOf(model, d).some((fn) => functionSetsEpoch(fn, 1))) return true;
   }
   return false;
 }
 
-function functionSetsEpoch(fn: FunctionInfo, depth: number, memo: Map<string, boolean>): boolean {
-  const key = `${fn.model.path}:${fn.node.order}`;
-  const known = memo.get(key);
-  if (known !== undefined) return known;
-  memo.set(key, false);
-  let found = false;
-  if (fn.body) {
+/** Memoised per file and depth (the answer is cut off at `maxDepth`), shared by every loop. */
+function functionSetsEpoch(fn: FunctionInfo, depth: number): boolean {
+  return fn.model.fact(`setsEpoch:${fn.node.order}:${depth}`, () => {
+    if (!fn.body) return false;
     for (const d of descendants(fn.body)) {
       if (d.type !== 'call') continue;
-      if (fn.model.methodCall(d)?.method === 'set_epoch' || (depth < maxDepth && targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1, memo)))) {
-        found = true;
-        break;
-      }
+      if (fn.model.methodCall(d)?.method === 'set_epoch' || (depth < maxDepth && targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1)))) return true;
     }
-  }
-  memo.set(key, found);
-  return found;
+    return false;
+  }) ?? false;
 }
 
 /** The epoch counter of the loop: `for epoch in ...`, `for epoch, x in ...`, or a `while` loop's `epoch += 1`. */

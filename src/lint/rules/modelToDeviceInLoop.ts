@@ -34,7 +34,7 @@ export const rule: Rule = {
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
-  for (const call of model.calls) {
+  for (const call of model.targetCalls()) {
     const mc = model.methodCall(call);
     if (!mc || (mc.method !== 'to' && mc.method !== 'cuda')) continue;
     const receiver = unparen(mc.receiver);

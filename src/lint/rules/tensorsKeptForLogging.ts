@@ -38,7 +38,7 @@ export const rule: Rule = {
 function check(model: FileModel): RawFinding[] {
   if (!gpuEvidence.test(model.text)) return [];
   const findings: RawFinding[] = [];
-  for (const stmt of descendants(model.root, (n) => n.type === 'ERROR')) {
+  for (const stmt of model.targetNodes((n) => n.type === 'ERROR')) {
     if (stmt.type !== 'expression_statement') continue;
     const acc = model.accumulation(stmt);
     if (!acc || acc.kind !== 'list') continue;

@@ -17,7 +17,7 @@ export const rule: Rule = {
   docsUrl: docsUrlFor(id),
   check(model: FileModel): RawFinding[] {
     const findings: RawFinding[] = [];
-    for (const call of model.calls) {
+    for (const call of model.targetCalls()) {
       const q = model.qualify(model.callee(call)) ?? '';
       if (!/(^|\.)Variable$/.test(q)) continue;
       const volatile = model.keywordArg(call, 'volatile');

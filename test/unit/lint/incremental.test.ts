@@ -1,0 +1,146 @@
+/**
+ * Incremental re-analysis must give exactly what a from-scratch analysis gives: after each of
+ * a seeded series of random edits to a file (typing, deleting, moving and re-indenting lines,
+ * renaming), the incremental linter's findings equal those of a linter that parses and
+ * analyses the same workspace anew.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { createLinter, type Linter } from '../../../src/lint/linter';
+import { lintFixtures, readFixtures } from './corpus';
+
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Names and snippets an edit may bring in: they switch facts on and off across statements. */
+const words = ['model', 'loss', 'total', 'evaluate', 'train', 'no_grad', 'torch.no_grad()', 'history', 'self.meter', 'update', 'append', 'backward', 'optimizer.step()', 'eval', 'net', 'Net', 'x', 'y', '(', ')', ':', '\n', '    ', '#', 'None', '.detach()', '.item()', 'set_grad_enabled(False)'];
+const lines = [
+  'torch.set_grad_enabled(False)',
+  'import torch as T',
+  'from torch import no_grad as ng',
+  'model = Net()',
+  '    model.eval()',
+  '    total += loss',
+  '        history.append(model(x))',
+  'def evaluate(model, loader):',
+  '    with torch.no_grad():',
+  '        loss.backward()',
+  'class Net(nn.Module):',
+  '    evaluate(model, loader)',
+];
+
+type Edit = (text: string, r: () => number) => string;
+const pick = <T>(xs: readonly T[], r: () => number): T => xs[Math.floor(r() * xs.length)];
+const lineStarts = (t: string): number[] => [0, ...[...t.matchAll(/\n/g)].map((m) => (m.index ?? 0) + 1)];
+const edits: Edit[] = [
+  // type a word or a character somewhere
+  (t, r) => {
+    const at = Math.floor(r() * t.length);
+    return t.slice(0, at) + pick(words, r) + t.slice(at);
+  },
+  // delete a few characters
+  (t, r) => {
+    const at = Math.floor(r() * t.length);
+    return t.slice(0, at) + t.slice(at + 1 + Math.floor(r() * 12));
+  },
+  // delete, duplicate or move a whole line
+  (t, r) => {
+    const ls = t.split('\n');
+    const i = Math.floor(r() * ls.length);
+    const [line] = ls.splice(i, 1);
+    const k = r();
+    if (k < 0.3) return ls.join('\n');
+    ls.splice(k < 0.6 ? i : Math.floor(r() * ls.length), 0, line, ...(k < 0.6 ? [line] : []));
+    return ls.join('\n');
+  },
+  // indent or dedent a line
+  (t, r) => {
+    const starts = lineStarts(t);
+    const at = pick(starts, r);
+    if (r() < 0.5) return `${t.slice(0, at)}    ${t.slice(at)}`;
+    return t.startsWith('    ', at) ? t.slice(0, at) + t.slice(at + 4) : t;
+  },
+  // insert a line that changes facts elsewhere (a guard, a model, a call site, an import)
+  (t, r) => {
+    const at = pick(lineStarts(t), r);
+    return `${t.slice(0, at)}${pick(lines, r)}\n${t.slice(at)}`;
+  },
+  // rename every occurrence of one word
+  (t, r) => {
+    const from = pick(['model', 'evaluate', 'loss', 'total', 'net', 'train', 'history', 'update'], r);
+    return t.split(from).join(pick(['model', 'evaluate', 'loss', 'total', 'net', 'train', 'history', 'update', 'xs'], r));
+  },
+];
+
+describe('incremental re-analysis', function () {
+  this.timeout(600_000);
+  let incremental: Linter;
+  let fresh: Linter;
+  before(async () => {
+    const onError = (path: string, err: unknown) => {
+      throw new Error(`internal error on ${path}: ${String(err)}`);
+    };
+    incremental = await createLinter({ incremental: true, onError });
+    fresh = await createLinter({ onError });
+  });
+  after(() => {
+    incremental.dispose();
+    fresh.dispose();
+  });
+
+  for (const [seed, dir] of [[1, 'unguarded'], [2, 'guarded'], [3, 'distributed']] as const) {
+    it(`after each of 60 random edits (seed ${seed}, beside the ${dir} workspace) equals a fresh analysis`, () => {
+      const workspace = readFixtures(join(lintFixtures, 'workspace', dir));
+      const corpus = [...readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py') && !n.startsWith('malformed')), ...readFixtures(join(lintFixtures, 'good'))];
+      const r = rng(seed);
+      const parts = [workspace[0].text];
+      while (parts.join('\n').split('\n').length < 500) parts.push(pick(corpus, r).text);
+      let text = parts.join('\n');
+      const path = workspace[0].path;
+      const others = workspace.slice(1);
+      incremental.lintWorkspace(workspace);
+      incremental.lintFile(path, text);
+      let changed = 0;
+      for (let i = 0; i < 60; i++) {
+        text = pick(edits, r)(text, r);
+        const got = incremental.lintFile(path, text);
+        for (const p of [path, ...others.map((o) => o.path)]) fresh.removeFile(p);
+        fresh.lintWorkspace([{ path, text }, ...others]);
+        const expected = fresh.lintFile(path);
+        assert.deepEqual(got, expected, `edit ${i + 1} (seed ${seed})`);
+        if (got.length !== expected.length || i === 0) changed++;
+      }
+      for (const p of [path, ...others.map((o) => o.path)]) {
+        incremental.removeFile(p);
+        fresh.removeFile(p);
+      }
+      assert.ok(changed > 0);
+    });
+  }
+
+  it('equals a fresh analysis when another file of the workspace changes', () => {
+    const files = readFixtures(join(lintFixtures, 'workspace', 'unguarded'));
+    const main = files.find((f) => f.name === 'main.py');
+    const engine = files.find((f) => f.name === 'engine.py');
+    assert.ok(main && engine);
+    incremental.lintWorkspace(files);
+    const before = incremental.lintFile(engine.path);
+    // The caller in main.py gets a guard: engine.py's evaluation is no longer reported.
+    const guarded = main.text.replace('    return evaluate(model, val_loader)', '    with torch.no_grad():\n        return evaluate(model, val_loader)');
+    assert.notEqual(guarded, main.text);
+    incremental.lintFile(main.path, guarded);
+    const after = incremental.lintFile(engine.path);
+    for (const f of files) fresh.removeFile(f.path);
+    fresh.lintWorkspace(files.map((f) => (f === main ? { path: f.path, text: guarded } : f)));
+    assert.deepEqual(after, fresh.lintFile(engine.path));
+    assert.notDeepEqual(after, before);
+  });
+});
