@@ -72,7 +72,8 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
   const devicesRaw = overrides.devices ?? j.devices;
   const devices = devicesRaw === undefined ? undefined : typeof devicesRaw === 'number' ? undefined : [...devicesRaw];
   const nproc = typeof devicesRaw === 'number' ? devicesRaw : devices ? devices.length : j.nprocPerNode ?? 1;
-  if (devices && j.nprocPerNode !== undefined && j.nprocPerNode !== devices.length) throw new JobFileError(path, [`/nprocPerNode (${j.nprocPerNode}) must equal the number of devices listed (${devices.length})`]);
+  // Devices given as an override (--devices, the editor's pick) replace the job's count; the job's own list must agree with it.
+  if (devices && overrides.devices === undefined && j.nprocPerNode !== undefined && j.nprocPerNode !== devices.length) throw new JobFileError(path, [`/nprocPerNode (${j.nprocPerNode}) must equal the number of devices listed (${devices.length})`]);
   return {
     file: path,
     name: j.name ?? basename(path).replace(/\.job\.json$|\.json$/, ''),

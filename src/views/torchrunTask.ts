@@ -22,6 +22,7 @@ import * as vscode from 'vscode';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { CudaProblem } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
+import type { JobOverrides } from '../training/jobSpec';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
 import { trainingJobFeed } from './trainingFeed';
 import { diagnosticSource, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunTaskName } from './torchrunFormat';
@@ -79,7 +80,7 @@ class TorchrunTerminal implements vscode.Pseudoterminal {
 }
 
 /** What makes a job's spec when its terminal opens (the interpreter setting is read then). */
-export type SpecLoader = (file: string) => Promise<TorchrunSpec>;
+export type SpecLoader = (file: string, overrides: JobOverrides) => Promise<TorchrunSpec>;
 
 interface ActiveRun {
   readonly file: string;
@@ -110,11 +111,11 @@ export class TorchrunTasks implements vscode.Disposable {
     return this.active?.name;
   }
 
-  /** Starts the job as a task (from "Start Training…"); the spec was validated by the caller. */
-  async start(spec: TorchrunSpec): Promise<void> {
+  /** Starts the job as a task (from "Start Training…", with the devices picked there); the spec was validated by the caller. */
+  async start(spec: TorchrunSpec, overrides: JobOverrides): Promise<void> {
     const folder = vscode.workspace.getWorkspaceFolder(vscode.Uri.file(spec.file));
     const definition: TorchrunTaskDefinition = { type: torchrunTaskType, job: folder ? vscode.workspace.asRelativePath(spec.file, false) : spec.file, run: ++this.runs };
-    const task = this.task(definition, folder ?? vscode.TaskScope.Workspace, torchrunTaskName(spec.name, spec.nprocPerNode), spec.file);
+    const task = this.task(definition, folder ?? vscode.TaskScope.Workspace, torchrunTaskName(spec.name, spec.nprocPerNode), spec.file, overrides);
     await vscode.tasks.executeTask(task);
   }
 
@@ -124,7 +125,7 @@ export class TorchrunTasks implements vscode.Disposable {
     if (typeof d.job !== 'string' || !d.job) return undefined;
     const folder = typeof task.scope === 'object' ? task.scope : vscode.workspace.workspaceFolders?.[0];
     const file = isAbsolute(d.job) ? d.job : folder ? resolve(folder.uri.fsPath, d.job) : resolve(d.job);
-    return this.task(task.definition as TorchrunTaskDefinition, task.scope ?? vscode.TaskScope.Workspace, task.name || `torchrun ${d.job}`, file);
+    return this.task(task.definition as TorchrunTaskDefinition, task.scope ?? vscode.TaskScope.Workspace, task.name || `torchrun ${d.job}`, file, {});
   }
 
   /** Ends the running job (torchrun and all its workers) and waits for its end. */
@@ -141,11 +142,11 @@ export class TorchrunTasks implements vscode.Disposable {
     this.diagnostics.dispose();
   }
 
-  private task(definition: TorchrunTaskDefinition, scope: vscode.WorkspaceFolder | vscode.TaskScope, name: string, file: string): vscode.Task {
+  private task(definition: TorchrunTaskDefinition, scope: vscode.WorkspaceFolder | vscode.TaskScope, name: string, file: string, overrides: JobOverrides): vscode.Task {
     const execution = new vscode.CustomExecution(() => {
       let run: ActiveRun | undefined;
       const terminal = new TorchrunTerminal(
-        (t) => { run = this.begin(file, t); },
+        (t) => { run = this.begin(file, overrides, t); },
         () => {
           if (run && this.active === run) void this.stop();
         },
@@ -159,7 +160,7 @@ export class TorchrunTasks implements vscode.Disposable {
   }
 
   /** The terminal opened: load the job and run it, unless it may not run now. */
-  private begin(file: string, terminal: TorchrunTerminal): ActiveRun | undefined {
+  private begin(file: string, overrides: JobOverrides, terminal: TorchrunTerminal): ActiveRun | undefined {
     if (!vscode.workspace.isTrusted) {
       terminal.write(`\x1b[31m${untrustedTorchrunMessage}\x1b[0m`);
       terminal.end(1);
@@ -175,7 +176,7 @@ export class TorchrunTasks implements vscode.Disposable {
     this.active = run;
     // A new run of any torchrun job: the last run's problems are stale.
     this.diagnostics.clear();
-    void this.loadSpec(file).then(
+    void this.loadSpec(file, overrides).then(
       (spec) => {
         if (run.stopRequested) {
           terminal.write('\x1b[33mStopped before it started.\x1b[0m');
@@ -283,5 +284,5 @@ function lineRange(file: string, line: number): vscode.Range {
 
 /** A spec loader for tasks: the job file with the configured interpreter. */
 export function specLoader(interpreter: () => Promise<string | undefined>): SpecLoader {
-  return async (file) => loadTorchrunJob(file, {}, await interpreter());
+  return async (file, overrides) => loadTorchrunJob(file, overrides, await interpreter());
 }

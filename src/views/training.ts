@@ -216,9 +216,15 @@ class TrainingController implements vscode.Disposable {
       const file = uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json') ? uri.fsPath : await this.pickJobFile();
       if (!file) return;
       if (isTorchrunJob(file)) {
-        // The script picks its own strategy and devices: no picks, it runs as a task.
-        const spec = await this.validateTorchrun(file);
-        if (spec) await this.torchrun.start(spec);
+        // The script has its own strategy: only the devices (one process each) are picked, then it runs as a task.
+        const spec = await this.validateTorchrun(file, {});
+        if (!spec) return;
+        lease = this.monitor.acquire('training');
+        const jobDevices = spec.devices ?? Array.from({ length: spec.nprocPerNode }, (_, i) => i);
+        const devices = await this.pickDevices(jobDevices, 'ddp', await this.snapshot(), `Start Training (2/2): devices for ${spec.name} (torchrun, one process each)`);
+        if (devices === undefined) return;
+        const final = await this.validateTorchrun(file, { devices });
+        if (final) await this.torchrun.start(final, { devices });
         return;
       }
       const spec = await this.validate(file, {});
@@ -228,7 +234,7 @@ class TrainingController implements vscode.Disposable {
       if (!strategy) return;
       // Sampling starts now so that the device pick shows fresh free memory.
       lease = this.monitor.acquire('training');
-      const devices = await this.pickDevices(spec, strategy, await this.snapshot());
+      const devices = await this.pickDevices(spec.devices, strategy, await this.snapshot(), `Start Training (3/3): devices for ${spec.name} (${strategy})`);
       if (devices === undefined) return;
       const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
@@ -348,9 +354,8 @@ class TrainingController implements vscode.Disposable {
     return picked?.strategy;
   }
 
-  private async pickDevices(spec: JobSpec, strategy: Strategy, snapshot: GpuSnapshot | null): Promise<number | number[] | undefined> {
-    const choices = deviceChoices(snapshot, strategy, spec.devices, cpus().length);
-    const title = `Start Training (3/3): devices for ${spec.name} (${strategy})`;
+  private async pickDevices(jobDevices: readonly number[], strategy: Strategy, snapshot: GpuSnapshot | null, title: string): Promise<number | number[] | undefined> {
+    const choices = deviceChoices(snapshot, strategy, jobDevices, cpus().length);
     if (choices.canPickMany) {
       const picked = await vscode.window.showQuickPick<DeviceItem & vscode.QuickPickItem>(choices.items, { title, placeHolder: choices.placeholder, canPickMany: true });
       if (!picked) return undefined;
@@ -382,9 +387,9 @@ class TrainingController implements vscode.Disposable {
   }
 
   /** The torchrun job with the configured interpreter, or undefined after an error naming the file and the field. */
-  private async validateTorchrun(file: string): Promise<TorchrunSpec | undefined> {
+  private async validateTorchrun(file: string, overrides: JobOverrides): Promise<TorchrunSpec | undefined> {
     try {
-      return loadTorchrunJob(file, {}, await pythonInterpreter());
+      return loadTorchrunJob(file, overrides, await pythonInterpreter());
     } catch (err) {
       await this.invalid(file, err);
       return undefined;

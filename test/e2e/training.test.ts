@@ -10,10 +10,11 @@
  * The torchrun suite: a throwaway copy of examples/torchrun/recorded_cuda_error.py and its job
  * (without the job's own "python": the workspace setting `gpuWorkbench.training.python` =
  * /usr/bin/python3, Debian's python3-torch, is what makes it run). "Start Training…" → the job
- * runs as a task whose terminal shows the script's output; the recorded CUDA OOM that rank 1
+ * → "2 CPU workers" (one process each) → it runs as a task whose terminal shows the script's output; the recorded CUDA OOM that rank 1
  * raises is in the Problems panel at the script's raising line, with its explanation, from
  * "GPU Workbench". A second, long run clears the problem, and Stop Training ends torchrun and
- * both workers. Skipped, saying why, when /usr/bin/python3 has no torch.
+ * both workers; so does Tasks: Terminate Task on a third; the same job from the workspace's
+ * tasks.json runs through Tasks: Run Task. Skipped, saying why, when /usr/bin/python3 has no torch.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -167,7 +168,11 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     await runCommand(p, 'GPU Workbench: Start Training');
     await quickPick(p, 'Start Training (1/3): job file');
     await pickItem(p, 'recorded-cuda-oom.job.json');
-    // No strategy or device pick: the script decides; the task starts at once.
+    // No strategy pick (the script has its own); the devices, one process each: no nvidia-smi here, so CPU processes, the job's 2 first.
+    await quickPick(p, 'Start Training (2/2): devices for recorded-cuda-oom (torchrun', 30_000);
+    const labels = await quickPickLabels(p);
+    assert.equal(labels[0], '2 CPU workers', `the job's process count first: ${JSON.stringify(labels)}`);
+    await pickItem(p, '2 CPU workers');
     await p.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
   }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseCudaErrors, rootCauseRank } from '../../../src/training/cudaErrors';
 import type { JobEvent } from '../../../src/training/events';
@@ -79,6 +80,20 @@ describe('torchrun jobs', function () {
     assert.deepEqual(torchrunCommand(spec), ['/opt/py/bin/python', '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2', '--redirects', '2', '--tee', '2', join(dir, 'allreduce_gloo.py')]);
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json')).python, '/usr/bin/python3');
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json'), { devices: [0, 3] }).nprocPerNode, 2);
+  });
+
+  it('lets the devices picked in the editor (or --devices) replace the job\'s process count, and rejects a job whose own lists disagree', () => {
+    const one = loadTorchrunJob(join(dir, 'allreduce.job.json'), { devices: [1] });
+    assert.deepEqual([one.nprocPerNode, one.devices], [1, [1]], 'one GPU picked: one process, CUDA_VISIBLE_DEVICES=1');
+    assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json'), { devices: 4 }).nprocPerNode, 4, 'a count of CPU processes');
+    const tmp = mkdtempSync(join(tmpdir(), 'gw-torchrun-job-'));
+    try {
+      const bad = join(tmp, 'bad.job.json');
+      writeFileSync(bad, JSON.stringify({ kind: 'torchrun', script: join(dir, 'allreduce_gloo.py'), nprocPerNode: 2, devices: [0, 1, 2] }));
+      assert.throws(() => loadTorchrunJob(bad), /nprocPerNode \(2\) must equal the number of devices listed \(3\)/);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   it('fails with a clear reason when the interpreter does not exist', async () => {
