@@ -19,6 +19,8 @@ describe('e2e: tuning in code-server', function () {
   let results: FrameLocator | undefined;
   /** Set when the experiment finished: the later tests build on it. */
   let finished = false;
+  /** What the results page said of the best trial. */
+  let bestText = '';
 
   it('Tune Hyperparameters… runs the only spec; the results tab lists every trial, some stopped by ASHA, and the best', async () => {
     const t0 = performance.now();
@@ -48,6 +50,7 @@ describe('e2e: tuning in code-server', function () {
     });
     assert.match(best, new RegExp(`^Best: Trial ${bestId} · loss [\\d.]+ \\(lowest\\)`), `the results page and the end message disagree on the best: "${best}" vs "${done}"`);
     assert.equal((await results.locator('tr.best').getAttribute('data-trial-id')), String(bestId), 'the best row is marked');
+    bestText = best;
     await screenshot(page, 'tuning-results');
 
     // The journal on disk agrees with what the page shows.
@@ -84,5 +87,25 @@ describe('e2e: tuning in code-server', function () {
     await screenshot(s.page, 'tuning-apply-best');
     // The clipboard itself is not checked: headless chromium's clipboard needs a permission grant
     // and a focused page, which says more about the browser than about the extension.
+  });
+
+  it('the results tab comes back after Developer: Reload Window, read from the experiment\'s journal', async () => {
+    assert.ok(s.page && finished && bestText, 'needs the results page of the finished experiment');
+    const page = s.page;
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await runCommand(page, 'Developer: Reload Window');
+    // The reloaded workbench lists the tab again; its page is restored when the tab is shown.
+    const tab = page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first();
+    await tab.waitFor({ timeout: 120_000 });
+    await tab.click();
+    const again = panelWebview(page);
+    const rows = again.locator('table tbody tr');
+    await waitUntil(`${s.ws.numSamples} trial rows in the restored results table`, 90_000, async () => (await rows.count()) === s.ws.numSamples);
+    const best = await waitUntil('the restored page to name the best trial', 30_000, async () => {
+      const t = (await again.locator('.best-text').innerText()).trim();
+      return t.startsWith('Best:') ? t : undefined;
+    });
+    assert.equal(best, bestText, 'the restored tab shows the same best trial');
+    await screenshot(page, 'tuning-results-restored');
   });
 });
