@@ -115,22 +115,25 @@ async function ringChild(rank: number, worldSize: number, dir: string, transport
   const data = new Float32Array(floats).fill(rank + 1);
   for (let i = 0; i < 3; i++) await ring.allReduceSum(data); // warm-up
   const n = 30;
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) await ring.allReduceSum(data);
   const ms = (performance.now() - t0) / n;
+  const c = process.cpuUsage(c0);
   await ring.allReduceSum(new Float32Array(1)); // nobody closes before everybody is done
-  process.send?.({ ms }, () => { ring.close(); process.exit(0); });
+  process.send?.({ ms, cpuMs: (c.user + c.system) / 1000 / n }, () => { ring.close(); process.exit(0); });
 }
 
-async function allReduceMs(worldSize: number, transport: RingTransport): Promise<number> {
+/** Wall ms of one all-reduce (the slowest rank), and the CPU ms it costs a rank (the most of any): the work, without the waiting. */
+async function allReduceMs(worldSize: number, transport: RingTransport): Promise<{ ms: number; cpuMs: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'gw-bench-ring-'));
   try {
-    const times = await Promise.all(Array.from({ length: worldSize }, (_, rank) => new Promise<number>((resolve, reject) => {
+    const times = await Promise.all(Array.from({ length: worldSize }, (_, rank) => new Promise<{ ms: number; cpuMs: number }>((resolve, reject) => {
       const child = fork(__filename, ['--ring-child', String(rank), String(worldSize), dir, transport]);
-      child.on('message', (m: { ms: number }) => resolve(m.ms));
+      child.on('message', (m: { ms: number; cpuMs: number }) => resolve(m));
       child.on('exit', (code) => { if (code !== 0) reject(new Error(`ring rank ${rank} exited ${code}`)); });
     })));
-    return Math.max(...times);
+    return { ms: Math.max(...times.map((t) => t.ms)), cpuMs: Math.max(...times.map((t) => t.cpuMs)) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -228,13 +231,15 @@ async function main(): Promise<void> {
   const copy = memcpyMs();
   const bytes = floats * 4;
   const copyGBs = bytes / 1e9 / (copy / 1000);
-  const ring: Record<string, number> = {};
+  const ring: Record<string, { ms: number; cpuMs: number }> = {};
   for (const w of [2, 4]) {
     for (const t of ['shm', 'socket'] as const) {
-      const ms = Math.min(...(await Promise.all(Array.from({ length: rounds }, () => 0).map(() => allReduceMs(w, t)))));
-      ring[`${t}${w}`] = ms;
-      const busGBs = ((2 * (w - 1)) / w) * (bytes / 1e9) / (ms / 1000);
-      console.log(`${w} processes, ${t.padEnd(6)} ${ms.toFixed(2).padStart(6)} ms  ${busGBs.toFixed(2)} GB/s bus = ${(100 * busGBs / copyGBs).toFixed(1)}% of memcpy (${copy.toFixed(3)} ms, ${copyGBs.toFixed(1)} GB/s)`);
+      const runs: { ms: number; cpuMs: number }[] = [];
+      for (let r = 0; r < rounds; r++) runs.push(await allReduceMs(w, t));
+      const m = { ms: Math.min(...runs.map((x) => x.ms)), cpuMs: Math.min(...runs.map((x) => x.cpuMs)) };
+      ring[`${t}${w}`] = m;
+      const bus = (ms: number) => ((2 * (w - 1)) / w) * (bytes / 1e9) / (ms / 1000);
+      console.log(`${w} processes, ${t.padEnd(6)} ${m.ms.toFixed(2).padStart(6)} ms wall  ${bus(m.ms).toFixed(2)} GB/s bus = ${(100 * bus(m.ms) / copyGBs).toFixed(1)}% of memcpy; ${m.cpuMs.toFixed(2)} ms CPU per rank = ${(100 * bus(m.cpuMs) / copyGBs).toFixed(1)}% (memcpy ${copy.toFixed(3)} ms, ${copyGBs.toFixed(1)} GB/s)`);
     }
   }
 
@@ -258,7 +263,7 @@ async function main(): Promise<void> {
     const p = pipe?.get(`pipeline 2 stages, ${m} micro`)?.metrics.pipeline;
     if (p) console.log(`pipeline 2 stages, ${m} micro-batches: bubble ${pct(p.bubbleFraction)} measured / ${pct(p.idealBubbleFraction)} ideal = ×${(p.bubbleFraction / p.idealBubbleFraction).toFixed(2)}`);
   }
-  if (ring.shm2) console.log(`all-reduce 2.7 MB, 2 processes: shm ${ring.shm2.toFixed(2)} ms, socket ${ring.socket2.toFixed(2)} ms (shm ×${(ring.socket2 / ring.shm2).toFixed(1)} faster); shm bus bandwidth ${(100 * (bytes / ring.shm2) / (bytes / copy)).toFixed(1)}% of memcpy`);
+  if (ring.shm2) console.log(`all-reduce 2.7 MB, 2 processes: shm ${ring.shm2.ms.toFixed(2)} ms wall / ${ring.shm2.cpuMs.toFixed(2)} ms CPU, socket ${ring.socket2.ms.toFixed(2)} / ${ring.socket2.cpuMs.toFixed(2)} ms; bus bandwidth / memcpy: shm ${(100 * copy / ring.shm2.ms).toFixed(1)}% wall, ${(100 * copy / ring.shm2.cpuMs).toFixed(1)}% CPU`);
   if (phases) {
     const one = phases.one[0];
     const two = phases.two.reduce((a, b) => (b.wallMs.total > a.wallMs.total ? b : a));
