@@ -1,8 +1,8 @@
 """Optuna's default TPESampler on Branin or Hartmann6: the anchor search.ts prints beside our TPE.
 
-    /usr/bin/python3 bench/tune/optunaTpe.py FUNCTION EVALUATIONS SEEDS
+    /usr/bin/python3 bench/tune/optunaTpe.py FUNCTION EVALUATIONS SEEDS [FIRST_SEED=0]
 
-Prints one JSON line per seed: the best value after each evaluation. The functions and bounds
+Prints one JSON line per seed (FIRST_SEED, FIRST_SEED + 1, ...): the best value after each evaluation. The functions and bounds
 are the ones search.ts uses (Branin on [-5, 10] x [0, 15], Hartmann6 on [0, 1]^6).
 """
 import json
@@ -31,9 +31,10 @@ def hartmann6(trial):
 
 def main():
     name, evaluations, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    first = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     objective = {"branin": branin, "hartmann6": hartmann6}[name]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for seed in range(seeds):
+    for seed in range(first, first + seeds):
         study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
         study.optimize(objective, n_trials=evaluations)
         best, curve = math.inf, []

@@ -7,6 +7,9 @@
  *
  *   npx tsc -p . && node out/bench/tune/search.js [seeds=20] [functions=branin,hartmann6]
  *
+ * Seeds run in parallel, one worker thread (or Optuna process) per core ($BENCH_JOBS to change):
+ * the GP's fits are most of the time, about 10 minutes of one core for the whole bench.
+ *
  * Budgets: random 5,000 evaluations (it is cheap, and the published anchor says it needs about
  * that many), TPE 250, GP 100 (its fit grows as n³; it gets there long before). When
  * `/usr/bin/python3` (or $BENCH_PYTHON) has Optuna, Optuna's default TPESampler runs the same
@@ -15,8 +18,10 @@
  * average; Optuna's TPE gets within 1e-2 in 16 of 20 seeds, median 99 evaluations; random search
  * needs about 5,000.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { GpSearcher } from '../../src/tuning/gp';
 import { VariantSearcher, type Observation, type Searcher } from '../../src/tuning/search';
 import { Space, type Params } from '../../src/tuning/space';
@@ -69,45 +74,103 @@ function run(s: Searcher, f: (p: Params) => number, n: number): number[] {
   return bestSoFar;
 }
 
-/** Optuna's curves, or why there are none. */
-function optunaCurves(p: Problem): number[][] | string {
-  const r = spawnSync(python, [join(__dirname, '..', '..', '..', 'bench', 'tune', 'optunaTpe.py'), p.name, String(budgets.optuna), String(seeds)], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.error) return `${python} cannot run (${r.error.message})`;
-  if (r.status !== 0) return /No module named .?optuna/.test(r.stderr) ? `${python} has no optuna module` : `optunaTpe.py exited with ${r.status}: ${r.stderr.trim().split('\n').slice(-1)[0]}`;
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as number[]);
+const jobs = Math.max(1, Number(process.env.BENCH_JOBS ?? availableParallelism()));
+
+/** Runs `tasks` with at most `jobs` at a time, results in order. */
+async function pool<T, R>(tasks: readonly T[], work: (t: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(tasks.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(jobs, tasks.length) }, async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      out[i] = await work(tasks[i]);
+    }
+  }));
+  return out;
+}
+
+interface SeedTask { readonly problem: string; readonly algo: 'random' | 'tpe' | 'gp'; readonly seed: number; readonly n: number }
+
+function runSeed(t: SeedTask): number[] {
+  const p = problems.find((x) => x.name === t.problem) as Problem;
+  const s = t.algo === 'random' ? new VariantSearcher(p.space, t.seed, t.n)
+    : t.algo === 'tpe' ? new TpeSearcher(p.space, { seed: t.seed, total: t.n })
+      : new GpSearcher(p.space, { seed: t.seed, total: t.n });
+  return run(s, p.f, t.n);
+}
+
+/** One seed's curve in a worker thread (this same file). */
+function seedInWorker(t: SeedTask): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(__filename, { workerData: t });
+    w.once('message', (curve: number[]) => resolve(curve));
+    w.once('error', reject);
+    w.once('exit', (code) => { if (code !== 0) reject(new Error(`seed ${t.seed} of ${t.algo} exited with ${code}`)); });
+  });
+}
+
+/** Optuna's curves for some seeds, or why there are none. */
+function optunaChunk(p: Problem, first: number, count: number): Promise<number[][] | string> {
+  return new Promise((resolve) => {
+    const child = spawn(python, [join(__dirname, '..', '..', '..', 'bench', 'tune', 'optunaTpe.py'), p.name, String(budgets.optuna), String(count), String(first)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.on('error', (err) => resolve(`${python} cannot run (${err.message})`));
+    child.on('close', (code) => {
+      if (code !== 0) resolve(/No module named .?optuna/.test(stderr) ? `${python} has no optuna module` : `optunaTpe.py exited with ${code}: ${stderr.trim().split('\n').slice(-1)[0]}`);
+      else resolve(stdout.trim().split('\n').map((l) => JSON.parse(l) as number[]));
+    });
+  });
+}
+
+async function optunaCurves(p: Problem): Promise<number[][] | string> {
+  const chunk = Math.ceil(seeds / jobs);
+  const firsts = Array.from({ length: Math.ceil(seeds / chunk) }, (_, i) => i * chunk);
+  const parts = await Promise.all(firsts.map((f) => optunaChunk(p, f, Math.min(chunk, seeds - f))));
+  const failed = parts.find((x): x is string => typeof x === 'string');
+  return failed ?? parts.flatMap((x) => x as number[][]);
 }
 
 const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 
-for (const p of problems.filter((x) => wanted.includes(x.name))) {
-  console.log(`\n${p.name} (minimum ${p.min}), ${seeds} seeds: median best value after N evaluations`);
-  console.log(`algorithm     budget${checkpoints.map((n) => `   N=${String(n).padEnd(5)}`).join('')}   gap÷random@100   within 1e-2: seeds, median evals   seconds`);
-  let randomGap = NaN;
-  for (const algo of ['random', 'tpe', 'optuna', 'gp'] as const satisfies readonly Algorithm[]) {
-    const n = budgets[algo];
-    const t0 = process.hrtime.bigint();
-    let curves: number[][];
-    if (algo === 'optuna') {
-      const c = optunaCurves(p);
-      if (typeof c === 'string') {
-        console.log(`optuna-tpe    skipped: ${c}`);
-        continue;
+async function main(): Promise<void> {
+  console.log(`${jobs} seed${jobs === 1 ? '' : 's'} at a time; seconds are wall time`);
+  for (const p of problems.filter((x) => wanted.includes(x.name))) {
+    console.log(`\n${p.name} (minimum ${p.min}), ${seeds} seeds: median best value after N evaluations`);
+    console.log(`algorithm     budget${checkpoints.map((n) => `   N=${String(n).padEnd(5)}`).join('')}   gap÷random@100   within 1e-2: seeds, median evals   seconds`);
+    let randomGap = NaN;
+    for (const algo of ['random', 'tpe', 'optuna', 'gp'] as const satisfies readonly Algorithm[]) {
+      const n = budgets[algo];
+      const t0 = process.hrtime.bigint();
+      let curves: number[][];
+      if (algo === 'optuna') {
+        const c = await optunaCurves(p);
+        if (typeof c === 'string') {
+          console.log(`optuna-tpe    skipped: ${c}`);
+          continue;
+        }
+        curves = c;
+      } else {
+        const tasks = Array.from({ length: seeds }, (_, seed): SeedTask => ({ problem: p.name, algo, seed, n }));
+        curves = algo === 'random' ? tasks.map(runSeed) : await pool(tasks, seedInWorker);
       }
-      curves = c;
-    } else {
-      curves = Array.from({ length: seeds }, (_, seed) => {
-        const s = algo === 'random' ? new VariantSearcher(p.space, seed, n)
-          : algo === 'tpe' ? new TpeSearcher(p.space, { seed, total: n })
-            : new GpSearcher(p.space, { seed, total: n });
-        return run(s, p.f, n);
-      });
+      const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+      const at = (k: number): string => (k <= n ? median(curves.map((c) => c[k - 1])).toFixed(5) : '-');
+      const gap = median(curves.map((c) => c[Math.min(n, 100) - 1] - p.min));
+      if (algo === 'random') randomGap = gap;
+      const hits = curves.map((c) => c.findIndex((v) => v - p.min <= 1e-2)).filter((i) => i >= 0).map((i) => i + 1);
+      const name = algo === 'optuna' ? 'optuna-tpe' : algo;
+      console.log(`${name.padEnd(10)}  ${String(n).padStart(6)}${checkpoints.map((k) => `  ${at(k).padStart(9)}`).join('')}   ${(gap / randomGap).toFixed(3).padStart(14)}   ${`${hits.length}/${seeds}`.padStart(11)}, ${hits.length ? String(median(hits)).padStart(5) : '    -'}${' '.repeat(14)}${secs.toFixed(1).padStart(8)}`);
     }
-    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-    const at = (k: number): string => (k <= n ? median(curves.map((c) => c[k - 1])).toFixed(5) : '-');
-    const gap = median(curves.map((c) => c[Math.min(n, 100) - 1] - p.min));
-    if (algo === 'random') randomGap = gap;
-    const hits = curves.map((c) => c.findIndex((v) => v - p.min <= 1e-2)).filter((i) => i >= 0).map((i) => i + 1);
-    const name = algo === 'optuna' ? 'optuna-tpe' : algo;
-    console.log(`${name.padEnd(10)}  ${String(n).padStart(6)}${checkpoints.map((k) => `  ${at(k).padStart(9)}`).join('')}   ${(gap / randomGap).toFixed(3).padStart(14)}   ${`${hits.length}/${seeds}`.padStart(11)}, ${hits.length ? String(median(hits)).padStart(5) : '    -'}${' '.repeat(14)}${secs.toFixed(1).padStart(8)}`);
   }
+}
+
+if (isMainThread) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
+} else {
+  parentPort?.postMessage(runSeed(workerData as SeedTask));
 }
