@@ -80,7 +80,8 @@ function inLoop(node: SyntaxNode, fn: FunctionInfo): boolean {
  * inference of the model, and so is a loop over batches.
  */
 function ownComputation(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo): boolean {
-  if (!fn.cls || !model.isModuleClassInfo(fn.cls)) return false;
+  // `class AdaptiveLogSoftmaxWithLoss(Module)` inside torch imports Module relatively: a base named Module will do.
+  if (!fn.cls || !(model.isModuleClassInfo(fn.cls) || fn.cls.bases.some((b) => /(^|\.)Module$/.test(model.src(b))))) return false;
   if (!calleeText.startsWith('self.')) return false;
   return !inLoop(call, fn);
 }
