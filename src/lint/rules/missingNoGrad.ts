@@ -44,6 +44,7 @@ function check(model: FileModel): RawFinding[] {
     if (context.kind === 'name' && model.hasTrainingSignal(context.fn.node)) continue;
     if (context.kind === 'name' && (ownComputation(model, call, calleeText, context.fn) || oneOffInTest(model, call, context.fn))) continue;
     if (model.gradState(call) !== 'default') continue;
+    if (frozenScript(model, calleeNode, call)) continue;
     if (model.callReachesBackward(call)) continue;
     if (fn && callersGuarded(fn, 1)) continue;
     findings.push({
@@ -62,6 +63,17 @@ function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: F
   const e = model.evalEventFor(call, calleeText);
   if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
   return undefined;
+}
+
+/**
+ * `f = torch.jit.freeze(...)` / `torch.jit.optimize_for_inference(...)`: the weights are
+ * folded into the graph as constants, so its forward records no autograd graph.
+ */
+function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
+  if (callee.type !== 'identifier') return false;
+  const b = model.binding(model.src(callee), call);
+  const v = b?.value && !b.unpacked ? b.value : undefined;
+  return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
 }
 
 /** Is there a loop between `node` and the function `fn` it is in? */
