@@ -17,16 +17,23 @@ Prints one JSON line: {"model", "world", "batch", "threads", "steps", "samples_p
 
 import argparse
 import json
+import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data.distributed import DistributedSampler
+# Pin the BLAS pools too (OpenBLAS-pthread keeps its own threads besides torch's), before they start;
+# the spawned DDP processes inherit this.
+_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, _threads)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 
 
 def build(model: str) -> nn.Module:
