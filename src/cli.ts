@@ -12,8 +12,8 @@ type Command = { readonly summary: string; readonly run: (argv: string[]) => Pro
 
 const commands: Record<string, Command> = {
   gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
-  train: { summary: 'run a training job (single, dp, ddp) from a *.job.json file (--json, --resume)', run: train },
-  lint: { summary: 'find GPU-memory hazards in PyTorch code (--json, --select, --fix)', run: lint },
+  train: { summary: 'run a training job (single, dp, ddp, pipeline, torchrun) from a *.job.json file (--json, --resume, --find-batch-size)', run: train },
+  lint: { summary: 'find GPU-memory hazards in PyTorch code (--format json, --select, --ignore, --fix)', run: lint },
   tune: { summary: 'search hyperparameters: grid, random, TPE or GP search with ASHA (--json, --resume)', run: tune },
 };
 
