@@ -375,7 +375,7 @@ export class FileModel {
     for (const f of chunk.functions) out.add(`fn:${f.name}`);
     for (const c of chunk.classes) {
       out.add(`cls:${c.name}`);
-      out.add('cls:*');
+      for (const m of c.methods.keys()) out.add(`method:${m}`);
     }
     for (const call of chunk.calls) {
       const callee = this.callee(call);

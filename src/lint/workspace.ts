@@ -4,7 +4,7 @@
  * `@contextmanager` that wraps `no_grad` in utils.py, a meter whose `update` appends).
  */
 import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
-import { recorded, recordingNow, replay, track } from './deps';
+import { recorded, recordingNow, replay, track, unrecorded } from './deps';
 import { descendants } from './syntax';
 
 type ByName<T> = Map<string, Map<string, T[]>>;
@@ -156,8 +156,10 @@ export class Workspace implements WorkspaceFacts {
   }
 
   isAccumulatingMethod(method: string): boolean {
-    track('cls:*');
-    const names = this.cached('accumulatingMethods', () => {
+    track(`method:${method}`);
+    // Which methods accumulate is a fact of each class's own text: a changed class answers for
+    // its methods' names (`method:<name>`), so the scan records no lookups of its own.
+    const names = this.cached('accumulatingMethods', () => unrecorded(() => {
       const out = new Set<string>();
       for (const perFile of this.classes.values()) {
         for (const list of perFile.values()) {
@@ -165,7 +167,7 @@ export class Workspace implements WorkspaceFacts {
         }
       }
       return out;
-    }, new Set<string>());
+    }), new Set<string>());
     return names.has(method);
   }
 

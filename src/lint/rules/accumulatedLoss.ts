@@ -71,16 +71,24 @@ function backpropagatedElsewhere(model: FileModel, base: SyntaxNode, stmt: Synta
   if (!attr) return false;
   const name = model.src(attr);
   track(`attr:${name}`);
-  for (const fn of model.functions) {
-    if (!fn.body || contains(fn.node, stmt) || !model.hasTrainingSignal(fn.node)) continue;
-    for (const n of descendants(fn.body, (x) => x.type === 'function_definition')) {
-      if (n.type !== 'attribute' || n.parent?.type === 'attribute') continue;
-      const a = child(n, 'attribute');
-      if (!a || model.src(a) !== name) continue;
-      if (readFlowsIntoBackward(model, n)) return true;
+  // The functions that read the attribute into a backward pass, once per file version.
+  const readers = model.fact(`backpropagates:${name}`, () => {
+    const out: SyntaxNode[] = [];
+    for (const fn of model.functions) {
+      if (!fn.body || !model.hasTrainingSignal(fn.node)) continue;
+      for (const n of descendants(fn.body, (x) => x.type === 'function_definition')) {
+        if (n.type !== 'attribute' || n.parent?.type === 'attribute') continue;
+        const a = child(n, 'attribute');
+        if (!a || model.src(a) !== name) continue;
+        if (readFlowsIntoBackward(model, n)) {
+          out.push(fn.node);
+          break;
+        }
+      }
     }
-  }
-  return false;
+    return out;
+  }) ?? [];
+  return readers.some((fn) => !contains(fn, stmt));
 }
 
 function readFlowsIntoBackward(model: FileModel, read: SyntaxNode): boolean {

@@ -9,6 +9,7 @@
  * `hidden = None` on a new sequence, `hidden.detach_()` or a `detach_hidden(hidden)`
  * statement all count as handled.
  */
+import { track, unrecorded } from '../deps';
 import { indentUnit, insertAtBodyTop, rangeOf } from '../fixes';
 import { lastName, type FileModel } from '../model';
 import type { Rule } from '../rule';
@@ -79,7 +80,10 @@ function forwardDetaches(model: FileModel, call: SyntaxNode): boolean {
   const built = model.constructedClass(model.src(callee));
   const cls = built ? lastName(built) : undefined;
   if (!cls) return false;
-  return model.facts.functionsNamed('forward').some((fn) => fn.cls?.name === cls && !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
+  // Only the `forward` methods of classes named `cls` matter: a lookup of that class, not of every `forward`.
+  track(`cls:${cls}`);
+  const forwards = unrecorded(() => model.facts.functionsNamed('forward'));
+  return forwards.some((fn) => fn.cls?.name === cls && !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
 }
 
 /** The names a target binds: `out, hidden`, `out, (h, c)`. */

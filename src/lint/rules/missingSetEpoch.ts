@@ -209,15 +209,28 @@ function loopSetsEpoch(model: FileModel, loop: SyntaxNode): boolean {
   return false;
 }
 
+/** A function's calls, and whether one is `.set_epoch(...)`: its own text, kept while the function is. */
+const callsOf = new WeakMap<FunctionInfo, { direct: boolean; calls: SyntaxNode[] }>();
+
+function callsIn(fn: FunctionInfo): { direct: boolean; calls: SyntaxNode[] } {
+  let known = callsOf.get(fn);
+  if (!known) {
+    known = { direct: false, calls: [] };
+    for (const d of fn.body ? descendants(fn.body) : []) {
+      if (d.type !== 'call') continue;
+      if (fn.model.methodCall(d)?.method === 'set_epoch') known.direct = true;
+      known.calls.push(d);
+    }
+    callsOf.set(fn, known);
+  }
+  return known;
+}
+
 /** Memoised per file and depth (the answer is cut off at `maxDepth`), shared by every loop. */
 function functionSetsEpoch(fn: FunctionInfo, depth: number): boolean {
   return fn.model.fact(`setsEpoch:${fn.node.order}:${depth}`, () => {
-    if (!fn.body) return false;
-    for (const d of descendants(fn.body)) {
-      if (d.type !== 'call') continue;
-      if (fn.model.methodCall(d)?.method === 'set_epoch' || (depth < maxDepth && targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1)))) return true;
-    }
-    return false;
+    const { direct, calls } = callsIn(fn);
+    return direct || (depth < maxDepth && calls.some((d) => targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1))));
   }) ?? false;
 }
 
