@@ -133,7 +133,7 @@ export class Linter {
         cache.results.delete(top);
         continue;
       }
-      const moved = moveResult(result, edit);
+      const moved = result.findings.length === 0 ? result : moveResult(result, edit);
       if (moved) cache.results.set(top, moved);
       else cache.results.delete(top);
     }

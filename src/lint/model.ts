@@ -160,9 +160,8 @@ export class FileModel {
   readonly aliases = new Map<string, string>();
   readonly functions: FunctionInfo[] = [];
   readonly classes: ClassInfo[] = [];
-  readonly calls: SyntaxNode[] = [];
-  /** All nodes of type `identifier` that are not call targets, for references to functions. */
-  readonly references: SyntaxNode[] = [];
+  private allCalls: SyntaxNode[] | undefined;
+  private allReferences: SyntaxNode[] | undefined;
   readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
   /** True when the file imports torch or a library built on it: the rules only run then. */
   usesTorch = false;
@@ -217,8 +216,6 @@ export class FileModel {
         this.functionByNode.set(f.node, f);
       }
       for (const c of chunk.classes) this.classes.push(c);
-      for (const c of chunk.calls) this.calls.push(c);
-      for (const r of chunk.references) this.references.push(r);
       for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
       for (const c of chunk.root.calls) rootData.calls.push(c);
       for (const [key, list] of chunk.root.bindings) {
@@ -393,6 +390,18 @@ export class FileModel {
     if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
     chunk.exports = out;
     return out;
+  }
+
+  /** Every call in the file, in document order (gathered from the statements on first use). */
+  get calls(): readonly SyntaxNode[] {
+    this.allCalls ??= [...this.chunks.values()].flatMap((c) => c.calls);
+    return this.allCalls;
+  }
+
+  /** All nodes of type `identifier` that are not call targets, for references to functions. */
+  get references(): readonly SyntaxNode[] {
+    this.allReferences ??= [...this.chunks.values()].flatMap((c) => c.references);
+    return this.allReferences;
   }
 
   /** Calls by the last name of their callee (`f(...)`, `x.f(...)`), for the workspace's call-site index. */
