@@ -81,78 +81,56 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
     hint = lo;
     return lo;
   };
-  type Mutable = { -readonly [K in keyof SyntaxNode]: SyntaxNode[K] };
   const cursor = tree.walk();
   let order = 0;
-  const make = (parent: SyntaxNode | null): Mutable => {
+  const make = (parent: Node | null): Node => {
     const typeId = cursor.nodeTypeId;
     const fieldId = parent ? cursor.currentFieldId : 0;
-    return {
-      type: typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'),
-      field: fieldId ? (fields[fieldId] ?? null) : null,
-      named: typeId === 65535 ? true : (named[typeId] ?? true),
-      start: 0,
-      end: 0,
-      startRow: 0,
-      startCol: 0,
-      endRow: 0,
-      endCol: 0,
-      children: [],
-      parent,
-      order: order++,
-    };
+    // Each top-level statement gets its own shift, shared by all its nodes.
+    const shift = parent && parent.parent ? parent.shift : { by: 0, rows: 0, orders: 0, size: 0 };
+    shift.size++;
+    return new Node(typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'), fieldId ? (fields[fieldId] ?? null) : null, typeId === 65535 ? true : (named[typeId] ?? true), parent, order++, shift);
   };
-  const place = (n: Mutable, start: number, end: number): void => {
-    n.start = start;
-    n.end = end;
-    n.startRow = rowOf(start);
-    n.startCol = start - lineStarts[n.startRow];
-    n.endRow = rowOf(end);
-    n.endCol = end - lineStarts[n.endRow];
+  const place = (n: Node, start: number, end: number): void => {
+    n.s = start;
+    n.e = end;
+    n.sr = rowOf(start);
+    n.sc = start - lineStarts[n.sr];
+    n.er = rowOf(end);
+    n.ec = end - lineStarts[n.er];
   };
-  const oldByStart = new Map<number, SyntaxNode>();
-  if (reuse) for (const c of reuse.root.children) oldByStart.set(c.start, c);
+  const oldByStart = new Map<number, Node>();
+  if (reuse) for (const c of reuse.root.children) oldByStart.set(c.start, c as Node);
   const delta = reuse ? reuse.edit.newEndIndex - reuse.edit.oldEndIndex : 0;
   const editEndRow = reuse ? rowOf(reuse.edit.newEndIndex) : 0;
   /** The previous subtree for the top-level node the cursor is on, if it can be reused. */
-  const reusable = (start: number, end: number, typeId: number): SyntaxNode | undefined => {
+  const reusable = (start: number, end: number, typeId: number): Node | undefined => {
     if (!reuse) return undefined;
     const { edit, changed } = reuse;
-    let old: SyntaxNode | undefined;
+    let old: Node | undefined;
     if (end <= edit.startIndex) old = oldByStart.get(start);
     else if (start >= edit.newEndIndex && rowOf(start) > editEndRow) old = oldByStart.get(start - delta);
     if (!old || old.end !== (end <= edit.startIndex ? end : end - delta) || old.type !== (typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'))) return undefined;
     for (const r of changed) if (r.startIndex <= end && r.endIndex >= start) return undefined;
     return old;
   };
-  const move = (old: SyntaxNode, parent: SyntaxNode): void => {
+  /** Moves a reused statement in place: one update of the shift its nodes share. */
+  const move = (old: Node, parent: Node): void => {
     const by = old.start <= (reuse as SyntaxReuse).edit.startIndex && old.end <= (reuse as SyntaxReuse).edit.startIndex ? 0 : delta;
-    const rows = rowOf(old.start + by) - old.startRow;
-    const orders = order - old.order;
-    let count = 0;
-    const stackMove: SyntaxNode[] = [old];
-    while (stackMove.length) {
-      const n = stackMove.pop() as Mutable;
-      count++;
-      if (by || rows || orders) {
-        n.start += by;
-        n.end += by;
-        n.startRow += rows;
-        n.endRow += rows;
-        n.order += orders;
-      }
-      for (const c of n.children) stackMove.push(c);
-    }
+    const shift = old.shift;
+    shift.rows += rowOf(old.start + by) - old.startRow;
+    shift.orders += order - old.order;
+    shift.by += by;
+    order += shift.size;
     old.parent = parent;
-    order += count;
   };
   // A parent starts where its first child does, so its start need not be read from wasm.
   // Its end must be: some nodes end past their last child (a format specifier's text).
-  const close = (n: Mutable): void => place(n, n.children[0].start, n.end);
+  const close = (n: Node): void => place(n, n.children[0].start, n.e);
   const root = make(null);
   const rootStart = cursor.startIndex;
   const rootEnd = cursor.endIndex;
-  const stack: Mutable[] = [root];
+  const stack: Node[] = [root];
   // Iterative pre-order walk: deep expressions must not overflow the JS stack.
   if (cursor.gotoFirstChild()) {
     for (;;) {
@@ -170,7 +148,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
       parent.children.push(node);
       const end = cursor.endIndex;
       if (cursor.gotoFirstChild()) {
-        node.end = end;
+        node.e = end;
         stack.push(node);
         continue;
       }
@@ -181,7 +159,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
           done = true;
           break;
         }
-        close(stack.pop() as Mutable);
+        close(stack.pop() as Node);
       }
       if (done) break;
     }
@@ -189,6 +167,67 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
   cursor.delete();
   place(root, rootStart, rootEnd);
   return root;
+}
+
+/** How far a reused statement has moved since its nodes were made, and how many nodes it has. */
+interface Shift {
+  by: number;
+  rows: number;
+  orders: number;
+  size: number;
+}
+
+/**
+ * A node's positions are stored as made and read through its statement's shift, so a
+ * statement reused after an edit moves in O(1) instead of rewriting every node. Columns
+ * never shift: a statement is reused only when it lies before the edit or on later lines.
+ */
+class Node implements SyntaxNode {
+  s = 0;
+  e = 0;
+  sr = 0;
+  sc = 0;
+  er = 0;
+  ec = 0;
+  readonly children: Node[] = [];
+  scope: SyntaxNode | undefined = undefined;
+
+  constructor(
+    readonly type: string,
+    readonly field: string | null,
+    readonly named: boolean,
+    public parent: Node | null,
+    private readonly o: number,
+    readonly shift: Shift,
+  ) {}
+
+  get start(): number {
+    return this.s + this.shift.by;
+  }
+
+  get end(): number {
+    return this.e + this.shift.by;
+  }
+
+  get startRow(): number {
+    return this.sr + this.shift.rows;
+  }
+
+  get endRow(): number {
+    return this.er + this.shift.rows;
+  }
+
+  get startCol(): number {
+    return this.sc;
+  }
+
+  get endCol(): number {
+    return this.ec;
+  }
+
+  get order(): number {
+    return this.o + this.shift.orders;
+  }
 }
 
 export function child(node: SyntaxNode, field: string): SyntaxNode | undefined {
