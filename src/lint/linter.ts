@@ -8,7 +8,7 @@
 import type { Edit, Tree } from 'web-tree-sitter';
 import { recordRoot } from './deps';
 import { applyEdits, combineFixes, indentUnit } from './fixes';
-import { FileModel } from './model';
+import { FileModel, hasAny } from './model';
 import { loadPython, PythonParser } from './parser';
 import type { Rule } from './rule';
 import { rule as accumulatedLoss } from './rules/accumulatedLoss';
@@ -194,15 +194,8 @@ export class Linter {
       cache = { results: new Map(), dirtyKeys: new Set(), shared, generation: this.workspace.generation };
       this.caches.set(path, cache);
     } else if (cache.dirtyKeys.size) {
-      for (const [top, result] of cache.results) {
-        if (!result.deps) continue;
-        for (const k of cache.dirtyKeys) {
-          if (result.deps.has(k)) {
-            cache.results.delete(top);
-            break;
-          }
-        }
-      }
+      const dirty = [...cache.dirtyKeys];
+      for (const [top, result] of cache.results) if (result.deps && hasAny(result.deps, dirty)) cache.results.delete(top);
     }
     cache.dirtyKeys.clear();
     cache.generation = this.workspace.generation;

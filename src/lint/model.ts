@@ -151,6 +151,13 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
   });
 }
 
+/** Whether `set` holds any of `keys`. */
+export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boolean {
+  if (set.size === 0) return false;
+  for (const k of keys) if (set.has(k)) return true;
+  return false;
+}
+
 export function lastName(text: string): string {
   const i = text.lastIndexOf('.');
   return i === -1 ? text : text.slice(i + 1);
@@ -384,7 +391,12 @@ export class FileModel {
         if (a) out.add(`attr:${this.src(a)}`);
       }
     }
-    for (const data of [chunk.root, ...chunk.scopes.values()]) for (const key of data.bindings.keys()) out.add(`any:${key}`);
+    for (const data of [chunk.root, ...chunk.scopes.values()]) {
+      for (const [key, list] of data.bindings) {
+        out.add(`any:${key}`);
+        if (list.some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) out.add(`none:${key}`);
+      }
+    }
     for (const key of chunk.root.bindings.keys()) out.add(`root:${key}`);
     for (const key of chunk.root.globals) out.add(`root:${key}`);
     if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
@@ -606,7 +618,8 @@ export class FileModel {
 
   /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
   attributeSetToNone(key: string): boolean {
-    track(`any:${key}`);
+    // Only a statement that sets an attribute to None answers this (`exportsOf`).
+    track(`none:${key}`);
     for (const data of this.scopes.values()) {
       if ((data.bindings.get(key) ?? []).some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) return true;
     }
@@ -679,9 +692,13 @@ export class FileModel {
   /** The file-wide facts every statement's findings may depend on, as one comparable string. */
   sharedFacts(): string {
     const { models, losses, remotes } = this.moduleTexts;
-    const tops = new Map(this.root.children.map((c, i) => [c.start, i]));
-    const toggles = this.togglesIn(this.root).map((t) => `${tops.get(t.start) ?? -1}:${t.state}`);
-    return JSON.stringify([[...this.aliases], this.usesTorch, [...models].sort(), [...losses].sort(), [...remotes].sort(), toggles]);
+    const switches = this.togglesIn(this.root);
+    let toggles: string[] = [];
+    if (switches.length) {
+      const tops = new Map(this.root.children.map((c, i) => [c.start, i]));
+      toggles = switches.map((t) => `${tops.get(t.start) ?? -1}:${t.state}`);
+    }
+    return `${this.aliasSignature()}|${JSON.stringify([this.usesTorch, [...models].sort(), [...losses].sort(), [...remotes].sort(), toggles])}`;
   }
 
   // ---------------------------------------------------------------- grad guards
@@ -782,7 +799,12 @@ export class FileModel {
   private togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[] {
     // The module's switches are shared by every statement: compared by value (sharedFacts), not recorded.
     if (block === this.root) {
-      return this.shared('toggles', () => this.root.children.flatMap((top) => this.contribution(top).toggles.map((state) => ({ start: top.start, state }))));
+      return this.shared('toggles', () => {
+        const aliases = this.aliasSignature();
+        const out: { start: number; state: 'off' | 'on' }[] = [];
+        for (const top of this.root.children) for (const state of this.contribution(top, aliases).toggles) out.push({ start: top.start, state });
+        return out;
+      });
     }
     return this.memo(`toggles:${block.order}`, () => this.togglesOf(block.children));
   }
@@ -894,8 +916,9 @@ export class FileModel {
       const models = new Set<string>();
       const losses = new Set<string>();
       const remotes = new Set<string>();
+      const aliases = this.aliasSignature();
       for (const top of this.root.children) {
-        const c = this.contribution(top);
+        const c = this.contribution(top, aliases);
         for (const m of c.models) models.add(m);
         for (const l of c.losses) losses.add(l);
         for (const r of c.remotes) remotes.add(r);
@@ -910,9 +933,8 @@ export class FileModel {
    * RemoteModules; module-level grad switches). Kept with the statement's index across edits
    * until `dropStaleContributions` finds it stale, so that a re-lint does not walk the file.
    */
-  private contribution(top: SyntaxNode): Contribution {
+  private contribution(top: SyntaxNode, aliases = this.aliasSignature()): Contribution {
     const chunk = this.chunks.get(top);
-    const aliases = this.aliasSignature();
     if (chunk?.contribution && chunk.contribution.aliases === aliases) return chunk.contribution;
     const r = recordRoot(() => {
       const models: string[] = [];
@@ -949,10 +971,12 @@ export class FileModel {
    * lookups hit one of `keys` (exported by statements changed since they were computed).
    */
   dropStaleContributions(keys: ReadonlySet<string> | 'all'): void {
+    if (keys !== 'all' && keys.size === 0) return;
+    const list = keys === 'all' ? undefined : [...keys];
     for (const chunk of this.chunks.values()) {
       const c = chunk.contribution;
       if (!c) continue;
-      if (keys === 'all' || [...keys].some((k) => c.deps.has(k))) chunk.contribution = undefined;
+      if (!list || hasAny(c.deps, list)) chunk.contribution = undefined;
     }
   }
 
