@@ -54,6 +54,8 @@ interface FileCache {
   readonly dirtyKeys: Set<string>;
   /** `sharedSignature` when the results were computed. */
   shared: string;
+  /** `FileModel.moduleNames` then, compared name by name (`mt:<name>`). */
+  modules: ReturnType<FileModel['moduleNames']>;
   /** The workspace generation then: a change to another file since starts over. */
   generation: number;
 }
@@ -190,10 +192,20 @@ export class Linter {
     const elsewhere = !cache || this.workspace.changedElsewhere(path, cache.generation);
     model.dropStaleContributions(elsewhere || !cache ? 'all' : cache.dirtyKeys);
     const shared = sharedSignature(model);
+    const modules = model.moduleNames();
     if (!cache || cache.shared !== shared || elsewhere) {
-      cache = { results: new Map(), dirtyKeys: new Set(), shared, generation: this.workspace.generation };
+      cache = { results: new Map(), dirtyKeys: new Set(), shared, modules, generation: this.workspace.generation };
       this.caches.set(path, cache);
-    } else if (cache.dirtyKeys.size) {
+    } else {
+      if (cache.modules !== modules) {
+        for (const kind of ['models', 'losses', 'remotes'] as const) {
+          for (const name of cache.modules[kind]) if (!modules[kind].has(name)) cache.dirtyKeys.add(`mt:${name}`);
+          for (const name of modules[kind]) if (!cache.modules[kind].has(name)) cache.dirtyKeys.add(`mt:${name}`);
+        }
+        cache.modules = modules;
+      }
+    }
+    if (cache.dirtyKeys.size) {
       const dirty = [...cache.dirtyKeys];
       for (const [top, result] of cache.results) if (result.deps && hasAny(result.deps, dirty)) cache.results.delete(top);
     }

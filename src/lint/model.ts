@@ -689,16 +689,19 @@ export class FileModel {
     return v;
   }
 
-  /** The file-wide facts every statement's findings may depend on, as one comparable string. */
+  /**
+   * The file-wide facts every statement's findings may depend on, as one comparable string.
+   * The names bound to models, losses and RemoteModules are not in it: a lookup of one records
+   * `mt:<name>`, and the linter compares the sets (`moduleNames`) name by name.
+   */
   sharedFacts(): string {
-    const { models, losses, remotes } = this.moduleTexts;
     const switches = this.togglesIn(this.root);
     let toggles: string[] = [];
     if (switches.length) {
       const tops = new Map(this.root.children.map((c, i) => [c.start, i]));
       toggles = switches.map((t) => `${tops.get(t.start) ?? -1}:${t.state}`);
     }
-    return `${this.aliasSignature()}|${JSON.stringify([this.usesTorch, [...models].sort(), [...losses].sort(), [...remotes].sort(), toggles])}`;
+    return `${this.aliasSignature()}|${JSON.stringify([this.usesTorch, toggles])}`;
   }
 
   // ---------------------------------------------------------------- grad guards
@@ -910,6 +913,11 @@ export class FileModel {
     }));
   }
 
+  /** The names bound to models, losses and RemoteModules in this version of the file (not recorded). */
+  moduleNames(): { readonly models: ReadonlySet<string>; readonly losses: ReadonlySet<string>; readonly remotes: ReadonlySet<string> } {
+    return this.moduleTexts;
+  }
+
   /** Text keys (`model`, `self.encoder`) bound to models anywhere in the file. */
   private get moduleTexts(): { models: Set<string>; losses: Set<string>; remotes: Set<string> } {
     return this.shared('moduleTexts', () => {
@@ -1022,6 +1030,7 @@ export class FileModel {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
+    track(`mt:${text}`);
     const { models, losses, remotes } = this.moduleTexts;
     // A name bound anywhere in the file to a RemoteModule.
     if (remotes.has(text)) return false;
@@ -1054,6 +1063,7 @@ export class FileModel {
     if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
     const text = this.src(expr);
     if (text === 'self') return this.isModelExpr(expr, at);
+    track(`mt:${text}`);
     const { models, losses } = this.moduleTexts;
     return models.has(text) && !losses.has(text);
   }
@@ -1099,6 +1109,7 @@ export class FileModel {
   isLossExpr(expr: SyntaxNode): boolean {
     if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
     const text = this.src(expr);
+    track(`mt:${text}`);
     return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
   }
 

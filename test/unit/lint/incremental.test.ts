@@ -126,6 +126,27 @@ describe('incremental re-analysis', function () {
     });
   }
 
+  it('re-analyses a statement when another one makes a name it calls a model, and again when that goes', () => {
+    const path = '/incremental/model-name.py';
+    const use = 'import torch\n\n\ndef evaluate(loader):\n    outs = []\n    for x in loader:\n        outs.append(thing(x))\n    return outs\n';
+    const bound = use.replace('import torch\n', 'import torch\nthing = torch.nn.Linear(2, 2)\n');
+    const steps = [use, bound, bound.replace('thing = ', 'thingy = '), bound, use];
+    const seen: string[] = [];
+    for (const [i, text] of steps.entries()) {
+      const got = incremental.lintFile(path, text);
+      fresh.removeFile(path);
+      assert.deepEqual(got, fresh.lintFile(path, text), `step ${i + 1}`);
+      seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
+    }
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    // The call is a forward pass only while `thing` is bound to a module.
+    assert.equal(seen[0], '');
+    assert.match(seen[1], /missing-no-grad/);
+    assert.equal(seen[2], '');
+    assert.equal(seen[3], seen[1]);
+  });
+
   it('equals a fresh analysis when another file of the workspace changes', () => {
     const files = readFixtures(join(lintFixtures, 'workspace', 'unguarded'));
     const main = files.find((f) => f.name === 'main.py');
