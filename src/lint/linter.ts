@@ -131,7 +131,6 @@ export class Linter {
     const kept = new Set(after.root.children);
     for (const [top, result] of cache.results) {
       if (!kept.has(top)) {
-        for (const k of before.exportsOf(top)) cache.dirtyKeys.add(k);
         cache.results.delete(top);
         continue;
       }
@@ -140,7 +139,32 @@ export class Linter {
       else cache.results.delete(top);
     }
     const old = new Set(before.root.children);
-    for (const top of after.root.children) if (!old.has(top)) for (const k of after.exportsOf(top)) cache.dirtyKeys.add(k);
+    // The statements replaced, each with the number of kept statements before it.
+    const changed = (tops: readonly SyntaxNode[], keep: (top: SyntaxNode) => boolean): { top: SyntaxNode; at: number }[] => {
+      const out: { top: SyntaxNode; at: number }[] = [];
+      let at = 0;
+      for (const top of tops) {
+        if (keep(top)) at++;
+        else out.push({ top, at });
+      }
+      return out;
+    };
+    const removed = changed(before.root.children, (t) => kept.has(t));
+    const added = changed(after.root.children, (t) => old.has(t));
+    // A statement replaced by one in the same place answers a value-compared lookup only if its answer changed.
+    const paired = removed.length === added.length && removed.every((r, i) => r.at === added[i].at);
+    for (let i = 0; i < Math.max(removed.length, added.length); i++) {
+      const r = removed[i];
+      const a = added[i];
+      const keys = new Set([...(r ? before.exportsOf(r.top) : []), ...(a ? after.exportsOf(a.top) : [])]);
+      for (const k of keys) {
+        if (paired && r && a) {
+          const sig = before.signatureOf(r.top, k);
+          if (sig !== undefined && sig === after.signatureOf(a.top, k)) continue;
+        }
+        cache.dirtyKeys.add(k);
+      }
+    }
   }
 
   removeFile(path: string): void {

@@ -151,6 +151,15 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
   });
 }
 
+/** The last binding of `key` in the first of `scopes` that has one. */
+function lastBindingIn(scopes: Iterable<ScopeData>, key: string): Binding | undefined {
+  for (const data of scopes) {
+    const list = data.bindings.get(key);
+    if (list?.length) return list[list.length - 1];
+  }
+  return undefined;
+}
+
 /** Whether `set` holds any of `keys`. */
 export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boolean {
   if (set.size === 0) return false;
@@ -394,6 +403,7 @@ export class FileModel {
     for (const data of [chunk.root, ...chunk.scopes.values()]) {
       for (const [key, list] of data.bindings) {
         out.add(`any:${key}`);
+        out.add(`ctor:${key}`);
         if (list.some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) out.add(`none:${key}`);
       }
     }
@@ -402,6 +412,29 @@ export class FileModel {
     if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
     chunk.exports = out;
     return out;
+  }
+
+  /**
+   * For a key whose lookup is compared by value: what this top-level statement contributes to
+   * the answer, as a string; two versions of a statement in the same place with the same
+   * signature give every lookup of the key the same answer. Undefined for other keys.
+   * The module's scope comes first in lookups that walk all scopes, then the functions' in
+   * document order; a statement's share of each is compared separately.
+   */
+  signatureOf(top: SyntaxNode, key: string): string | undefined {
+    const chunk = this.chunks.get(top);
+    if (!chunk) return undefined;
+    const functions = [...chunk.scopes.values()];
+    if (key.startsWith('ctor:')) {
+      const text = key.slice(5);
+      return JSON.stringify([this.constructedIn([chunk.root], text) ?? null, this.constructedIn(functions, text) ?? null]);
+    }
+    if (key.startsWith('any:')) {
+      const text = key.slice(4);
+      const show = (b: Binding | undefined): string | null => (b ? `${b.target.type} ${b.unpacked} ${b.value ? this.src(b.value) : ''}` : null);
+      return JSON.stringify([show(lastBindingIn([chunk.root], text)), show(lastBindingIn(functions, text))]);
+    }
+    return undefined;
   }
 
   /** Every call in the file, in document order (gathered from the statements on first use). */
@@ -606,14 +639,15 @@ export class FileModel {
     return pick(this.scopeData(this.root).bindings.get(key));
   }
 
-  /** A binding of `key` in any scope of the file (for `self.meter`, bound in `__init__`). */
+  /**
+   * A binding of `key` in any scope of the file (for `self.meter`, bound in `__init__`): the
+   * last one of the first scope that has one. Callers may read the binding's text, not its
+   * context: after an edit, a statement answers `any:<key>` only if its own answer's text
+   * changed (`signatureOf`).
+   */
   bindingAnywhere(key: string): Binding | undefined {
     track(`any:${key}`);
-    for (const data of this.scopes.values()) {
-      const list = data.bindings.get(key);
-      if (list?.length) return list[list.length - 1];
-    }
-    return undefined;
+    return lastBindingIn(this.scopes.values(), key);
   }
 
   /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
@@ -1087,8 +1121,13 @@ export class FileModel {
 
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
   constructedClass(text: string): string | undefined {
-    track(`any:${text}`);
-    for (const [, data] of this.scopes) {
+    track(`ctor:${text}`);
+    return this.constructedIn(this.scopes.values(), text);
+  }
+
+  /** `constructedClass` over some scopes, in order. */
+  private constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined {
+    for (const data of scopes) {
       for (const b of data.bindings.get(text) ?? []) {
         let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
         for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {

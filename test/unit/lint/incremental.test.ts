@@ -147,6 +147,33 @@ describe('incremental re-analysis', function () {
     assert.equal(seen[3], seen[1]);
   });
 
+  // Lookups compared by value (`FileModel.signatureOf`): the class a name is built from, and a
+  // binding found in another scope. An edit elsewhere in the binding statement changes nothing;
+  // an edit of the bound value changes the other statement's findings.
+  const hidden = 'import torch\nfrom torch import nn\n\n\nclass Keeper(nn.Module):\n    def forward(self, x, h):\n        return x, h.detach()\n\n\nrnn = Keeper()\n\n\ndef train(loader, optimizer):\n    hidden = None\n    for x, y in loader:\n        out, hidden = rnn(x, hidden)\n        loss = out.sum()\n        loss.backward()\n        optimizer.step()\n';
+  const meter = 'import torch\n\n\nclass Meter:\n    def update(self, v):\n        self.total += v\n\n\nclass Plain:\n    def update(self, v):\n        self.last = 1\n\n\nclass Base:\n    def __init__(self):\n        self.meter = Meter()\n        self.steps = 0\n\n\nclass Trainer(Base):\n    def fit(self, model, loader, optimizer):\n        for x in loader:\n            loss = model(x).sum()\n            loss.backward()\n            optimizer.step()\n            self.meter.update(loss)\n';
+  for (const [name, text, same, other, rule] of [
+    ['the class a name is built from', hidden, hidden.replace('rnn = Keeper()', 'rnn = (Keeper())'), hidden.replace('rnn = Keeper()', 'rnn = nn.GRU(4, 4)'), 'carried-hidden-state'],
+    ['a binding in another scope', meter, meter.replace('self.steps = 0', 'self.steps = 1'), meter.replace('self.meter = Meter()', 'self.meter = Plain()'), 'accumulated-loss'],
+  ] as const) {
+    it(`re-analyses a statement when ${name} changes in another statement, and only then`, () => {
+      const path = '/incremental/by-value.py';
+      const seen: string[] = [];
+      for (const [i, t] of [text, same, other, text].entries()) {
+        const got = incremental.lintFile(path, t);
+        fresh.removeFile(path);
+        assert.deepEqual(got, fresh.lintFile(path, t), `step ${i + 1}`);
+        seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
+      }
+      incremental.removeFile(path);
+      fresh.removeFile(path);
+      assert.equal(seen[0], seen[1]);
+      assert.notEqual(seen[2], seen[0]);
+      assert.match(seen[0] + seen[2], new RegExp(rule));
+      assert.equal(seen[3], seen[0]);
+    });
+  }
+
   it('equals a fresh analysis when another file of the workspace changes', () => {
     const files = readFixtures(join(lintFixtures, 'workspace', 'unguarded'));
     const main = files.find((f) => f.name === 'main.py');
