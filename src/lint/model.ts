@@ -190,17 +190,20 @@ export class FileModel {
   private readonly chunks = new Map<SyntaxNode, ChunkIndex>();
   private readonly lines: string[];
   private factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
+  /** `functionFact`s, kept across edits while their function's statement is reused and no lookup they made is stale. */
+  private functionFacts = new Map<FunctionInfo, Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>>();
   private factsGeneration = -1;
 
   constructor(
     readonly path: string,
     readonly text: string,
     readonly root: SyntaxNode,
-    readonly facts: WorkspaceFacts & { readonly generation: number },
+    readonly facts: WorkspaceFacts & { readonly generation: number; changedOutside(path: string): number },
     previous?: FileModel,
   ) {
     this.lines = text.split('\n');
     this.index(previous);
+    if (previous) this.carryFunctionFacts(previous);
   }
 
   src(node: SyntaxNode): string {
@@ -698,6 +701,46 @@ export class FileModel {
     const r = recorded(compute);
     this.factsCache.set(key, { v: r.value, deps: r.deps });
     return r.value;
+  }
+
+  /**
+   * A fact of one function that a rule computes once and the incremental linter keeps across
+   * edits: while the function's statement is reused, the imports are the same, no other file
+   * changed, and no lookup it recorded is answered by a statement changed since. Only for facts
+   * of the function's own text and recorded lookups (not the file-wide shared facts) that
+   * cannot see themselves in a cycle. Without a recording (the CLI) it is an ordinary `fact`.
+   */
+  functionFact<T>(fn: FunctionInfo, key: string, compute: () => T): T | undefined {
+    if (!recordingNow()) return this.fact(`fn${fn.node.order}:${key}`, compute);
+    const aliases = this.aliasSignature();
+    const outside = this.facts.changedOutside(this.path);
+    let facts = this.functionFacts.get(fn);
+    const hit = facts?.get(key);
+    if (hit && hit.aliases === aliases && hit.outside === outside) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    const r = recorded(compute);
+    if (!facts) this.functionFacts.set(fn, (facts = new Map()));
+    facts.set(key, { v: r.value, deps: r.deps ?? new Set(), aliases, outside });
+    return r.value;
+  }
+
+  /** Takes over the previous version's function facts that are still valid (see `functionFact`). */
+  private carryFunctionFacts(previous: FileModel): void {
+    const stale = new Set<string>();
+    for (const [node, chunk] of previous.chunks) {
+      if (this.chunks.get(node) !== chunk) for (const k of previous.exportsOf(node)) stale.add(k);
+    }
+    for (const [node, chunk] of this.chunks) {
+      if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
+    }
+    const keys = [...stale];
+    for (const [fn, facts] of previous.functionFacts) {
+      if (this.functionByNode.get(fn.node) !== fn) continue;
+      const kept = new Map([...facts].filter(([, f]) => !hasAny(f.deps, keys)));
+      if (kept.size) this.functionFacts.set(fn, kept);
+    }
   }
 
   /** A fact a rule computes once per file version (undefined while it is being computed: a cycle). */

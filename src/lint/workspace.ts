@@ -69,6 +69,9 @@ export class Workspace implements WorkspaceFacts {
   private memoGeneration = -1;
   /** The generation at which each path was last set or removed, for `changedElsewhere`. */
   private readonly changedAt = new Map<string, number>();
+  /** The latest change, and the latest change to any other file than that one, for `changedOutside`. */
+  private last = { path: '', generation: 0 };
+  private lastOther = 0;
 
   get(path: string): FileModel | undefined {
     return this.files.get(path);
@@ -96,7 +99,21 @@ export class Workspace implements WorkspaceFacts {
     }
     this.namesByFile.set(model.path, names);
     this.generation++;
-    this.changedAt.set(model.path, this.generation);
+    this.noteChange(model.path);
+  }
+
+  private noteChange(path: string): void {
+    this.changedAt.set(path, this.generation);
+    if (path === this.last.path) this.last.generation = this.generation;
+    else {
+      this.lastOther = this.last.generation;
+      this.last = { path, generation: this.generation };
+    }
+  }
+
+  /** The latest generation at which a file other than `path` was set or removed (0: never). */
+  changedOutside(path: string): number {
+    return path === this.last.path ? this.lastOther : this.last.generation;
   }
 
   /** Has any file other than `path` been set or removed since `generation`? */
@@ -114,7 +131,7 @@ export class Workspace implements WorkspaceFacts {
     this.namesByFile.delete(path);
     this.files.delete(path);
     this.generation++;
-    this.changedAt.set(path, this.generation);
+    this.noteChange(path);
   }
 
   private cached<T>(key: string, compute: () => T, whileComputing: T): T {

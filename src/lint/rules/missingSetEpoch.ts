@@ -226,9 +226,9 @@ function callsIn(fn: FunctionInfo): { direct: boolean; calls: SyntaxNode[] } {
   return known;
 }
 
-/** Memoised per file and depth (the answer is cut off at `maxDepth`), shared by every loop. */
+/** Memoised per function and depth (the answer is cut off at `maxDepth`, so no cycle), shared by every loop and kept across edits. */
 function functionSetsEpoch(fn: FunctionInfo, depth: number): boolean {
-  return fn.model.fact(`setsEpoch:${fn.node.order}:${depth}`, () => {
+  return fn.model.functionFact(fn, `setsEpoch:${depth}`, () => {
     const { direct, calls } = callsIn(fn);
     return direct || (depth < maxDepth && calls.some((d) => targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1))));
   }) ?? false;

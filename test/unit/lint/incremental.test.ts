@@ -174,6 +174,24 @@ describe('incremental re-analysis', function () {
     });
   }
 
+  it('keeps helpers\' set_epoch answers through edits elsewhere and recomputes them when a helper two calls down changes', () => {
+    const path = '/incremental/set-epoch.py';
+    const text = 'import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\ndef prepare(sampler, epoch):\n    sampler.set_epoch(epoch)\n\n\ndef unrelated():\n    return 1\n\n\ndef epoch_start(sampler, epoch):\n    prepare(sampler, epoch)\n\n\ndef main(dataset, model, optimizer):\n    sampler = DistributedSampler(dataset)\n    loader = DataLoader(dataset, sampler=sampler)\n    for epoch in range(3):\n        epoch_start(sampler, epoch)\n        for x in loader:\n            model(x).sum().backward()\n            optimizer.step()\n';
+    const unrelated = text.replace('return 1', 'return 2');
+    const removed = unrelated.replace('sampler.set_epoch(epoch)', 'sampler.seed = epoch');
+    const seen: string[] = [];
+    // Each step edits one statement; main() is re-analysed only when it changes or a lookup it made does.
+    for (const [i, t] of [text, unrelated, unrelated.replace('    epoch_start(sampler, epoch)', '    epoch_start(sampler, epoch) '), removed, unrelated].entries()) {
+      const got = incremental.lintFile(path, t);
+      fresh.removeFile(path);
+      assert.deepEqual(got, fresh.lintFile(path, t), `step ${i + 1}`);
+      seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
+    }
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    assert.deepEqual(seen, ['', '', '', '19:missing-set-epoch', '']);
+  });
+
   it('equals a fresh analysis when another file of the workspace changes', () => {
     const files = readFixtures(join(lintFixtures, 'workspace', 'unguarded'));
     const main = files.find((f) => f.name === 'main.py');
