@@ -721,7 +721,7 @@ export class FileModel {
       return hit.v as T;
     }
     const r = recorded(compute);
-    if (!facts) this.functionFacts.set(fn, (facts = new Map()));
+    if (!facts) this.functionFacts.set(fn, (facts = new Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>()));
     facts.set(key, { v: r.value, deps: r.deps ?? new Set(), aliases, outside });
     return r.value;
   }
