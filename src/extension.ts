@@ -11,6 +11,7 @@ import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
 import { registerTraining } from './views/training';
+import { registerFindBatchSize } from './views/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning';
 import { registerLintClient } from './client/lintClient';
 
@@ -29,6 +30,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerGpuPanel(context, monitor);
   registerGpuStatusBar(context, monitor);
   registerTraining(context, monitor);
+  registerFindBatchSize(context);
   registerTuning(context, monitor);
   registerLintClient(context);
 
