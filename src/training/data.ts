@@ -92,7 +92,7 @@ export function locateMnist(jobFile: string, explicit?: string, from: string = _
   if (explicit) {
     if (has(explicit)) return { kind: 'package', dir: explicit };
     if (explicit.endsWith('.bin') && existsSync(explicit)) return { kind: 'bundle', file: explicit };
-    throw new DataError(`${explicit} is neither the mnist package (no src/digits/0.json in it) nor a ${mnistBundleName} file`);
+    throw new DataError(`${explicit} is not the mnist package (no src/digits/0.json in it), nor a packed ${mnistBundleName}`);
   }
   for (const start of [dirname(jobFile), cwd, from]) {
     let dir = start;
