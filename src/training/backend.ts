@@ -15,6 +15,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { BackendChoice } from './jobSpec';
+import { guardWasmHeap } from './oom';
 
 /** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
 export type Tf = typeof tf & typeof tfl;
@@ -156,6 +157,8 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
           break;
         }
         registerOurWasmKernels(extra);
+        // Every worker on wasm (single, ddp ranks, dp replicas, pipeline stages): a tensor the heap cannot hold is an OutOfMemoryError, not a corrupted heap.
+        guardWasmHeap(api);
         return { tf: api, name: 'wasm', label: 'wasm', gpu: false, device: 'cpu', note: notes(skipped, extra, false) };
       }
       case 'cpu':

@@ -19,7 +19,6 @@ import type { Dataset } from './data';
 import type { JobEvent, JobMetrics } from './events';
 import type { JobSpec } from './jobSpec';
 import { lossFn } from './model';
-import { guardWasmHeap } from './oom';
 import type { Batcher } from './worker';
 
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
@@ -142,7 +141,6 @@ export interface LoopOptions {
 /** Runs the epochs; resolves with the job's metrics as this rank saw them (rank 0's are the job's). */
 export async function trainLoop(o: LoopOptions): Promise<JobMetrics> {
   const { tf, spec, rank, emit } = o;
-  guardWasmHeap(tf);
   const leaks = new LeakWatch();
   const started = Date.now();
   let globalStep = o.globalStep;

@@ -17,7 +17,7 @@ import { loadDataset, type Dataset, type Split } from './data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './events';
 import type { JobSpec } from './jobSpec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
-import { isOutOfMemory } from './oom';
+import { isOutOfMemory, wasmCrashAsOutOfMemory } from './oom';
 import { BucketedAllReduce, Ring, RingError } from './ring';
 import { shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
@@ -365,8 +365,9 @@ export async function workerMain(): Promise<void> {
   // The coordinator gone means the job is over: never outlive it.
   process.on('disconnect', () => process.exit(1));
   const init = await nextMessage('worker/init');
+  let backend: LoadedBackend | undefined;
   try {
-    let backend = await loadBackend(init.spec.backend);
+    backend = await loadBackend(init.spec.backend);
     const data = await loadDataset(init.spec.data, init.spec.file);
     const model = await buildModel(backend.tf, init.spec.model, data.inputShape, data.numClasses, init.spec.seed);
     backend = await ensureTrainable(backend, model);
@@ -374,7 +375,8 @@ export async function workerMain(): Promise<void> {
     await send({ type: 'worker/done', rank: init.rank, metrics });
     process.exit(0);
   } catch (err) {
-    const e = err as Error;
+    // A wasm trap with the heap at its maximum is out of memory (oom.ts).
+    const e = wasmCrashAsOutOfMemory(backend?.tf, err) as Error;
     const reason = e instanceof RingError ? e.message : `${e.name === 'Error' ? '' : `${e.name}: `}${e.message ?? String(err)}`;
     const hint = hintFor(reason);
     await send({ type: 'worker/failed', rank: init.rank, reason, ...(hint ? { hint } : {}), peerLost: e instanceof RingError && e.peerLost });

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { parseTrainArgs } from '../../../src/cli/train';
 import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type TrialReport } from '../../../src/training/findBatchSize';
 import { parseJob } from '../../../src/training/jobSpec';
-import { isOutOfMemory } from '../../../src/training/oom';
+import type { Tf } from '../../../src/training/backend';
+import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/oom';
+import { hintFor } from '../../../src/training/worker';
 import { fixtures, repoRoot } from '../../paths';
 import { tinyJob } from './helpers';
 
@@ -83,6 +85,58 @@ describe('find max batch size: out of memory', () => {
       'CUDA error: out of memory',
     ]) assert.ok(isOutOfMemory(m), m);
     for (const m of ["Kernel 'Conv2DBackpropFilter' not registered for backend 'wasm'", 'no room left in the bucket', 'zoom factor must be positive', 'Error when checking input: expected dense_Dense1_input to have shape [null,784]']) assert.ok(!isOutOfMemory(m), m);
+  });
+
+  // Recorded on big-activations.job.json at batch 8 (wasm, tfjs-backend-wasm 4.22): the heap had
+  // grown to 4,194,435,072 bytes when malloc(512 MiB) returned 3,825,304,008, a block ending past 2^32.
+  const recordedHeap = 4_194_435_072;
+  const fakeWasm = (malloc: (bytes: number) => number, heap: number) => {
+    const wasm = { _malloc: malloc, HEAPU8: { length: heap }, asm: { malloc } };
+    const tf = { getBackend: () => 'wasm', backend: () => ({ wasm }) } as unknown as Tf;
+    return { wasm, tf };
+  };
+
+  it('the wasm heap guard refuses a block past the end of the heap (a wrapped break pointer) and a null one, and hands out one that fits', () => {
+    const mib = 2 ** 20;
+    // asm.malloc returns a signed 32-bit address: 3,825,304,008 reads as a negative number.
+    const wrapped = fakeWasm(() => 3_825_304_008 | 0, recordedHeap);
+    guardWasmHeap(wrapped.tf);
+    assert.throws(() => wrapped.wasm._malloc(512 * mib), (e: Error) => e instanceof OutOfMemoryError && /^out of memory: the wasm heap \(3\.91 GiB of its 4\.00 GiB maximum\) cannot hold another 0\.50 GiB tensor$/.test(e.message));
+    const full = fakeWasm(() => 0, wasmHeapMaxBytes);
+    guardWasmHeap(full.tf);
+    assert.throws(() => full.wasm._malloc(64 * mib), OutOfMemoryError);
+    const roomy = fakeWasm(() => 3_000_000_000 | 0, recordedHeap);
+    guardWasmHeap(roomy.tf);
+    assert.equal(roomy.wasm._malloc(512 * mib), 3_000_000_000, 'a block inside the heap, as the unsigned address the backend expects');
+  });
+
+  it('a wasm trap with the heap within one allocation of its maximum is out of memory, with the heap in the message; anywhere else a real error', () => {
+    const oob = 'RuntimeError: memory access out of bounds';
+    const full = classifyWasmTrap(oob, recordedHeap);
+    assert.equal(full, 'out of memory: the wasm heap is full (3.91 GiB of its 4.00 GiB maximum) and the backend crashed allocating inside a kernel (RuntimeError: memory access out of bounds)');
+    assert.ok(isOutOfMemory(full));
+    assert.match(hintFor(full) ?? '', /ran out of memory: try a smaller batchSize/);
+    assert.ok(classifyWasmTrap('RuntimeError: unreachable', wasmHeapMaxBytes));
+    assert.equal(classifyWasmTrap(oob, 2 ** 30), undefined, 'a 1 GiB heap is not full: a kernel bug');
+    assert.equal(classifyWasmTrap(oob, undefined), undefined, 'not on wasm');
+    assert.equal(classifyWasmTrap("Kernel 'Foo' not registered for backend 'wasm'", recordedHeap), undefined, 'not a trap');
+    // 3.5 GiB is too far from the top for a 256 MiB allocation to have failed, close enough for a 768 MiB one.
+    assert.equal(classifyWasmTrap(oob, 3.5 * 2 ** 30), undefined);
+    assert.ok(classifyWasmTrap(oob, 3.5 * 2 ** 30, 768 * 2 ** 20));
+    // What the worker reports: the trap error becomes an OutOfMemoryError on a full heap, other errors pass through.
+    const trap = Object.assign(new Error('memory access out of bounds'), { name: 'RuntimeError' });
+    assert.ok(wasmCrashAsOutOfMemory(fakeWasm(() => 0, recordedHeap).tf, trap) instanceof OutOfMemoryError);
+    assert.equal(wasmCrashAsOutOfMemory(fakeWasm(() => 0, 2 ** 30).tf, trap), trap);
+    const other = new Error('no room left in the bucket');
+    assert.equal(wasmCrashAsOutOfMemory(fakeWasm(() => 0, recordedHeap).tf, other), other);
+  });
+
+  it('a batch just below where the first step runs out (batch 8 of big-activations, 2 steps) is out of memory, not a real error', async function () {
+    this.timeout(120_000);
+    const job = join(fixtures, 'jobs', 'big-activations.job.json');
+    const r = await runTrial(job, {}, 0, 8, 2).report;
+    assert.equal(r.outcome.kind, 'oom', JSON.stringify(r));
+    assert.match(r.outcome.kind === 'oom' ? r.outcome.reason : '', /^OutOfMemoryError: out of memory: the wasm heap (is full )?\([\d.]+ GiB of its 4\.00 GiB maximum\)/);
   });
 
   it('a trial over the wasm heap really runs out of memory (in its own worker), a small one fits', async function () {
