@@ -17,6 +17,7 @@ import { walkPython } from '../../src/lint/files';
 import { createLinter, Linter } from '../../src/lint/linter';
 import { loadPython, PythonParser } from '../../src/lint/parser';
 import { fixtures } from '../../test/paths';
+import { mulberry32 } from '../../src/common/random';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -42,17 +43,6 @@ function time(fn: (i: number) => void, runs: number): number {
   return median(times(fn, runs));
 }
 
-/** A small deterministic PRNG (mulberry32): the same edit positions every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function corpusOf(lines: number): string {
   const files: string[] = [];
@@ -88,7 +78,7 @@ async function main(): Promise<void> {
     }, 41);
     // Typing: one character typed into an identifier, then the next one, at 41 seeded places
     // through the file (each edit builds on the previous text, as in an editor).
-    const r = rng(lines);
+    const r = mulberry32(lines);
     let typed = text;
     linter.lintFile('/bench/typed.py', typed);
     const typing = times(() => {

@@ -8,17 +8,11 @@
  * With a local batch of B/W, global step k of W workers reads exactly the indices that step
  * k of a single worker with batch B reads, which is what makes ddp equal to single.
  */
+import { mulberry32 } from '../common/random';
 
-/** mulberry32: a small, fast, well-mixed 32-bit PRNG; deterministic on every platform. */
+/** The sampler's stream: mulberry32 from the seed mixed with the golden-ratio constant. */
 export function seededRandom(seed: number): () => number {
-  let a = (seed ^ 0x9e3779b9) >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(seed ^ 0x9e3779b9);
 }
 
 /** A permutation of 0..n-1 (Fisher–Yates) from the seed. */

@@ -8,17 +8,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { createLinter, type Linter } from '../../../src/lint/linter';
 import { lintFixtures, readFixtures } from './corpus';
+import { mulberry32 } from '../../../src/common/random';
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Names and snippets an edit may bring in: they switch facts on and off across statements. */
 const words = ['model', 'loss', 'total', 'evaluate', 'train', 'no_grad', 'torch.no_grad()', 'history', 'self.meter', 'update', 'append', 'backward', 'optimizer.step()', 'eval', 'net', 'Net', 'x', 'y', '(', ')', ':', '\n', '    ', '#', 'None', '.detach()', '.item()', 'set_grad_enabled(False)'];
@@ -100,7 +91,7 @@ describe('incremental re-analysis', function () {
     it(`after each of 60 random edits (seed ${seed}, beside the ${dir} workspace) equals a fresh analysis`, () => {
       const workspace = readFixtures(join(lintFixtures, 'workspace', dir));
       const corpus = [...readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py') && !n.startsWith('malformed')), ...readFixtures(join(lintFixtures, 'good'))];
-      const r = rng(seed);
+      const r = mulberry32(seed);
       const parts = [workspace[0].text];
       while (parts.join('\n').split('\n').length < 500) parts.push(pick(corpus, r).text);
       let text = parts.join('\n');

@@ -6,18 +6,8 @@ import { createLinter, type Linter } from '../../../src/lint/linter';
 import { locateWasm } from '../../../src/lint/parser';
 import { repoRoot } from '../../paths';
 import { keyOf, lintFixtures, readFixtures } from './corpus';
+import { mulberry32 } from '../../../src/common/random';
 
-/** A small deterministic PRNG (mulberry32), so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const hazard = `import torch
 
@@ -90,7 +80,7 @@ describe('Linter', () => {
     this.timeout(60_000);
     const fresh = await createLinter();
     try {
-      const random = rng(7);
+      const random = mulberry32(7);
       const corpus = readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py'));
       let text = corpus[0].text;
       const pieces = corpus.map((c) => c.text);
@@ -114,7 +104,7 @@ describe('Linter', () => {
 
   it('never throws on truncated, mutated or binary input (2,000 seeded cases)', async function () {
     this.timeout(120_000);
-    const random = rng(42);
+    const random = mulberry32(42);
     const corpus = [...readFixtures(join(lintFixtures, 'good')), ...readFixtures(join(lintFixtures, 'bad'))].map((f) => f.text);
     const errors: string[] = [];
     const robust = await createLinter({ onError: (p, e) => errors.push(`${p}: ${String(e)}`) });
