@@ -11,7 +11,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { walkPython } from '../lint/files';
-import { createLinter, rules } from '../lint/linter';
+import { createLinter, isBinarySource, rules } from '../lint/linter';
 import type { Finding, LintOptions } from '../lint/types';
 
 const usage = `usage: gpu-workbench lint [--format text|json] [--select id,...] [--ignore id,...] [--fix] [paths...]
@@ -107,7 +107,13 @@ export async function run(argv: string[]): Promise<number> {
   const sources: { path: string; text: string }[] = [];
   for (const path of [...new Set(files)]) {
     try {
-      sources.push({ path, text: readFileSync(path, 'utf8') });
+      const text = readFileSync(path, 'utf8');
+      if (isBinarySource(text)) {
+        process.stderr.write(`gpu-workbench lint: ${display(path)} is not Python source: it contains a NUL byte (a binary file?); skipped\n`);
+        status = 2;
+        continue;
+      }
+      sources.push({ path, text });
     } catch (err) {
       process.stderr.write(`gpu-workbench lint: cannot read ${display(path)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`);
       status = 2;

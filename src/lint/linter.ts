@@ -26,6 +26,13 @@ import type { Finding, Fix, LintOptions, Position, Range, RawFinding, TextEdit }
 import { Workspace } from './workspace';
 
 /** In fix order: a missing guard is fixed before the accumulations it causes. */
+/**
+ * CPython refuses source with a NUL byte, so such a text is not Python but a binary file opened
+ * as text: it gets no findings and is not parsed at all (tree-sitter's error recovery takes
+ * seconds over half a megabyte of binary).
+ */
+export const isBinarySource = (text: string): boolean => text.includes('\0');
+
 export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, carriedHiddenState, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
 
 export interface SourceFile {

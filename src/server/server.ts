@@ -31,7 +31,7 @@ import {
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { diffEdit } from '../lint/parser';
 import { walkPython } from '../lint/files';
-import { createLinter, type Linter } from '../lint/linter';
+import { createLinter, isBinarySource, type Linter } from '../lint/linter';
 import { severities, type Finding, type LintOptions, type Severity } from '../lint/types';
 
 export const fixAllKind = 'source.fixAll.gpuWorkbench';
@@ -77,16 +77,10 @@ function pathOf(uri: string): string {
   return uri;
 }
 
-/**
- * CPython refuses source with a NUL byte, so such a document is not Python but a binary file
- * opened as text: it gets no findings and is not parsed at all (tree-sitter's error recovery
- * takes seconds over half a megabyte of binary, and the server would stop answering).
- */
-const isBinary = (text: string): boolean => text.includes('\0');
 
-/** Puts a file's text in the linter's index, or takes the file out when the text is binary. */
+/** Puts a file's text in the linter's index, or takes the file out when the text is binary (see isBinarySource). */
 function index(l: Linter, path: string, text: string): void {
-  if (isBinary(text)) l.removeFile(path);
+  if (isBinarySource(text)) l.removeFile(path);
   else l.setFile(path, text);
 }
 
@@ -127,7 +121,7 @@ async function findingsFor(doc: TextDocument): Promise<Finding[]> {
   try {
     const options: LintOptions = { enabled: settings.enabled, rules: settings.rules };
     const text = doc.getText();
-    if (!isBinary(text)) findings = l.lintFile(pathOf(doc.uri), text, options);
+    if (!isBinarySource(text)) findings = l.lintFile(pathOf(doc.uri), text, options);
   } catch (err) {
     connection.console.error(`linting ${doc.uri} failed: ${String(err)}`);
   }

@@ -110,4 +110,16 @@ describe('gpu-workbench lint', function () {
     assert.match(unreadable.stderr, /cannot read dangling\.py: ENOENT/);
     assert.match(unreadable.stdout, /train\.py:9:9/, 'the readable files are still linted');
   });
+
+  it('skips a binary *.py (a NUL byte: not Python) at once with a message naming it, and lints the rest', () => {
+    const bin = Buffer.alloc(600_000);
+    for (let i = 0; i < bin.length; i++) bin[i] = (i * 7919) & 0xff;
+    writeFileSync(join(dir, 'weights.py'), bin);
+    writeFileSync(join(dir, 'train.py'), leak);
+    const r = lint(dir);
+    rmSync(join(dir, 'weights.py'));
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /weights\.py is not Python source: it contains a NUL byte/);
+    assert.match(r.stdout, /train\.py:9:9/);
+  });
 });
