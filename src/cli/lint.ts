@@ -27,7 +27,7 @@ options:
   -h, --help          show this help
 
 rules:
-${rules.map((r) => `  ${r.id.padEnd(22)} ${r.defaultSeverity.padEnd(8)} ${r.summary}`).join('\n')}
+${rules.map((r) => `  ${r.id.padEnd(Math.max(...rules.map((x) => x.id.length)))} ${r.defaultSeverity.padEnd(8)} ${r.summary}`).join('\n')}
 
 exit status: 0 clean, 1 findings, 2 usage error or unreadable file`;
 
