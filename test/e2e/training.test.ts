@@ -15,6 +15,8 @@
  * "GPU Workbench". A second, long run clears the problem, and Stop Training ends torchrun and
  * both workers; so does Tasks: Terminate Task on a third; the same job from the workspace's
  * tasks.json runs through Tasks: Run Task. Skipped, saying why, when /usr/bin/python3 has no torch.
+ * With UPDATE_SCREENSHOTS=1 the task terminal + Problems panel picture is also saved to
+ * docs/images/torchrun-problems.png.
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -181,6 +183,36 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     return (await p.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n');
   }
 
+  /**
+   * UPDATE_SCREENSHOTS=1 only: docs/images/torchrun-problems.png, the task's terminal (moved into
+   * the editor area, the side bar closed, so it has the width) above the Problems panel with the
+   * OOM entry's explanation and hints. The layout is put back afterwards for the next tests.
+   */
+  async function torchrunDocsShot(p: Page): Promise<void> {
+    await runCommand(p, 'Notifications: Clear All Notifications');
+    await runCommand(p, 'View: Close Primary Side Bar');
+    await p.locator('.part.sidebar').waitFor({ state: 'hidden', timeout: 15_000 });
+    await runCommand(p, 'Terminal: Move Terminal into Editor Area');
+    const tab = p.locator('.tabs-container .tab', { hasText: taskName() }).first();
+    await tab.waitFor({ timeout: 30_000 });
+    const editorTerminal = p.locator('.editor-instance .xterm-rows');
+    await waitUntil('the task terminal in the editor area to show the OOM', 30_000, async () => /CUDA out of memory/.test(await editorTerminal.innerText().catch(() => '')), 250);
+    // Its top: the command line, the steps and rank 1's traceback (the end is torchrun's own failure summary).
+    await runCommand(p, 'Terminal: Scroll to Top');
+    await waitUntil('the top of the task terminal in the editor area', 10_000, async () => (await editorTerminal.innerText().catch(() => '')).includes('torch.distributed.run'), 250);
+    await p.keyboard.press('Control+Shift+M');
+    await p.locator('.markers-panel .monaco-list-row', { hasText: 'smaller batch size' }).first().waitFor({ timeout: 30_000 });
+    await p.locator('.notifications-toasts .notification-toast').first().waitFor({ state: 'hidden', timeout: 15_000 }).catch(() => undefined);
+    const shot = await screenshot(p, 'torchrun-problems-docs');
+    copyFileSync(shot, join(repoRoot, 'docs', 'images', 'torchrun-problems.png'));
+    // Back as it was: the terminal in the panel, the side bar open.
+    await tab.click();
+    await runCommand(p, 'Terminal: Move Terminal into Panel');
+    await tab.waitFor({ state: 'detached', timeout: 30_000 });
+    await runCommand(p, 'View: Toggle Primary Side Bar Visibility');
+    await p.locator('.part.sidebar').waitFor({ state: 'visible', timeout: 15_000 });
+  }
+
   it('Start Training… runs the torchrun job as a task: its terminal shows the script\'s output, the recorded CUDA OOM goes to the Problems panel', async () => {
     const t0 = performance.now();
     const page = await s.open('recorded-cuda-oom.job.json');
@@ -218,6 +250,7 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     // The job's processes end with it.
     await waitUntil('torchrun and its workers to exit', 30_000, () => scriptProcesses().length === 0, 250);
     s.timings.toProblemMs = since(t0);
+    if (process.env.UPDATE_SCREENSHOTS === '1') await torchrunDocsShot(page);
     firstRunDone = true;
   });
 
