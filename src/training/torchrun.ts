@@ -179,7 +179,7 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       } else if (code === 0) {
         const durationMs = Date.now() - started;
         event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length } } };
-      } else if (/No module named torch\b/.test(all)) {
+      } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
       } else if (problems.length) {
         const first = problems[0];

@@ -138,3 +138,80 @@ export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonl
 export function torchrunTaskName(job: string, nproc: number): string {
   return `torchrun ${job} (${nproc} process${nproc === 1 ? '' : 'es'})`;
 }
+
+/** Where the editor's interpreter for a torchrun job came from. */
+export type InterpreterSource = 'job' | 'setting' | 'python-extension' | 'default';
+
+export interface InterpreterChoice {
+  readonly python: string;
+  readonly source: InterpreterSource;
+}
+
+/** The job file's own `"python"`, when it names one (undefined for an unreadable file: loading it reports that). */
+export function jobPythonField(text: string): string | undefined {
+  try {
+    const raw = JSON.parse(text) as { python?: unknown } | null;
+    return typeof raw?.python === 'string' && raw.python.trim() ? raw.python.trim() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The interpreter for a torchrun job started in the editor: the job's own `"python"`, else the
+ * setting `gpuWorkbench.training.python`, else the Python extension's selected interpreter (asked
+ * only when needed: that may activate the extension), else `python3`.
+ */
+export async function chooseInterpreter(from: { job?: string; setting?: string; extension: () => Promise<string | undefined> }): Promise<InterpreterChoice> {
+  const job = from.job?.trim();
+  if (job) return { python: job, source: 'job' };
+  const setting = from.setting?.trim();
+  if (setting) return { python: setting, source: 'setting' };
+  const extension = (await from.extension())?.trim();
+  if (extension) return { python: extension, source: 'python-extension' };
+  return { python: 'python3', source: 'default' };
+}
+
+const sourceWords: Record<InterpreterSource, string> = {
+  job: 'from the job\'s "python"',
+  setting: 'from the setting gpuWorkbench.training.python',
+  'python-extension': 'from the Python extension\'s selected interpreter',
+  default: 'the default: the job has no "python", gpuWorkbench.training.python is empty and no Python extension interpreter is selected',
+};
+
+const sourceFixes: Record<InterpreterSource, string> = {
+  job: 'set "python" in the job to an interpreter that has PyTorch',
+  setting: 'set "python" in the job, or change gpuWorkbench.training.python, to an interpreter that has PyTorch',
+  'python-extension': 'set "python" in the job or gpuWorkbench.training.python to an interpreter that has PyTorch, or select another one (Python: Select Interpreter)',
+  default: 'set "python" in the job or gpuWorkbench.training.python to an interpreter that has PyTorch',
+};
+
+/** The interpreter and where it came from, for the log: `/usr/bin/python3 (from the job's "python")`. */
+export function interpreterText(choice: InterpreterChoice): string {
+  return `${choice.python} (${sourceWords[choice.source]})`;
+}
+
+/**
+ * A failure because the interpreter cannot run or has no torch, with a hint that names where the
+ * interpreter came from and what changes it in the editor (the engine's hint speaks of the CLI's
+ * --python, which the editor has not). Any other event comes back as it was.
+ */
+export function withInterpreterHint(e: FinalEvent, choice: InterpreterChoice): FinalEvent {
+  if (e.type !== 'job/failed' || e.cancelled) return e;
+  const what = e.reason.startsWith(`cannot run ${choice.python}:`) ? 'cannot be run' : e.reason.startsWith(`${choice.python} has no torch module`) ? 'has no torch' : undefined;
+  if (!what) return e;
+  return { ...e, hint: `The interpreter ${interpreterText(choice)} ${what}: ${sourceFixes[choice.source]} (on Debian, python3-torch belongs to /usr/bin/python3).` };
+}
+
+export const untrustedTorchrunMessage = 'GPU Workbench cannot start training in an untrusted workspace: a torchrun job runs the workspace\'s Python script. Trust the workspace first (Workspaces: Manage Workspace Trust).';
+
+/**
+ * Why a torchrun task may not start now, or undefined: an untrusted workspace, or another job
+ * running (a torchrun task, or a job "Start Training…" runs in the training host: two jobs would
+ * share the GPUs and the panel).
+ */
+export function torchrunRefusal(state: { trusted: boolean; running?: string }): string | undefined {
+  if (!state.trusted) return untrustedTorchrunMessage;
+  if (state.running !== undefined) return `Training ${state.running} is still running: stop it first (GPU Workbench: Stop Training), then run this task again.`;
+  return undefined;
+}

@@ -14,7 +14,12 @@
  * Stopping (Stop Training, Terminate Task, closing the terminal, Ctrl-C in it) ends torchrun's
  * whole process group, workers included. A task run from tasks.json (`{"type":
  * "gpuWorkbench.torchrun", "job": "…job.json"}`) works the same way and refuses in an untrusted
- * workspace, like every way of starting training.
+ * workspace, like every way of starting training, and while another job runs (a torchrun task
+ * or a job "Start Training…" runs in the training host), naming it.
+ *
+ * The interpreter: the job's `"python"`, else the setting `gpuWorkbench.training.python`, else
+ * the Python extension's selected interpreter, else `python3`; when it cannot run or has no
+ * torch, the failure says where it came from and what to change.
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
@@ -25,7 +30,10 @@ import type { JobEvent } from '../training/events';
 import type { JobOverrides } from '../training/jobSpec';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
 import { trainingJobFeed } from './trainingFeed';
-import { diagnosticSource, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunTaskName } from './torchrunFormat';
+import {
+  diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
+  type InterpreterChoice,
+} from './torchrunFormat';
 
 export const torchrunTaskType = 'gpuWorkbench.torchrun';
 
@@ -37,8 +45,6 @@ export interface TorchrunTaskDefinition extends vscode.TaskDefinition {
 }
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
-
-export const untrustedTorchrunMessage = 'GPU Workbench cannot start training in an untrusted workspace: a torchrun job runs the workspace\'s Python script. Trust the workspace first (Workspaces: Manage Workspace Trust).';
 
 /**
  * The task's terminal: starts the job when VS Code opens it, prints its output as it comes, and
@@ -79,8 +85,8 @@ class TorchrunTerminal implements vscode.Pseudoterminal {
   }
 }
 
-/** What makes a job's spec when its terminal opens (the interpreter setting is read then). */
-export type SpecLoader = (file: string, overrides: JobOverrides) => Promise<TorchrunSpec>;
+/** What makes a job's spec when its terminal opens (the interpreter is chosen then), with where its interpreter came from. */
+export type SpecLoader = (file: string, overrides: JobOverrides) => Promise<{ spec: TorchrunSpec; interpreter: InterpreterChoice }>;
 
 interface ActiveRun {
   readonly file: string;
@@ -101,6 +107,8 @@ export class TorchrunTasks implements vscode.Disposable {
     private readonly channel: vscode.LogOutputChannel,
     private readonly monitor: GpuMonitor,
     private readonly loadSpec: SpecLoader,
+    /** The name of a job running outside these tasks (in the training host), else undefined. */
+    private readonly busy: () => string | undefined,
   ) {}
 
   get running(): boolean {
@@ -161,14 +169,12 @@ export class TorchrunTasks implements vscode.Disposable {
 
   /** The terminal opened: load the job and run it, unless it may not run now. */
   private begin(file: string, overrides: JobOverrides, terminal: TorchrunTerminal): ActiveRun | undefined {
-    if (!vscode.workspace.isTrusted) {
-      terminal.write(`\x1b[31m${untrustedTorchrunMessage}\x1b[0m`);
+    // One job at a time, whichever way it runs: two would share the GPUs and the panel.
+    const refusal = torchrunRefusal({ trusted: vscode.workspace.isTrusted, running: this.active?.name ?? this.busy() });
+    if (refusal) {
+      terminal.write(`\x1b[31m${refusal}\x1b[0m`);
       terminal.end(1);
-      return undefined;
-    }
-    if (this.active) {
-      terminal.write(`\x1b[31mTraining ${this.active.name} is still running: stop it first (GPU Workbench: Stop Training).\x1b[0m`);
-      terminal.end(1);
+      if (vscode.workspace.isTrusted) void vscode.window.showErrorMessage(refusal);
       return undefined;
     }
     let resolveEnded!: (e: FinalEvent | undefined) => void;
@@ -177,13 +183,13 @@ export class TorchrunTasks implements vscode.Disposable {
     // A new run of any torchrun job: the last run's problems are stale.
     this.diagnostics.clear();
     void this.loadSpec(file, overrides).then(
-      (spec) => {
+      ({ spec, interpreter }) => {
         if (run.stopRequested) {
           terminal.write('\x1b[33mStopped before it started.\x1b[0m');
           this.finish(run, terminal, undefined, resolveEnded);
           return;
         }
-        this.execute(run, spec, terminal, resolveEnded);
+        this.execute(run, spec, interpreter, terminal, resolveEnded);
       },
       (err: unknown) => {
         const message = err instanceof Error ? err.message : String(err);
@@ -195,7 +201,7 @@ export class TorchrunTasks implements vscode.Disposable {
     return run;
   }
 
-  private execute(run: ActiveRun, spec: TorchrunSpec, terminal: TorchrunTerminal, resolveEnded: (e: FinalEvent | undefined) => void): void {
+  private execute(run: ActiveRun, spec: TorchrunSpec, interpreter: InterpreterChoice, terminal: TorchrunTerminal, resolveEnded: (e: FinalEvent | undefined) => void): void {
     run.name = spec.name;
     const lease: Disposable = this.monitor.acquire('torchrun');
     const problems: CudaProblem[] = [];
@@ -207,8 +213,10 @@ export class TorchrunTasks implements vscode.Disposable {
       loss: [],
     };
     trainingJobFeed.set({ ...panelBase, state: 'running', status: `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}` });
-    this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}) as a task: torchrun with ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}, ${spec.python}`);
-    const onEvent = (e: JobEvent): void => {
+    this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}) as a task: torchrun with ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}, ${interpreterText(interpreter)}`);
+    const onEvent = (event: JobEvent): void => {
+      // A missing interpreter or torch: the hint says where the interpreter came from and what changes it here.
+      const e = event.type === 'job/failed' ? withInterpreterHint(event, interpreter) : event;
       const text = terminalText(e);
       if (text !== undefined) terminal.write(text);
       if (e.type === 'job/log' && e.problem) {
@@ -230,7 +238,8 @@ export class TorchrunTasks implements vscode.Disposable {
     }
     run.handle = handle;
     if (run.stopRequested) handle.cancel();
-    void handle.finished.then((final) => {
+    void handle.finished.then((ending) => {
+      const final = withInterpreterHint(ending, interpreter);
       lease.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
       const message = torchrunEndMessage(spec.name, final, problems);
@@ -282,7 +291,10 @@ function lineRange(file: string, line: number): vscode.Range {
   return new vscode.Range(line, 0, line, Number.MAX_SAFE_INTEGER);
 }
 
-/** A spec loader for tasks: the job file with the configured interpreter. */
-export function specLoader(interpreter: () => Promise<string | undefined>): SpecLoader {
-  return async (file, overrides) => loadTorchrunJob(file, overrides, await interpreter());
+/** A spec loader for tasks: the job file with the interpreter chosen for it. */
+export function specLoader(interpreter: (file: string) => Promise<InterpreterChoice>): SpecLoader {
+  return async (file, overrides) => {
+    const choice = await interpreter(file);
+    return { spec: loadTorchrunJob(file, overrides, choice.python), interpreter: choice };
+  };
 }

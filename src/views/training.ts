@@ -8,6 +8,7 @@
  * shows the script's output and its CUDA problems go to the Problems panel.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
@@ -19,6 +20,7 @@ import type { GpuSnapshot } from '../gpu/types';
 import type { HostCommand, JobEvent } from '../training/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/jobSpec';
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/torchrun';
+import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {
@@ -186,7 +188,8 @@ class TrainingController implements vscode.Disposable {
   readonly torchrun: TorchrunTasks;
 
   constructor(private readonly context: vscode.ExtensionContext, private readonly monitor: GpuMonitor) {
-    this.torchrun = new TorchrunTasks(this.channel, monitor, specLoader(pythonInterpreter));
+    // A torchrun task from tasks.json refuses while a job runs in the training host.
+    this.torchrun = new TorchrunTasks(this.channel, monitor, specLoader(torchrunInterpreter), () => (this.run?.running ? this.run.spec.name : undefined));
   }
 
   /** The running job's name, whichever way it runs. */
@@ -239,6 +242,12 @@ class TrainingController implements vscode.Disposable {
       const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
       if (!final) return;
+      // A torchrun task (tasks.json) may have started while the pickers were open.
+      const startedMeanwhile = this.runningName;
+      if (startedMeanwhile !== undefined) {
+        void vscode.window.showErrorMessage(`Cannot start ${final.name}: training ${startedMeanwhile} started meanwhile. Stop it first (GPU Workbench: Stop Training).`);
+        return;
+      }
       const jobLease = lease;
       lease = undefined;
       this.launch(final, overrides, jobLease);
@@ -386,10 +395,10 @@ class TrainingController implements vscode.Disposable {
     });
   }
 
-  /** The torchrun job with the configured interpreter, or undefined after an error naming the file and the field. */
+  /** The torchrun job with its interpreter (see `torchrunInterpreter`), or undefined after an error naming the file and the field. */
   private async validateTorchrun(file: string, overrides: JobOverrides): Promise<TorchrunSpec | undefined> {
     try {
-      return loadTorchrunJob(file, overrides, await pythonInterpreter());
+      return loadTorchrunJob(file, overrides, (await torchrunInterpreter(file)).python);
     } catch (err) {
       await this.invalid(file, err);
       return undefined;
@@ -451,12 +460,26 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
 }
 
 /**
- * The interpreter for torchrun jobs: the setting `gpuWorkbench.training.python`, else the Python
- * extension's selected environment, else undefined (the job's own "python", then `python3`).
+ * The interpreter for a torchrun job in the editor and where it came from: the job's own
+ * "python", else the setting `gpuWorkbench.training.python`, else the Python extension's selected
+ * environment, else `python3`.
  */
-async function pythonInterpreter(): Promise<string | undefined> {
-  const configured = vscode.workspace.getConfiguration('gpuWorkbench.training').get<string>('python', '').trim();
-  if (configured) return configured;
+async function torchrunInterpreter(file: string): Promise<InterpreterChoice> {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    // Unreadable: loading the job reports it.
+  }
+  return chooseInterpreter({
+    job: jobPythonField(text),
+    setting: vscode.workspace.getConfiguration('gpuWorkbench.training').get<string>('python', ''),
+    extension: pythonExtensionInterpreter,
+  });
+}
+
+/** The Python extension's selected interpreter, when that extension is installed and names one. */
+async function pythonExtensionInterpreter(): Promise<string | undefined> {
   type PythonApi = { environments?: { getActiveEnvironmentPath(): { path: string } } };
   const ext = vscode.extensions.getExtension<PythonApi>('ms-python.python');
   if (!ext) return undefined;
