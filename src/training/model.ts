@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Tf } from './backend';
 import type { LayerSummary } from './events';
+import { createAdam, createMomentum, createSgd } from './fusedOptimizers';
 import type { JobSpec, LossName, ModelSource } from './jobSpec';
 
 export class ModelError extends Error {
@@ -87,9 +88,9 @@ function fileHandler(tf: Tf, path: string): Parameters<Tf['loadLayersModel']>[0]
 
 export function makeOptimizer(tf: Tf, o: JobSpec['optimizer']): Optimizer {
   switch (o.name) {
-    case 'sgd': return tf.train.sgd(o.learningRate);
-    case 'momentum': return tf.train.momentum(o.learningRate, o.momentum);
-    case 'adam': return tf.train.adam(o.learningRate);
+    case 'sgd': return createSgd(tf, o.learningRate);
+    case 'momentum': return createMomentum(tf, o.learningRate, o.momentum);
+    case 'adam': return createAdam(tf, o.learningRate);
     case 'rmsprop': return tf.train.rmsprop(o.learningRate);
     case 'adagrad': return tf.train.adagrad(o.learningRate);
   }
