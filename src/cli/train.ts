@@ -5,7 +5,7 @@
  */
 import { basename, relative } from 'node:path';
 import type { JobEvent } from '../training/events';
-import { findMaxBatchSize, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
+import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
 import { runJob } from '../training/job';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/jobSpec';
 
@@ -202,12 +202,17 @@ export function formatBatchEvent(e: FindBatchSizeEvent): string {
     pipeline: ' (a multiple of the micro-batches; measured with the whole model on one device, so on the safe side)',
   };
   if (r.suggestedBatchSize !== undefined) lines.push(`set "batchSize": ${r.suggestedBatchSize} in ${basename(r.file)}${why[r.strategy]}`);
+  const caveat = suggestionCaveat(r);
+  if (caveat) lines.push(`warning: ${caveat}`);
   return lines.join('\n');
 }
 
 /** `--find-batch-size`: exit 0 with a batch size, 1 when none fits or a trial failed, 130 when interrupted. */
 async function findBatchSize(opts: Options): Promise<number> {
-  const write = (e: FindBatchSizeEvent) => process.stdout.write(`${opts.json ? JSON.stringify(e) : formatBatchEvent(e)}\n`);
+  // Forked with an IPC channel (the extension's Find Max Batch Size), the parent going away
+  // (its window closed, the extension host died) disconnects it: then nobody reads stdout.
+  let orphaned = false;
+  const write = (e: FindBatchSizeEvent) => { if (!orphaned) process.stdout.write(`${opts.json ? JSON.stringify(e) : formatBatchEvent(e)}\n`); };
   let handle;
   try {
     handle = findMaxBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
@@ -219,8 +224,20 @@ async function findBatchSize(opts: Options): Promise<number> {
     return 1;
   }
   const onSignal = () => handle.cancel();
+  // Cancel the search (which ends the trial's workers) when the parent is gone, instead of
+  // running trials until a write to the broken pipe kills the CLI.
+  const onDisconnect = () => {
+    orphaned = true;
+    handle.cancel();
+  };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  // Listening refs the channel, so remove the listener in the end; one already gone counts too.
+  const ipc = typeof process.send === 'function';
+  if (ipc) {
+    if (process.connected) process.once('disconnect', onDisconnect);
+    else onDisconnect();
+  }
   try {
     const result = await handle.finished;
     if (result.devices.some((d) => d.limit === 'cancelled')) return 130;
@@ -228,6 +245,7 @@ async function findBatchSize(opts: Options): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    if (ipc) process.off('disconnect', onDisconnect);
   }
 }
 

@@ -150,8 +150,9 @@ export interface FindBatchSizeResult {
   readonly perDevice: number;
   /**
    * The job's `batchSize` that gives each device that batch: per device × devices for dp/ddp
-   * (the job's batch is global), rounded down to a multiple of the micro-batches for pipeline;
-   * undefined when no batch fits or a search did not finish.
+   * (the job's batch is global; for dp an upper bound, see `suggestionCaveat`), rounded down
+   * to a multiple of the micro-batches for pipeline; undefined when no batch fits or a search
+   * did not finish.
    */
   readonly suggestedBatchSize?: number;
 }
@@ -190,6 +191,18 @@ export function suggestBatchSize(spec: Pick<JobSpec, 'strategy' | 'devices' | 'p
     }
     case 'single': return perDevice;
   }
+}
+
+/**
+ * The warning that goes with a dp suggestion: the trials ran strategy single, one replica's
+ * share, but in dp rank 0 (the coordinator replica) also holds the whole global batch it
+ * scatters and every replica's gradients, so per device × devices is an upper bound that can
+ * run out of memory on rank 0's device. Undefined for the other strategies (ddp replicas are
+ * alike; pipeline is measured with the whole model on one device, on the safe side).
+ */
+export function suggestionCaveat(r: Pick<FindBatchSizeResult, 'strategy' | 'perDevice' | 'suggestedBatchSize' | 'jobDevices'>): string | undefined {
+  if (r.strategy !== 'dp' || r.suggestedBatchSize === undefined || r.jobDevices < 2) return undefined;
+  return `This is an upper bound for dp: the trials measured one replica's share (${r.perDevice}), but rank 0, the coordinator, also holds the whole batch of ${r.suggestedBatchSize} and every replica's gradients, so it can run out of memory there; if it does, lower batchSize (or use ddp, whose replicas are alike).`;
 }
 
 /** Searches the largest batch per device of a job file; throws `JobFileError` for a bad job or a torchrun job. */

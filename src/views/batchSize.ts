@@ -73,14 +73,22 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
   const ending = await vscode.window.withProgress<SearchEnding>({ location: vscode.ProgressLocation.Notification, title: `Find Max Batch Size: ${name}`, cancellable: true }, (progress, token) => {
     progress.report({ message: 'first trial…' });
     const said = token.onCancellationRequested(() => log.info('cancelling the search…'));
-    return startSearch(cli, uri.fsPath, {
+    const search = startSearch(cli, uri.fsPath, {
       onEvent: (e) => {
         for (const line of formatBatchEvent(e).split('\n')) log.info(line);
         if (e.type === 'batch/trial') progress.report({ message: `batch ${e.batchSize}: ${e.outcome.kind === 'oom' ? 'out of memory' : e.outcome.kind}` });
       },
       onLine: (line) => log.warn(line),
       cancel: token,
-    }).ended.finally(() => { said.dispose(); });
+    });
+    // Disposed with the extension (window closed, reload): the search and its trial workers stop too.
+    const running = { dispose: () => search.stop() };
+    context.subscriptions.push(running);
+    return search.ended.finally(() => {
+      said.dispose();
+      const i = context.subscriptions.indexOf(running);
+      if (i >= 0) context.subscriptions.splice(i, 1);
+    });
   });
   const m = searchMessage(ending);
   if (m.error) log.error(m.text);

@@ -5,7 +5,7 @@
  */
 import { fork } from 'node:child_process';
 import { dirname } from 'node:path';
-import type { FindBatchSizeEvent, FindBatchSizeResult } from '../training/findBatchSize';
+import { suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../training/findBatchSize';
 
 /** How long the search gets to stop its trial after a cancel before it is killed. */
 const cancelGraceMs = 5000;
@@ -28,11 +28,25 @@ export interface Cancellation {
 export interface SearchProcess {
   readonly ended: Promise<SearchEnding>;
   readonly pid: number | undefined;
+  /**
+   * Stops the search as a cancel does: SIGTERM (the CLI cancels the trial under way, which
+   * ends its workers), SIGKILL if it is still there after a grace period. For the extension's
+   * disposal; a no-op once it has ended.
+   */
+  stop(): void;
 }
 
 /** Runs the CLI's search in a child process; `onEvent` sees its events, `onLine` every other line it prints. */
 export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBatchSizeEvent) => void; onLine?: (line: string) => void; cancel?: Cancellation; execArgv?: string[] }): SearchProcess {
+  // The IPC channel ties the search to this process: if it goes away without stopping it (the
+  // extension host killed), the CLI sees the channel disconnect and cancels the search.
   const child = fork(cli, ['train', file, '--find-batch-size', '--json'], { cwd: dirname(file), stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: o.execArgv ?? [] });
+  const running = () => child.exitCode === null && child.signalCode === null;
+  function stop(): void {
+    if (!running()) return;
+    child.kill('SIGTERM'); // the CLI cancels the trial under way, which ends its workers
+    setTimeout(() => { if (running()) child.kill('SIGKILL'); }, cancelGraceMs).unref();
+  }
   const ended = new Promise<SearchEnding>((resolve) => {
     let result: FindBatchSizeResult | undefined;
     let failed: SearchEnding['failed'];
@@ -59,10 +73,7 @@ export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBat
       }
     });
     child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
-    const cancel = o.cancel?.onCancellationRequested(() => {
-      child.kill('SIGTERM'); // the CLI cancels the trial under way, which ends its workers
-      setTimeout(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); }, cancelGraceMs).unref();
-    });
+    const cancel = o.cancel?.onCancellationRequested(stop);
     child.on('error', (err) => {
       cancel?.dispose();
       resolve({ failed: { reason: `the search process could not be started (${err.message}). Is the extension built (dist/cli.js)?` }, code: null, signal: null, stderr });
@@ -72,7 +83,7 @@ export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBat
       resolve({ ...(result ? { result } : {}), ...(failed ? { failed } : {}), code, signal, stderr });
     });
   });
-  return { ended, pid: child.pid };
+  return { ended, pid: child.pid, stop };
 }
 
 /** What to tell the user at the end: the message, whether it is an error, and the batchSize to offer. */
@@ -98,5 +109,6 @@ export function searchMessage(ending: SearchEnding): SearchMessage {
   const bound = d.every((x) => x.limit === 'max') ? ' (the whole training set: memory was not the limit)' : '';
   const global = r.suggestedBatchSize !== undefined && r.strategy !== 'single' ? ` For ${r.strategy} on ${r.jobDevices} devices that is "batchSize": ${r.suggestedBatchSize}.` : '';
   const none = r.suggestedBatchSize === undefined ? ` The job's ${r.strategy} strategy cannot take it (a batch must hold whole micro-batches).` : '';
-  return { text: `Largest batch that fits for ${r.job}: ${r.perDevice} per device on ${where}${backend}${bound}.${global}${none}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
+  const caveat = suggestionCaveat(r);
+  return { text: `Largest batch that fits for ${r.job}: ${r.perDevice} per device on ${where}${backend}${bound}.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
 }

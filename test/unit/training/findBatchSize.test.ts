@@ -1,14 +1,32 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseTrainArgs } from '../../../src/cli/train';
-import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type TrialReport } from '../../../src/training/findBatchSize';
+import { formatBatchEvent, parseTrainArgs } from '../../../src/cli/train';
+import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/findBatchSize';
 import { parseJob } from '../../../src/training/jobSpec';
 import type { Tf } from '../../../src/training/backend';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/oom';
 import { hintFor } from '../../../src/training/worker';
 import { fixtures, repoRoot } from '../../paths';
-import { tinyJob } from './helpers';
+import { alive, tinyJob, until } from './helpers';
+
+/** The pids of every live process below `pid`, from /proc. */
+function descendants(pid: number): number[] {
+  const parent = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch { /* gone meanwhile */ }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => { for (const [c, pp] of parent) if (pp === p) { out.push(c); walk(c); } };
+  walk(pid);
+  return out;
+}
 
 /** A device that holds `capacity` examples: larger batches run out of memory. */
 function device(capacity: number, extra: (batch: number) => TrialReport | undefined = () => undefined) {
@@ -71,6 +89,17 @@ describe('find max batch size: the search', () => {
     assert.equal(suggestBatchSize({ strategy: 'pipeline', devices: [0, 1], pipeline }, 102), 100, 'whole micro-batches');
     assert.equal(suggestBatchSize({ strategy: 'pipeline', devices: [0, 1], pipeline }, 3), undefined);
     assert.equal(suggestBatchSize({ strategy: 'single', devices: [0], pipeline }, 0), undefined);
+  });
+
+  it('warns that a dp batchSize is an upper bound (rank 0 holds the whole batch and every gradient), and says nothing of the kind for ddp', () => {
+    const r = (strategy: FindBatchSizeResult['strategy']): FindBatchSizeResult => ({
+      job: 'mnist', file: '/w/mnist.job.json', strategy, jobDevices: 2, perDevice: 96, suggestedBatchSize: 192,
+      devices: [{ device: 0, deviceLabel: 'gpu:0', backend: 'tensorflow-gpu', batchSize: 96, limit: 'memory', max: 60000, trials: [] }],
+    });
+    const dp = formatBatchEvent({ type: 'batch/done', result: r('dp') }).split('\n');
+    assert.equal(dp[1], 'set "batchSize": 192 in mnist.job.json (96 per device x 2 devices: the job\'s batch is global)');
+    assert.match(dp[2], /^warning: This is an upper bound for dp: .*rank 0, the coordinator, also holds the whole batch of 192 and every replica's gradients, so it can run out of memory there; if it does, lower batchSize/);
+    assert.equal(formatBatchEvent({ type: 'batch/done', result: r('ddp') }).split('\n').length, 2, 'no warning for ddp');
   });
 });
 
@@ -175,6 +204,22 @@ describe('gpu-workbench train --find-batch-size', function () {
     const done = events[2];
     assert.ok(done.type === 'batch/done');
     assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend], [64, 64, 'max', 'wasm']);
+  });
+
+  it('forked with IPC, cancels the search when its parent disconnects: the CLI and its trial workers end (exit 130)', async () => {
+    const cli = fork(join(repoRoot, 'out', 'src', 'cli.js'), ['train', join(fixtures, 'jobs', 'big-activations.job.json'), '--find-batch-size', '--json'], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    try {
+      const pid = cli.pid;
+      assert.ok(pid !== undefined);
+      const exited = new Promise<number | null>((resolve) => cli.on('exit', (code) => resolve(code)));
+      let workers: number[] = [];
+      await until('a trial worker under the CLI', () => (workers = descendants(pid)).length > 0, 60_000);
+      cli.disconnect(); // as when the extension host goes away: the channel closes
+      await until('the CLI and its trial workers to be gone', () => !alive(pid) && workers.every((w) => !alive(w)), 20_000);
+      assert.equal(await exited, 130);
+    } finally {
+      if (cli.exitCode === null && cli.signalCode === null) cli.kill('SIGKILL');
+    }
   });
 
   it('names the file and the field of a bad job, and refuses a torchrun job', () => {

@@ -42,6 +42,16 @@ describe('Find Max Batch Size: the search process and its message', function () 
     await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
   });
 
+  it('stop() (the extension disposed) ends the search process like a cancel, and is a no-op once it has ended', async () => {
+    let stopped = false;
+    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && !stopped) { stopped = true; s.stop(); } } });
+    const ending = await s.ended;
+    assert.equal(ending.code, 130, ending.stderr);
+    assert.match(searchMessage(ending).text, /was cancelled/);
+    s.stop();
+    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+  });
+
   it('says why when the job is refused or the process dies, and never offers a batch it cannot take', () => {
     assert.deepEqual(searchMessage({ failed: { reason: 'bad.job.json: /batchSize must be an integer ≥ 1', hint: 'Fix the job file.' }, code: 1, signal: null, stderr: '' }), { text: 'Find Max Batch Size failed: bad.job.json: /batchSize must be an integer ≥ 1 Fix the job file.', error: true });
     assert.equal(searchMessage({ code: null, signal: 'SIGKILL', stderr: 'line 1\nline 2\nlast words\n' }).text, 'Find Max Batch Size failed: the search process was killed by SIGKILL: line 2 | last words');
@@ -49,6 +59,9 @@ describe('Find Max Batch Size: the search process and its message', function () 
     assert.deepEqual(searchMessage({ code: 0, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 96, limit: 'memory' }], perDevice: 96, suggestedBatchSize: 192 }) }), { text: 'Largest batch that fits for mnist: 96 per device on cpu (wasm). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });
     assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 0, limit: 'memory' }] }) }), { text: 'Not even a batch of 1 fits on cpu (wasm) for mnist: the model alone is too large.', error: true });
     assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 32, limit: 'error', error: { reason: "Kernel 'X' not registered" } }], perDevice: 32 }) }), { text: "Find Max Batch Size for mnist stopped: a trial failed for another reason than memory: Kernel 'X' not registered", error: true });
+    // dp: the trials measured one replica's share; rank 0 holds more, so the offer comes with a warning.
+    const dp = searchMessage({ code: 0, signal: null, stderr: '', result: result({ strategy: 'dp', devices: [{ ...cpu, batchSize: 96, limit: 'memory' }], perDevice: 96, suggestedBatchSize: 192 }) });
+    assert.deepEqual(dp, { text: 'Largest batch that fits for mnist: 96 per device on cpu (wasm). For dp on 2 devices that is "batchSize": 192. This is an upper bound for dp: the trials measured one replica\'s share (96), but rank 0, the coordinator, also holds the whole batch of 192 and every replica\'s gradients, so it can run out of memory there; if it does, lower batchSize (or use ddp, whose replicas are alike).', error: false, offer: 192 });
     const pipeline = searchMessage({ code: 0, signal: null, stderr: '', result: result({ strategy: 'pipeline', devices: [{ ...cpu, batchSize: 3, limit: 'memory' }], perDevice: 3 }) });
     assert.deepEqual([pipeline.error, pipeline.offer], [false, undefined]);
     assert.match(pipeline.text, /The job's pipeline strategy cannot take it \(a batch must hold whole micro-batches\)\.$/);
