@@ -8,19 +8,23 @@
  * 2(W-1)/W of the buffer whatever W is, and nothing goes through a coordinator.
  *
  * Two transports for the floats themselves, both with raw little-endian Float32 bytes, never JSON:
- * - `shm` (the default): each rank owns a file in a memory-backed folder (`/dev/shm`, else the
- *   ring's folder) that only it writes and only its next rank reads. A step is one `pwrite` of
+ * - `shm` (the default): each rank owns a file in a memory-backed folder (`/dev/shm`, or `shmDir`)
+ *   that only it writes and only its next rank reads. A step is one `pwrite` of
  *   the chunk into the sender's file and one `pread` of it straight into the receiver's buffer,
  *   so the bytes are copied twice (as through a shared-memory ring between threads) instead of
  *   through socket buffers, stream chunks and events. The socket carries only a 16-byte doorbell
  *   per step (magic, sequence, step, bytes). The files are unlinked as soon as both neighbours
- *   have opened them, so nothing is left behind when a process is killed.
+ *   have opened them, so nothing is left behind when a process is killed. Where the folder has
+ *   too little room (Docker's /dev/shm is 64 MB), a rank sends the chunk inline over the socket
+ *   instead, per all-reduce (free space checked first) or per step (a write that hits ENOSPC):
+ *   the receiver follows the frame it gets, doorbell or floats, so the ranks need not agree
+ *   beforehand. Where there is no /dev/shm (and no `shmDir`), the ring uses the socket transport.
  * - `socket`: the chunk itself goes over the socket in pieces behind the same 16-byte header.
  *
  * In both, the sequence number and step catch a peer that got out of step, and a socket that
  * closes fails every pending operation with a `RingError` naming the rank that went away.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, statfsSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -52,7 +56,9 @@ interface Waiter {
   readonly bytes: number;
   /** Where a data frame's payload goes; undefined for a doorbell. */
   readonly target: Uint8Array | undefined;
-  readonly resolve: (header: { seq: number; chunk: number }) => void;
+  /** A doorbell is awaited, but the floats themselves (into `target`) will do too. */
+  readonly orFloats: boolean;
+  readonly resolve: (header: { kind: number; seq: number; chunk: number }) => void;
   readonly reject: (e: Error) => void;
 }
 
@@ -93,16 +99,26 @@ class FrameReader {
     await this.wait(doorbellMagic, seq, chunk, bytes, undefined);
   }
 
+  /**
+   * Step (seq, chunk) of a shared-buffer ring: either a doorbell (`bytes` are ready in the previous
+   * rank's shared file: resolves `true`) or, where that rank's folder was full, the floats
+   * themselves, copied into `target` (resolves `false`).
+   */
+  async doorbellOrFloats(seq: number, chunk: number, target: Uint8Array): Promise<boolean> {
+    const h = await this.wait(doorbellMagic, seq, chunk, target.byteLength, target, true);
+    return h.kind === doorbellMagic;
+  }
+
   /** The previous rank's shared file: its pid and descriptor (pid 0: by name in the ring's folder). */
   async sharedFile(): Promise<{ pid: number; fd: number }> {
     const h = await this.wait(fileMagic, -1, -1, 0, undefined);
     return { pid: h.seq, fd: h.chunk };
   }
 
-  private wait(kind: number, seq: number, chunk: number, bytes: number, target: Uint8Array | undefined): Promise<{ seq: number; chunk: number }> {
+  private wait(kind: number, seq: number, chunk: number, bytes: number, target: Uint8Array | undefined, orFloats = false): Promise<{ kind: number; seq: number; chunk: number }> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
-      this.waiter = { kind, seq, chunk, bytes, target, resolve, reject };
+      this.waiter = { kind, seq, chunk, bytes, target, orFloats, resolve, reject };
       this.pump();
     });
   }
@@ -118,7 +134,7 @@ class FrameReader {
     if (this.queued < headerBytes + wire) return;
     const seq = header.readUInt32LE(4);
     const chunk = header.readUInt32LE(8);
-    if (kind !== w.kind) {
+    if (kind !== w.kind && !(w.orFloats && kind === magic)) {
       const what = (k: number) => (k === magic ? 'floats over the socket' : k === doorbellMagic ? 'a shared-buffer doorbell' : 'the shared-buffer handshake');
       return this.fail(new RingError(`ring out of step with rank ${this.prevRank}: expected ${what(w.kind)}, got ${what(kind)} (do both ranks use the same ring transport?)`, false));
     }
@@ -126,9 +142,9 @@ class FrameReader {
       return this.fail(new RingError(`ring out of step with rank ${this.prevRank}: expected frame ${w.seq}/${w.chunk} of ${w.bytes} bytes, got ${seq}/${chunk} of ${len}`, false));
     }
     this.consume(headerBytes, undefined);
-    if (w.target) this.consume(len, w.target);
+    if (kind === magic) this.consume(len, w.target);
     this.waiter = undefined;
-    w.resolve({ seq, chunk });
+    w.resolve({ kind, seq, chunk });
   }
 
   private peek(n: number): Buffer {
@@ -158,20 +174,74 @@ class FrameReader {
   }
 }
 
+/** Errors of a write that mean the folder is full, not that something is broken. */
+const fullCodes = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
+
 /** This rank's shared file (written here, read by the next rank) and the previous rank's (read here). */
 class SharedFiles {
-  constructor(readonly root: string, private readonly own: number, private readonly prev: number, private readonly unlinkOnClose: string | undefined) {}
+  /** Per half of this rank's file: how far it has been written, so those pages exist already and need no more room. */
+  private readonly written = [0, 0];
 
-  write(bytes: Uint8Array, position: number): void {
-    for (let off = 0; off < bytes.byteLength;) off += writeSync(this.own, bytes, off, bytes.byteLength - off, position + off);
+  constructor(readonly root: string, private readonly own: number, private readonly prev: number, private readonly unlinkOnClose: string | undefined, private readonly worldSize: number) {}
+
+  /** Bytes free in the shared folder, or undefined where the platform cannot say. */
+  free(): number | undefined {
+    try {
+      const s = statfsSync(this.root);
+      return s.bavail * s.bsize;
+    } catch {
+      return undefined;
+    }
   }
 
-  read(target: Uint8Array, position: number, prevRank: number): void {
+  /**
+   * Whether writing `end` bytes into `half` fits: the pages not yet written need room in the
+   * folder, and so do the other ranks', which write as much at the same moment into the same
+   * folder. Undefined when it fits; else why not, for the user.
+   */
+  roomFor(half: number, end: number): string | undefined {
+    const more = end - this.written[half];
+    if (more <= 0) return undefined;
+    const free = this.free();
+    if (free === undefined || more * this.worldSize <= free) return undefined;
+    return this.tooSmall(more * this.worldSize, free);
+  }
+
+  /** Writes `bytes` at `position` of `half`; when the folder is full, says so (then the caller sends them another way). */
+  write(bytes: Uint8Array, half: number, position: number): string | undefined {
+    let off = 0;
+    try {
+      while (off < bytes.byteLength) off += writeSync(this.own, bytes, off, bytes.byteLength - off, half * shmHalfBytes + position + off);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== undefined && fullCodes.has(code)) return `writing ${mib(bytes.byteLength)} into ${this.root} failed with ${code} (${mib(this.free() ?? 0)} free)`;
+      throw new RingError(`cannot write ${bytes.byteLength} bytes into this rank's shared buffer in ${this.root}: ${(err as Error).message}. ${this.advice()}`, false);
+    }
+    this.written[half] = Math.max(this.written[half], position + off);
+    return undefined;
+  }
+
+  read(target: Uint8Array, half: number, position: number, prevRank: number): void {
+    const at = half * shmHalfBytes + position;
     for (let off = 0; off < target.byteLength;) {
-      const n = readSync(this.prev, target, off, target.byteLength - off, position + off);
-      if (n === 0) throw new RingError(`rank ${prevRank}'s shared buffer ended early (${position + off} bytes): it rang before writing`, false);
+      let n: number;
+      try {
+        n = readSync(this.prev, target, off, target.byteLength - off, at + off);
+      } catch (err) {
+        throw new RingError(`cannot read ${target.byteLength} bytes of rank ${prevRank}'s shared buffer in ${this.root}: ${(err as Error).message}. ${this.advice()}`, false);
+      }
+      if (n === 0) throw new RingError(`rank ${prevRank}'s shared buffer in ${this.root} ended early (${at + off} bytes): it rang before writing`, false);
       off += n;
     }
+  }
+
+  tooSmall(needed: number, free: number): string {
+    return `${this.root} has ${mib(free)} free, the ring needs about ${mib(needed)} more there (all ranks)`;
+  }
+
+  private advice(): string {
+    const free = this.free();
+    return `${free === undefined ? '' : `${this.root} has ${mib(free)} free. `}Try a larger ${this.root} (in Docker: docker run --shm-size=1g) or the socket ring transport.`;
   }
 
   close(): void {
@@ -186,6 +256,10 @@ class SharedFiles {
   }
 }
 
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
 export interface RingOptions {
   readonly rank: number;
   readonly worldSize: number;
@@ -195,8 +269,13 @@ export interface RingOptions {
   readonly connectTimeoutMs?: number;
   /** How the floats travel (default `shm`); every rank of a ring must use the same. */
   readonly transport?: RingTransport;
-  /** Where the `shm` transport keeps its files, by name (default: /dev/shm, unlinked at once, on Linux; else `dir`). */
+  /**
+   * Where the `shm` transport keeps its files, by name (default: /dev/shm, unlinked at once;
+   * where there is no /dev/shm and no `shmDir`, the ring uses the socket transport).
+   */
   readonly shmDir?: string;
+  /** Told once, the first time this rank sends floats over the socket because the shared folder is full (for the job's log). */
+  readonly onFallback?: (message: string) => void;
 }
 
 export function ringSocketPath(dir: string, rank: number): string {
@@ -222,7 +301,11 @@ export class Ring {
     private readonly prev: Socket | undefined,
     private readonly reader: FrameReader,
     private readonly shared: SharedFiles | undefined,
+    private readonly onFallback: ((message: string) => void) | undefined,
   ) {}
+
+  /** Why this rank last sent floats over the socket instead of its shared buffer, if it ever did. */
+  fallback: string | undefined;
 
   /** `shm (/dev/shm)`, `socket`, or `none` for a world of one. */
   get transport(): string {
@@ -235,10 +318,11 @@ export class Ring {
     const prevRank = (o.rank - 1 + o.worldSize) % o.worldSize;
     const nextRank = (o.rank + 1) % o.worldSize;
     const reader = new FrameReader(prevRank);
-    if (o.worldSize === 1) return new Ring(0, 1, undefined, undefined, undefined, reader, undefined);
+    if (o.worldSize === 1) return new Ring(0, 1, undefined, undefined, undefined, reader, undefined, undefined);
     mkdirSync(o.dir, { recursive: true });
     const timeoutMs = o.connectTimeoutMs ?? 30_000;
-    const useShm = (o.transport ?? 'shm') === 'shm';
+    // Every rank of a ring runs on this machine and sees the same folders, so all decide alike.
+    const useShm = (o.transport ?? 'shm') === 'shm' && (o.shmDir !== undefined || isDir('/dev/shm'));
     let own: { fd: number; path: string; byProc: boolean } | undefined;
     let prevFd: number | undefined;
     const server = createServer();
@@ -273,7 +357,7 @@ export class Ring {
         });
         given.catch(() => undefined);
         const where = await Promise.race([reader.sharedFile(), given]).finally(() => clearTimeout(handshakeTimer));
-        const path = where.pid ? `/proc/${where.pid}/fd/${where.fd}` : sharedFilePath(o.shmDir ?? o.dir, o.dir, prevRank);
+        const path = where.pid ? `/proc/${where.pid}/fd/${where.fd}` : sharedFilePath(o.shmDir ?? '/dev/shm', o.dir, prevRank);
         try {
           prevFd = openSync(path, 'r');
         } catch (err) {
@@ -302,8 +386,8 @@ export class Ring {
     const nextLost = (e: RingError) => setTimeout(() => reader.fail(e), 100).unref();
     next.on('error', (e) => nextLost(new RingError(`rank ${nextRank}: ${e.message}`, true)));
     next.on('close', () => nextLost(new RingError(`rank ${nextRank} went away (lost its ring connection)`, true)));
-    const shared = own && prevFd !== undefined ? new SharedFiles(own.byProc ? dirname(own.path) : own.path, own.fd, prevFd, own.byProc ? undefined : own.path) : undefined;
-    return new Ring(o.rank, o.worldSize, server, next, prev, reader, shared);
+    const shared = own && prevFd !== undefined ? new SharedFiles(dirname(own.path), own.fd, prevFd, own.byProc ? undefined : own.path, o.worldSize) : undefined;
+    return new Ring(o.rank, o.worldSize, server, next, prev, reader, shared, o.onFallback);
   }
 
   /** Sums `data` over all ranks, in place. Every rank must call it with the same length, in the same order. */
@@ -342,33 +426,46 @@ export class Ring {
     // Rank r rewrites a half only two all-reduces later; by then the next rank has finished
     // reading it, since rank r cannot finish an all-reduce before its next rank has finished
     // the reduce-scatter of it (the ring's steps depend on each other all the way round).
-    const base = (seq & 1) * shmHalfBytes;
+    const half = seq & 1;
     if (this.scratch.length < slotBytes / 4) this.scratch = new Float32Array(slotBytes / 4);
     const prevRank = (r - 1 + w) % w;
+    // Where the shared folder has too little room for this all-reduce, its chunks go over the
+    // socket instead; the next rank sees floats where it expected a doorbell and reads them.
+    let full = shared.roomFor(half, 2 * (w - 1) * slotBytes);
     for (let s = 0; s < 2 * (w - 1); s++) {
       const gather = s >= w - 1;
       const k = gather ? s - (w - 1) : s;
       const sendC = gather ? (r + 1 - k + w) % w : (r - k + w) % w;
       const recvC = gather ? (r - k + w) % w : (r - k - 1 + w) % w;
       const [ss, se] = bounds(sendC);
-      const pos = base + s * slotBytes;
-      shared.write(bytes(data.subarray(ss, se)), pos);
-      this.next!.write(frameHeader(doorbellMagic, seq, s, (se - ss) * 4));
+      const pos = s * slotBytes;
+      const out = bytes(data.subarray(ss, se));
+      if (full === undefined) full = shared.write(out, half, pos);
+      if (full === undefined) {
+        this.next!.write(frameHeader(doorbellMagic, seq, s, out.byteLength));
+      } else {
+        this.fellBack(full);
+        // A copy: this chunk of `data` is overwritten later in this all-reduce, maybe before the socket has sent it.
+        this.next!.write(Buffer.concat([frameHeader(magic, seq, s, out.byteLength), out]));
+      }
       const [rs, re] = bounds(recvC);
-      await this.reader.doorbell(seq, s, (re - rs) * 4);
-      if (gather) {
-        shared.read(bytes(data.subarray(rs, re)), pos, prevRank);
-      } else if (this.adder) {
-        shared.read(bytes(this.adder.incoming(re - rs)), pos, prevRank);
+      const target = bytes(gather ? data.subarray(rs, re) : this.adder ? this.adder.incoming(re - rs) : this.scratch.subarray(0, re - rs));
+      if (await this.reader.doorbellOrFloats(seq, s, target)) shared.read(target, half, pos, prevRank);
+      if (gather) continue; // read in place
+      if (this.adder) {
         this.adder.addInto(data.subarray(rs, re), s === w - 2 ? scale : 1);
       } else {
         const incoming = this.scratch.subarray(0, re - rs);
-        shared.read(bytes(incoming), pos, prevRank);
         const dst = data.subarray(rs, re);
         if (scale !== 1 && s === w - 2) for (let i = 0; i < incoming.length; i++) dst[i] = (dst[i] + incoming[i]) * scale;
         else for (let i = 0; i < incoming.length; i++) dst[i] += incoming[i];
       }
     }
+  }
+
+  private fellBack(why: string): void {
+    if (this.fallback === undefined) this.onFallback?.(`ring rank ${this.rank}: ${why}; sending gradients over the Unix socket instead (slower). For the shared-memory transport, give it more room (in Docker: docker run --shm-size=1g).`);
+    this.fallback = why;
   }
 
   private async allReduceSocket(data: Float32Array, scale: number): Promise<void> {
@@ -477,11 +574,11 @@ function frameHeader(kind: number, seq: number, chunk: number, len: number): Buf
 /**
  * This rank's shared file. On Linux it lives in /dev/shm and is unlinked at once: the next rank
  * opens it through /proc/<pid>/fd/<fd>, so a process killed at any moment leaves nothing behind.
- * Elsewhere it is a file in the ring's folder (or `shmDir`), opened by name and removed on close.
+ * Elsewhere (no /proc, or a `shmDir`) it is a file in /dev/shm or `shmDir`, opened by name and removed on close.
  */
 function createSharedFile(o: RingOptions): { fd: number; path: string; byProc: boolean } {
   const byProc = o.shmDir === undefined && process.platform === 'linux' && existsSync(`/proc/${process.pid}/fd`) && isDir('/dev/shm');
-  const path = byProc ? join('/dev/shm', `gw-ring-${process.pid}-${o.rank}-${randomBytes(6).toString('hex')}`) : sharedFilePath(o.shmDir ?? o.dir, o.dir, o.rank);
+  const path = byProc ? join('/dev/shm', `gw-ring-${process.pid}-${o.rank}-${randomBytes(6).toString('hex')}`) : sharedFilePath(o.shmDir ?? '/dev/shm', o.dir, o.rank);
   let fd: number;
   try {
     fd = openSync(path, 'w+', 0o600);
