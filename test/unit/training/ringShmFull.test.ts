@@ -23,7 +23,7 @@ describe('ring all-reduce: a shared-memory folder too small for the buffer', () 
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', shm], { stdio: 'pipe' });
     } catch (err) {
-      mountError = String((err as { stderr?: Buffer }).stderr ?? err).trim() || 'mount failed';
+      mountError = String((err as { stderr?: Buffer }).stderr ?? err).replace(/\s+/g, ' ').trim() || 'mount failed';
     }
   });
   after(() => {
