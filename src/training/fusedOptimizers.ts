@@ -25,7 +25,7 @@
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
-import { simdAdamFor } from './simdAdam';
+import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 
 type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
 interface Slot { originalName: string; variable: Variable }
@@ -51,6 +51,21 @@ function unshare(tf: Tf, wasm: BackendWasm, v: Variable): void {
 
 function view(wasm: BackendWasm, t: TensorInfo): Float32Array {
   return wasm.typedArrayFromHeap(t) as Float32Array;
+}
+
+/** The SIMD kernels over the backend's memory, where WebAssembly SIMD runs on it. */
+function simdKernels(wasm: BackendWasm): UpdateKernels | undefined {
+  return simdKernelsFor((wasm.wasm as { asm?: { memory?: object } }).asm?.memory);
+}
+
+/** The heap address of a tensor's data. */
+function at(wasm: BackendWasm, t: TensorInfo): number {
+  return wasm.getMemoryOffset(t.dataId);
+}
+
+/** SIMD covers whole vectors of 4 floats; the JS loop (the same arithmetic) does the last `size % 4` from here. */
+function simdCount(simd: unknown, size: number): number {
+  return simd ? size & ~3 : 0;
 }
 
 /** An uninitialised float32 buffer on the wasm heap for each variable's new value (allocates: call before taking views). */
@@ -152,18 +167,13 @@ export function createAdam(tf: Tf, learningRate: number, beta1 = 0.9, beta2 = 0.
       const oma2 = f(1 - acc2[0]);
       const eps = f(self.epsilon);
       const negLr = f(-self.learningRate);
-      const simd = simdAdamFor((wasm.wasm as { asm?: { memory?: object } }).asm?.memory);
+      const simd = simdKernels(wasm)?.adam;
       work.forEach((w, i) => {
-        // SIMD over whole vectors of 4, then the JS loop (same arithmetic) over the rest.
-        const done = simd ? w.x.size & ~3 : 0;
-        if (simd) {
-          const at = (t: TensorInfo) => wasm.getMemoryOffset(t.dataId);
-          simd(at(w.x), at(outs[i]), at(w.m), at(w.v), at(w.g), done, b1, b2, c1, c2, oma1, oma2, eps, negLr);
-        }
-        if (done < w.x.size) {
-          const tail = (t: TensorInfo) => view(wasm, t).subarray(done);
-          adamStep(tail(w.x), tail(outs[i]), tail(w.m), tail(w.v), tail(w.g), b1, b2, c1, c2, oma1, oma2, eps, negLr);
-        }
+        const done = simdCount(simd, w.x.size);
+        simd?.(at(wasm, w.x), at(wasm, outs[i]), at(wasm, w.m), at(wasm, w.v), at(wasm, w.g), done, b1, b2, c1, c2, oma1, oma2, eps, negLr);
+        if (done === w.x.size) return;
+        const tail = (t: TensorInfo) => view(wasm, t).subarray(done);
+        adamStep(tail(w.x), tail(outs[i]), tail(w.m), tail(w.v), tail(w.g), b1, b2, c1, c2, oma1, oma2, eps, negLr);
       });
       acc1[0] = f(acc1[0] * b1);
       acc2[0] = f(acc2[0] * b2);
@@ -214,7 +224,14 @@ export function createSgd(tf: Tf, learningRate: number): Optimizer {
       const xs = work.map((w) => w.x);
       const outs = newBuffers(wasm, xs);
       const negLr = Math.fround(-this.learningRate);
-      work.forEach((w, i) => sgdStep(view(wasm, w.x), view(wasm, outs[i]), view(wasm, w.g), negLr));
+      const simd = simdKernels(wasm)?.sgd;
+      work.forEach((w, i) => {
+        const done = simdCount(simd, w.x.size);
+        simd?.(at(wasm, w.x), at(wasm, outs[i]), at(wasm, w.g), done, negLr);
+        if (done === w.x.size) return;
+        const tail = (t: TensorInfo) => view(wasm, t).subarray(done);
+        sgdStep(tail(w.x), tail(outs[i]), tail(w.g), negLr);
+      });
       swapIn(tf, wasm, xs, outs);
       this.incrementIterations();
     }
@@ -246,7 +263,14 @@ export function createMomentum(tf: Tf, learningRate: number, momentum: number, u
       const outs = newBuffers(wasm, xs);
       const mu = Math.fround(self.momentum);
       const negLr = Math.fround(-self.learningRate);
-      work.forEach((w, i) => momentumStep(view(wasm, w.x), view(wasm, outs[i]), view(wasm, w.a), view(wasm, w.g), mu, negLr));
+      const simd = simdKernels(wasm)?.momentum;
+      work.forEach((w, i) => {
+        const done = simdCount(simd, w.x.size);
+        simd?.(at(wasm, w.x), at(wasm, outs[i]), at(wasm, w.a), at(wasm, w.g), done, mu, negLr);
+        if (done === w.x.size) return;
+        const tail = (t: TensorInfo) => view(wasm, t).subarray(done);
+        momentumStep(tail(w.x), tail(outs[i]), tail(w.a), tail(w.g), mu, negLr);
+      });
       swapIn(tf, wasm, xs, outs);
       this.incrementIterations();
     }

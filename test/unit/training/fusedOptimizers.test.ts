@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import type { Tf } from '../../../src/training/backend';
 import { createAdam, createMomentum, createSgd } from '../../../src/training/fusedOptimizers';
-import { simdAdamFor } from '../../../src/training/simdAdam';
+import { simdKernelsFor } from '../../../src/training/simdUpdate';
 import { makeOptimizer } from '../../../src/training/model';
 import { initBackends, pseudoRandom, tf } from './wasmKernels/tfHarness';
 
@@ -105,16 +105,24 @@ describe('fused optimizers (one pass per variable on the wasm backend)', functio
     const weights = ref.map((v) => tf.clone(v));
     const weightValues = weights.map((w) => w.dataSync().slice());
 
-    // Fused, resumed from the tfjs state: the saved tensors stay alive and are shared with the slots.
+    // Fused and tfjs both resumed from the tfjs state (setWeights recomputes beta^t, so a resumed
+    // Adam differs from an uninterrupted one in the last bits): the saved tensors stay alive and
+    // are shared with both optimizers' slots, and both models' weights with `weights`.
     const fused = net(99);
+    const resumed = net(97);
     fused.forEach((v, i) => v.assign(weights[i]));
+    resumed.forEach((v, i) => v.assign(weights[i]));
     const oFused = createAdam(tfAll, 0.01);
+    const oResumed = tf.train.adam(0.01);
     await oFused.setWeights(saved);
+    await oResumed.setWeights(saved);
     for (let k = 5; k < 12; k++) {
       await step(oRef, ref, k);
+      await step(oResumed, resumed, k);
       await step(oFused, fused, k);
     }
-    assertSame(values(fused), values(ref), 'after resume');
+    assertSame(values(fused), values(resumed), 'after resume');
+    assertSame(values(fused), values(ref), 'after resume, against uninterrupted steps');
     // The tensors that were handed in are not written through.
     saved.forEach((w, i) => assert.deepEqual(w.tensor.dataSync(), savedValues[i], `saved state ${w.name} unchanged`));
     weights.forEach((w, i) => assert.deepEqual(w.dataSync(), weightValues[i], 'weights handed to assign unchanged'));
@@ -129,14 +137,15 @@ describe('fused optimizers (one pass per variable on the wasm backend)', functio
       await step(oFused, fused, k);
     }
     assertSame(values(back), values(fused), 'tfjs after the fused state');
-    tf.dispose([...ref, ...fused, ...back, ...weights, ...saved.map((w) => w.tensor)]);
-    [oRef, oFused, oBack].forEach((o) => o.dispose());
+    tf.dispose([...ref, ...fused, ...resumed, ...back, ...weights, ...saved.map((w) => w.tensor)]);
+    [oRef, oFused, oResumed, oBack].forEach((o) => o.dispose());
   });
 
-  it('the SIMD Adam kernel runs on the wasm backend\'s memory here (Node has WebAssembly SIMD)', () => {
+  it('the SIMD kernels run on the wasm backend\'s memory here (Node has WebAssembly SIMD)', () => {
     const memory = (tf.backend() as unknown as { wasm: { asm?: { memory?: object } } }).wasm.asm?.memory;
     assert.ok(memory, 'the wasm backend exposes its memory');
-    assert.equal(typeof simdAdamFor(memory), 'function');
+    const kernels = simdKernelsFor(memory);
+    assert.deepEqual([typeof kernels?.adam, typeof kernels?.sgd, typeof kernels?.momentum], ['function', 'function', 'function']);
   });
 
   it('a step leaks no tensors and no wasm memory', async () => {
