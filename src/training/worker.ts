@@ -161,7 +161,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
 
   await send(readyMessage(init, backend, data, startEpoch));
   await nextMessage('worker/go');
-  const ring = await Ring.join({ rank, worldSize, dir: init.ringDir });
+  const ring = await Ring.join({ rank, worldSize, dir: init.ringDir, onFallback: (message) => { emit({ type: 'job/log', level: 'warning', rank, message }).catch(() => undefined); } });
   try {
     if (!resumeFrom && worldSize > 1) {
       // As DDP does at construction: every replica starts from rank 0's weights.
