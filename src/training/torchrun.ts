@@ -162,10 +162,24 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   child.stderr.on('data', err.data);
   child.on('error', (e: NodeJS.ErrnoException) => { spawnError = e; });
   // Workers still holding the pipes would keep 'close' away: the group goes when torchrun does.
-  child.on('exit', () => killGroup('SIGKILL'));
+  // One that escaped the group (a session of its own) still could: shortly after the exit, the
+  // pipes are closed from our side, so the job ends.
+  let closed = false;
+  let drain: NodeJS.Timeout | undefined;
+  child.on('exit', () => {
+    killGroup('SIGKILL');
+    drain = setTimeout(() => {
+      if (closed) return;
+      onEvent({ type: 'job/log', level: 'warning', message: 'torchrun exited but a process it started still holds its output; output after its exit was dropped' });
+      child.stdout.destroy();
+      child.stderr.destroy();
+    }, 500);
+  });
 
   const finished = new Promise<Final>((resolveFinished) => {
     child.on('close', (code, signal) => {
+      closed = true;
+      clearTimeout(drain);
       out.end();
       err.end();
       killGroup('SIGKILL'); // nothing the script started outlives the job

@@ -11,7 +11,7 @@ import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
 import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
 import { JournalWriter, readJournal } from './journal';
 import { JobTrialError, parseJobLine, prepareJobTrial } from './jobTrial';
-import { killTree, signalGroup } from './processTree';
+import { killTree, signalGroup, signalSnapshot, snapshot, snapshotAlive, type TreeSnapshot } from './processTree';
 import { createSearcher, toLoss, type Observation, type Searcher } from './search';
 import type { Config, Params } from './space';
 import { totalTrials, type TuneSpec } from './spec';
@@ -64,6 +64,11 @@ interface Trial {
   killTimer?: NodeJS.Timeout;
   /** When the SIGKILL is due (Date.now() clock). */
   killAt?: number;
+  /** Its descendants and their groups, seen just before the SIGTERM (an orphan cannot be found later). */
+  tree?: TreeSnapshot;
+  /** Set once the SIGKILL went out; then 'exit' and a moment end the wait for 'close' (see drainAfterExit). */
+  killSent?: boolean;
+  drainTimer?: NodeJS.Timeout;
   /** Job trials: the reason of the `job/failed` event. */
   jobFailure?: string;
 }
@@ -389,10 +394,16 @@ export class Experiment {
     });
     let spawnError: Error | null = null;
     proc.on('error', (err) => { spawnError = err; });
+    proc.on('exit', () => { if (t.killSent) this.drainAfterExit(t, proc); });
     proc.on('close', (code, signal) => {
       if (buffered) this.onLine(t, buffered);
       buffered = '';
-      clearTimeout(t.killTimer);
+      clearTimeout(t.drainTimer);
+      t.drainTimer = undefined;
+      t.killSent = false;
+      // A child that made its own group may still be ending on the SIGTERM: its SIGKILL stays due.
+      if (!(t.stopping && t.tree && snapshotAlive(t.tree))) clearTimeout(t.killTimer);
+      t.tree = undefined;
       if (proc.pid !== undefined) signalGroup(proc.pid, 'SIGKILL'); // anything the trial left behind in its group
       this.release(t);
       t.proc = undefined;
@@ -470,7 +481,12 @@ export class Experiment {
     t.stopping = true;
     t.stopReason = reason;
     this.emit({ type: 'trial/stopped', trialId: t.trialId, reason, message, at: Date.now() });
-    if (t.proc.pid !== undefined) signalGroup(t.proc.pid, 'SIGTERM');
+    if (t.proc.pid !== undefined) {
+      // Seen before the SIGTERM: a trial that exits at once orphans its children in other groups.
+      t.tree = snapshot(t.proc.pid);
+      signalGroup(t.proc.pid, 'SIGTERM');
+      signalSnapshot(t.tree, 'SIGTERM');
+    }
     this.scheduleKill(t, this.graceMs());
   }
 
@@ -484,7 +500,29 @@ export class Experiment {
     if (pid === undefined) return;
     clearTimeout(t.killTimer);
     t.killAt = Date.now() + ms;
-    t.killTimer = setTimeout(() => killTree(pid), ms);
+    const proc = t.proc as ChildProcess;
+    const tree = t.tree;
+    t.killTimer = setTimeout(() => {
+      killTree(pid, tree);
+      if (t.proc !== proc) return; // it closed already: only its leftovers were due
+      t.killSent = true;
+      if (proc.exitCode !== null || proc.signalCode !== null) this.drainAfterExit(t, proc);
+    }, ms);
+  }
+
+  /**
+   * After the SIGKILL, the trial's exit is its end: a process that escaped the kill (one the
+   * trial started in a session of its own after we looked) may still hold its stdout, and 'close'
+   * would never come, nor stop(). So shortly after 'exit' the pipes are closed from our side.
+   */
+  private drainAfterExit(t: Trial, proc: ChildProcess): void {
+    if (t.drainTimer !== undefined) return;
+    t.drainTimer = setTimeout(() => {
+      if (t.proc !== proc) return; // 'close' came
+      this.out(t.trialId, 'gpu-workbench: the trial was killed but a process it started still holds its output; output after its exit was dropped\n');
+      proc.stdout?.destroy();
+      proc.stderr?.destroy();
+    }, 500);
   }
 
   /** A trial already stopping gets its SIGKILL by the (shorter) grace period stop() asked for. */

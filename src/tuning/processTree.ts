@@ -5,11 +5,32 @@
  * alone would orphan that group when the CLI dies before it has cancelled torchrun (a grace
  * period shorter than the CLI's own). So the final SIGKILL first finds every descendant's group
  * (while the tree still hangs together: an orphan is re-parented and lost) and kills those too.
+ * A trial that exits on SIGTERM at once is reaped before that SIGKILL, and its children in other
+ * groups are orphans by then: so stopping a trial takes a `snapshot` of its tree BEFORE the
+ * SIGTERM, sends the SIGTERM to every group in it, and the SIGKILL takes the snapshot's groups
+ * and processes as well as what a fresh look finds.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
-interface Proc { readonly pid: number; readonly ppid: number; readonly pgid: number }
+interface Proc { readonly pid: number; readonly ppid: number; readonly pgid: number; readonly start?: string }
+
+/** A process (or the group it leads) as seen once: its start time tells a reused pid apart (Linux). */
+export interface ProcessId { readonly id: number; readonly start?: string }
+
+/** A trial's tree as seen before signalling it: the groups its descendants made, and the descendants. */
+export interface TreeSnapshot { readonly groups: readonly ProcessId[]; readonly pids: readonly ProcessId[] }
+
+/** Field 22 of /proc/PID/stat (start time in clock ticks since boot), undefined where not Linux or gone. */
+function startTime(pid: number): string | undefined {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
 
 /** Every process as (pid, ppid, pgid): /proc on Linux, `ps` elsewhere; empty when neither answers. */
 function processTable(): Proc[] {
@@ -20,8 +41,8 @@ function processTable(): Proc[] {
       try {
         // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
         const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-        const [, ppid, pgid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        out.push({ pid: Number(name), ppid: Number(ppid), pgid: Number(pgid) });
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        out.push({ pid: Number(name), ppid: Number(fields[1]), pgid: Number(fields[2]), start: fields[19] });
       } catch {
         // it exited while we looked
       }
@@ -37,27 +58,80 @@ function processTable(): Proc[] {
   }
 }
 
-/** The process groups of `root`'s descendants other than `root`'s own group (`root` leads its group). */
-export function descendantGroups(root: number): number[] {
+/** `root`'s descendants and the groups they are in other than `root`'s own (`root` leads its group). */
+export function snapshot(root: number): TreeSnapshot {
   const table = processTable();
+  const byPid = new Map<number, Proc>();
   const children = new Map<number, Proc[]>();
   for (const p of table) {
+    byPid.set(p.pid, p);
     const list = children.get(p.ppid);
     if (list) list.push(p);
     else children.set(p.ppid, [p]);
   }
-  const groups = new Set<number>();
+  const groups = new Map<number, ProcessId>();
+  const pids: ProcessId[] = [];
   const stack = [root];
   const seen = new Set<number>(stack);
   while (stack.length) {
     for (const c of children.get(stack.pop() as number) ?? []) {
       if (seen.has(c.pid)) continue;
       seen.add(c.pid);
-      if (c.pgid !== root && c.pgid > 1) groups.add(c.pgid);
+      pids.push({ id: c.pid, start: c.start });
+      if (c.pgid !== root && c.pgid > 1 && !groups.has(c.pgid)) groups.set(c.pgid, { id: c.pgid, start: byPid.get(c.pgid)?.start });
       stack.push(c.pid);
     }
   }
-  return [...groups];
+  return { groups: [...groups.values()], pids };
+}
+
+/** The process groups of `root`'s descendants other than `root`'s own group (`root` leads its group). */
+export function descendantGroups(root: number): number[] {
+  return snapshot(root).groups.map((g) => g.id);
+}
+
+/**
+ * Whether `p.id` still names what the snapshot saw: the pid is gone (a group id stays taken while
+ * the group has members, so a leaderless group is still the one seen) or runs with the same start time.
+ */
+function stillSame(p: ProcessId): boolean {
+  if (p.start === undefined) return true;
+  const now = startTime(p.id);
+  return now === undefined || now === p.start;
+}
+
+/** Sends `signal` to every group and process of a snapshot that is still the one seen. */
+export function signalSnapshot(snap: TreeSnapshot, signal: NodeJS.Signals): void {
+  for (const g of snap.groups) if (stillSame(g)) signalGroup(g.id, signal);
+  for (const p of snap.pids) {
+    if (!stillSame(p)) continue;
+    try {
+      process.kill(p.id, signal);
+    } catch {
+      // gone already
+    }
+  }
+}
+
+/** Whether any process of a snapshot still runs (zombies count as gone). */
+export function snapshotAlive(snap: TreeSnapshot): boolean {
+  return snap.pids.some((p) => {
+    if (p.start !== undefined) return startTime(p.id) === p.start && !isZombie(p.id);
+    try {
+      process.kill(p.id, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 /** Sends `signal` to a process group; false when it is gone. */
@@ -70,9 +144,10 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
-/** SIGKILL for the trial's group and every group its descendants made. */
-export function killTree(root: number): void {
+/** SIGKILL for the trial's group, every group its descendants made, and what `saved` saw before. */
+export function killTree(root: number, saved?: TreeSnapshot): void {
   const groups = descendantGroups(root);
   signalGroup(root, 'SIGKILL');
   for (const g of groups) signalGroup(g, 'SIGKILL');
+  if (saved) signalSnapshot(saved, 'SIGKILL');
 }

@@ -102,6 +102,68 @@ describe('stopping an experiment: no trial outlives it', function () {
     }
   });
 
+  describe('a trial whose child made a session of its own (setsid): stop() ends, the child does not outlive it', function () {
+    const grace = 2;
+    const margin = 8000;
+
+    /** Runs a one-trial experiment of `bash -c script` until its report, then stops it; the output and the sleeper's pid. */
+    async function stopBashTrial(script: (pidFile: string) => string): Promise<{ output: string; sleeper: number; exp: Experiment }> {
+      const workspace = mkdtempSync(join(tmpdir(), 'tune-setsid-'));
+      const pidFile = join(workspace, 'sleeper');
+      const spec = parseSpec({
+        metric: 'loss', numSamples: 1, space: { x: { uniform: [0, 1] } }, stopGraceSeconds: grace,
+        trial: { command: ['bash', '-c', script(pidFile)] },
+      }, join(workspace, 's.tune.json'));
+      const output: string[] = [];
+      const events: TuneEvent[] = [];
+      const exp = new Experiment({ spec, workspace, gpuCount: 0, output: (_id, text) => output.push(text) });
+      exp.onEvent((e) => events.push(e));
+      const ran = exp.run();
+      try {
+        await until(() => events.some((e) => e.type === 'trial/report') && pidsIn(pidFile).length === 1, `the trial to report and its sleeper to start; output:\n${output.join('')}`, 20_000);
+        const sleeper = pidsIn(pidFile)[0];
+        assert.equal(alive(sleeper), true);
+        // stop() and run() must resolve: before the fix they waited forever on the trial's 'close'.
+        let done = false;
+        const stopped = exp.stop().then(() => ran).then(() => { done = true; });
+        await until(() => done, `stop() to resolve; output:\n${output.join('')}`, grace * 1000 + margin);
+        await stopped;
+        return { output: output.join(''), sleeper, exp };
+      } catch (err) {
+        for (const p of [...pidsIn(pidFile), ...pidsIn(`${pidFile}.late`)]) try { process.kill(p, 'SIGKILL'); } catch { /* gone */ }
+        throw err;
+      }
+    }
+
+    it('a child in its own session holding the trial\'s stdout gets the SIGTERM too (the reviewer\'s repro)', async () => {
+      const { sleeper, exp } = await stopBashTrial((f) => `setsid sh -c 'echo $$ > ${f}; exec sleep 120' & echo '::report::{"loss":1}'; wait`);
+      await until(() => !alive(sleeper), `the sleeper ${sleeper} to be gone`, margin);
+      assert.deepEqual(exp.trialViews().map((t) => t.status), ['interrupted']);
+    });
+
+    it('one that ignores SIGTERM and left the pipes gets the SIGKILL at the deadline, after the trial itself has ended', async () => {
+      const { sleeper } = await stopBashTrial((f) => `setsid sh -c 'trap "" TERM; echo $$ > ${f}; exec sleep 120' >/dev/null 2>&1 & echo '::report::{"loss":1}'; wait`);
+      try {
+        await until(() => !alive(sleeper), `the sleeper ${sleeper} (ignoring SIGTERM) to be SIGKILLed`, grace * 1000 + margin);
+      } finally {
+        if (alive(sleeper)) process.kill(sleeper, 'SIGKILL');
+      }
+    });
+
+    it('one started only on the SIGTERM (found by no look) cannot keep stop() waiting: the output after the exit is dropped', async () => {
+      let late: string | undefined;
+      // The trial itself writes the pid file; on SIGTERM it starts a sleeper in a new session, which holds its stdout, and exits.
+      const { output } = await stopBashTrial((f) => {
+        late = `${f}.late`;
+        return `trap "setsid sh -c 'echo \\$\\$ > ${late}; exec sleep 120' & exit 0" TERM; echo $$ > ${f}; echo '::report::{"loss":1}'; sleep 120 & wait`;
+      });
+      await until(() => pidsIn(late as string).length === 1, 'the trial to start its late sleeper', margin);
+      const leftover = pidsIn(late as string);
+      for (const p of leftover) process.kill(p, 'SIGKILL'); // an orphan nobody can find: the test cleans it up
+      assert.match(output, /output after its exit was dropped/);
+    });
+  });
+
   describe('a torchrun job trial (the training CLI runs torchrun in a process group of its own)', function () {
     this.timeout(300_000); // python3 imports torch in three processes: a minute on a loaded 2-core machine
     const job = join(fixtures, 'tuning', 'torchrun-hold', 'hold.job.json');
@@ -131,8 +193,8 @@ describe('stopping an experiment: no trial outlives it', function () {
       await exp.stop(stopGraceMs === undefined ? {} : { graceMs: stopGraceMs });
       await ran;
       const margin = 10_000;
-      await until(() => processesMentioning(pidDir).length === 0, `no python process of the trial (torchrun ${agents.join(', ')}, workers ${workers.join(', ')}) to be left`, (stopGraceMs ?? graceSeconds * 1000) + margin);
-      assert.equal([...workers, ...agents].some(alive), false);
+      // A process in the middle of exiting has no command line any more but is no zombie yet: wait for both.
+      await until(() => processesMentioning(pidDir).length === 0 && ![...workers, ...agents].some(alive), `no python process of the trial (torchrun ${agents.join(', ')}, workers ${workers.join(', ')}) to be left`, (stopGraceMs ?? graceSeconds * 1000) + margin);
     }
 
     it('stopping it with the spec\'s grace: the CLI cancels torchrun\'s group, no python process is left', async function () {
