@@ -10,7 +10,7 @@
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { formatBatchEvent } from '../cli/train';
-import { ApplyConfigError, applyConfigToJson } from '../tuning/applyConfig';
+import { editConfigInEditor } from './configEdit';
 import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
 
 let log: vscode.LogOutputChannel;
@@ -31,30 +31,8 @@ async function pickJobFile(uri: vscode.Uri | undefined): Promise<vscode.Uri | un
 /** Writes `batchSize` into the job file in an editor: a user edit, undoable, left for the user to save. */
 async function writeBatchSize(uri: vscode.Uri, batchSize: number): Promise<void> {
   const doc = await vscode.workspace.openTextDocument(uri);
-  const shown = vscode.workspace.asRelativePath(uri);
-  let applied;
-  try {
-    applied = applyConfigToJson(doc.getText(), { batchSize }, shown);
-  } catch (err) {
-    if (!(err instanceof ApplyConfigError)) throw err;
-    void vscode.window.showErrorMessage(`Find Max Batch Size: ${err.message}`);
-    return;
-  }
-  if (!applied.edit) {
-    void vscode.window.showInformationMessage(`${shown} has "batchSize": ${batchSize} already.`);
-    return;
-  }
-  const editor = await vscode.window.showTextDocument(doc, { preview: false });
-  const start = doc.positionAt(applied.edit.offset);
-  const range = new vscode.Range(start, doc.positionAt(applied.edit.offset + applied.edit.length));
-  const content = applied.edit.content;
-  if (!await editor.edit((b) => b.replace(range, content))) {
-    void vscode.window.showErrorMessage(`Find Max Batch Size: VS Code refused the edit to ${shown}.`);
-    return;
-  }
-  const end = doc.positionAt(applied.edit.offset + content.length);
-  editor.selection = new vscode.Selection(start, end);
-  editor.revealRange(new vscode.Range(start, end));
+  const changed = await editConfigInEditor(doc, { batchSize }, 'Find Max Batch Size');
+  if (changed?.length === 0) void vscode.window.showInformationMessage(`${vscode.workspace.asRelativePath(uri)} has "batchSize": ${batchSize} already.`);
 }
 
 async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Promise<void> {

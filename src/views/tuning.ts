@@ -12,7 +12,7 @@ import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 import { gpuMonitorOptions } from '../config';
 import { sampleOnce, type GpuMonitor } from '../gpu/monitor';
 import { log } from '../log';
-import { ApplyConfigError, applyConfigToJson } from '../tuning/applyConfig';
+import { editConfigInEditor } from './configEdit';
 import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, experimentDir } from '../tuning/experiment';
 import { readJournal } from '../tuning/journal';
@@ -578,37 +578,15 @@ async function applyBestConfig(model: ResultsModel, metric: string): Promise<voi
     return;
   }
   const shown = vscode.workspace.asRelativePath(uri);
-  let applied;
-  try {
-    applied = applyConfigToJson(doc.getText(), best.config, shown);
-  } catch (err) {
-    if (err instanceof ApplyConfigError) {
-      void vscode.window.showErrorMessage(`Apply Best Config: ${err.message}`);
-      return;
-    }
-    throw err;
-  }
-  if (!applied.edit) {
+  const changed = await editConfigInEditor(doc, best.config, 'Apply Best Config');
+  if (!changed) return;
+  if (changed.length === 0) {
     void vscode.window.showInformationMessage(`${shown} has the config of ${summary} already.`);
     return;
   }
-  // Edit the file in an editor, as a user edit: undoable with Ctrl+Z and left unsaved for the user
-  // to review. (A WorkspaceEdit counts as a refactoring, which VS Code saves at once:
-  // files.refactoring.autoSave.)
-  const editor = await vscode.window.showTextDocument(doc, { preview: false });
-  const start = doc.positionAt(applied.edit.offset);
-  const range = new vscode.Range(start, doc.positionAt(applied.edit.offset + applied.edit.length));
-  const content = applied.edit.content;
-  if (!await editor.edit((b) => b.replace(range, content))) {
-    void vscode.window.showErrorMessage(`Apply Best Config: VS Code refused the edit to ${shown}.`);
-    return;
-  }
-  const end = doc.positionAt(applied.edit.offset + applied.edit.content.length);
-  editor.selection = new vscode.Selection(start, end);
-  editor.revealRange(new vscode.Range(start, end));
   // VS Code for the Web (code-server) auto-saves by default; say "not saved" only when it stays so.
   const unsaved = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' ? '; the file is not saved yet' : '';
-  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${applied.changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved}.`);
+  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved}.`);
 }
 
 async function applyBestCommand(): Promise<void> {
