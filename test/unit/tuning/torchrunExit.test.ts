@@ -24,7 +24,9 @@ describe('torchrun: a leftover holding the output does not keep the job from end
     const pidFile = join(dir, 'sleeper');
     // Stands in for the interpreter running torchrun: starts a sleeper in a new session that inherits stdout, then exits.
     const python = join(dir, 'python');
-    writeFileSync(python, `#!/bin/bash\nsetsid sh -c 'echo $$ > ${pidFile}; exec sleep 120' &\necho started\nexit 0\n`);
+    // It exits only once the sleeper is in its own session (its pid file written), else the group kill
+    // at torchrun's exit could take the sleeper first on a loaded machine and nothing would hold the output.
+    writeFileSync(python, `#!/bin/bash\nsetsid sh -c 'echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 120' &\nwhile [ ! -s ${pidFile} ]; do sleep 0.01; done\necho started\nexit 0\n`);
     chmodSync(python, 0o755);
     const events: JobEvent[] = [];
     const handle = runTorchrun({ file: join(dir, 'x.job.json'), name: 'x', script: join(dir, 'train.py'), args: [], nprocPerNode: 1, python, cwd: dir, env: {} }, (e) => events.push(e));
