@@ -1150,16 +1150,22 @@ export class FileModel {
    * worker over RPC: no activations are kept in this process.
    */
   private buildsRemoteModule(b: Binding): boolean {
+    const call = this.constructorCall(b);
+    return call !== undefined && /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(call)) ?? '');
+  }
+
+  /**
+   * The call that builds a binding's value, under pass-through methods
+   * (`nn.LSTM(...).to(device)` -> `nn.LSTM(...)`), at most 5 deep; undefined when the value is no call.
+   */
+  private constructorCall(b: Binding): SyntaxNode | undefined {
     let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
     for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
       const mc = this.methodCall(v);
-      if (mc && passThroughMethods.has(mc.method)) {
-        v = unparen(mc.receiver);
-        continue;
-      }
-      return /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(v)) ?? '');
+      if (!mc || !passThroughMethods.has(mc.method)) return v;
+      v = unparen(mc.receiver);
     }
-    return false;
+    return undefined;
   }
 
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
@@ -1172,17 +1178,9 @@ export class FileModel {
   private constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined {
     for (const data of scopes) {
       for (const b of data.bindings.get(text) ?? []) {
-        let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
-        for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
-          const mc = this.methodCall(v);
-          if (mc && passThroughMethods.has(mc.method)) {
-            v = unparen(mc.receiver);
-            continue;
-          }
-          const q = this.qualify(this.callee(v));
-          if (q) return q;
-          break;
-        }
+        const call = this.constructorCall(b);
+        const q = call && this.qualify(this.callee(call));
+        if (q) return q;
       }
     }
     return undefined;
