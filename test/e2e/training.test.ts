@@ -184,6 +184,32 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
   }
 
   /**
+   * The terminal's whole scrollback, page by page from the top. The panel shows ~15 rows: once
+   * torchrun prints its failure summary, the script's steps are above the visible screen (CI
+   * under load saw the run end between two polls, and the steps never on screen with the OOM).
+   */
+  async function terminalBuffer(p: Page): Promise<string> {
+    await runCommand(p, 'Terminal: Scroll to Top');
+    const top = await waitUntil('the top of the task terminal', 10_000, async () => {
+      const text = await terminalScreen(p);
+      return text.includes('torch.distributed.run') ? text : undefined;
+    }, 250);
+    const pages = [top];
+    for (let i = 0; i < 40; i++) {
+      const before = pages[pages.length - 1];
+      await runCommand(p, 'Terminal: Scroll Down (Page)');
+      // The DOM renderer redraws on the next frame: wait for the screen to change, else it was the last page.
+      const next = await waitUntil('the next page of the terminal', 2000, async () => {
+        const text = await terminalScreen(p);
+        return text !== before ? text : undefined;
+      }, 100).catch(() => undefined);
+      if (next === undefined) break;
+      pages.push(next);
+    }
+    return pages.join('\n');
+  }
+
+  /**
    * UPDATE_SCREENSHOTS=1 only: docs/images/torchrun-problems.png, the task's terminal (moved into
    * the editor area, the side bar closed, so it has the width) above the Problems panel with the
    * OOM entry's explanation and hints. The layout is put back afterwards for the next tests.
@@ -220,22 +246,17 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
 
     // The task's own terminal, revealed in the panel, named after the job.
     await page.locator('.terminal-tabs-entry, .single-terminal-tab', { hasText: taskName() }).first().waitFor({ timeout: 60_000 });
-    const screen = await waitUntil('the task terminal to show the script\'s steps and the OOM', 120_000, async () => {
-      const text = await terminalScreen(page);
-      return /step 2: loss/.test(text) && /CUDA out of memory/.test(text) ? text : undefined;
-    }, 250);
-    assert.match(screen, /\[default1\]:torch\.cuda\.OutOfMemoryError: CUDA out of memory/, 'rank 1\'s traceback as the script printed it');
+    await waitUntil('the task terminal to show the OOM', 120_000, async () => /CUDA out of memory/.test(await terminalScreen(page)), 250);
     await screenshot(page, 'torchrun-task-terminal');
+    // The message first: reading the scrollback goes through the command palette, whose Escape hides toasts.
+    const failed = await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    const buffer = await terminalBuffer(page);
     // Its first line: the command, with the interpreter of the workspace setting (the job names none).
-    await runCommand(page, 'Terminal: Scroll to Top');
-    const top = await waitUntil('the top of the task terminal', 10_000, async () => {
-      const text = await terminalScreen(page);
-      return text.includes('torch.distributed.run') ? text : undefined;
-    }, 250);
-    assert.ok(top.includes(`torchrun: ${torchPython} -m torch.distributed.run --standalone --nproc_per_node 2`), `the command line with ${torchPython}: ${top.slice(0, 400)}`);
+    assert.ok(buffer.includes(`torchrun: ${torchPython} -m torch.distributed.run --standalone --nproc_per_node 2`), `the command line with ${torchPython}: ${buffer.slice(0, 400)}`);
+    assert.match(buffer, /step 2: loss/, 'the script\'s own step lines');
+    assert.match(buffer, /\[default1\]:torch\.cuda\.OutOfMemoryError: CUDA out of memory/, 'rank 1\'s traceback as the script printed it');
     s.timings.toOomInTerminalMs = since(t0);
 
-    const failed = await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
     assert.match(failed, new RegExp(`CUDA out of memory \\(tried to allocate 20\\.00 MiB\\) at recorded_cuda_error\\.py:${s.ws.raiseLine}\\.`));
     assert.match(failed, /1 CUDA problem in the Problems panel/);
 
