@@ -15,6 +15,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { BackendChoice } from './jobSpec';
+import { relaxedSimdAvailable } from './backends/gemm';
 import { guardWasmHeap } from './oom';
 
 /** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
@@ -92,6 +93,8 @@ function registerOurWasmKernels(notes: string[]): void {
   } catch (err) {
     notes.push(`our wasm kernels were not registered: ${(err as Error).message}`);
   }
+  // Our matMul's FMA tiles need WebAssembly relaxed SIMD; Node 20 has it behind a V8 flag, set here (a worker process, before its first matMul).
+  if (!relaxedSimdAvailable(true)) notes.push(`matMul on XNNPACK without FMA: this runtime (V8 ${process.versions.v8}) has no WebAssembly relaxed SIMD`);
 }
 
 async function activate(name: string): Promise<boolean> {

@@ -26,6 +26,7 @@ import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
 import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
+import { heapMemory } from './backends/wasmKernels/wasmData';
 
 type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
 interface Slot { originalName: string; variable: Variable }
@@ -55,7 +56,7 @@ function view(wasm: BackendWasm, t: TensorInfo): Float32Array {
 
 /** The SIMD kernels over the backend's memory, where WebAssembly SIMD runs on it. */
 function simdKernels(wasm: BackendWasm): UpdateKernels | undefined {
-  return simdKernelsFor((wasm.wasm as { asm?: { memory?: object } }).asm?.memory);
+  return simdKernelsFor(heapMemory(wasm));
 }
 
 /** The heap address of a tensor's data. */

@@ -1,6 +1,7 @@
 import { backend_util, Conv2DBackpropFilter, type Conv2DBackpropFilterAttrs, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs-core';
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
-import { aliasShape, asWasmBackend, f32View, runShipped, wasmTranspose } from './wasmData';
+import { aliasShape, asWasmBackend, f32View, wasmTranspose } from './wasmData';
+import { wasmMatMul } from './matMul';
 
 /**
  * The filter gradient of a 2-D convolution, which the wasm backend lacks (so no conv net
@@ -99,7 +100,7 @@ function filterGradientNhwc(wasm: BackendWasm, x: TensorInfo, dy: TensorInfo, in
           }
         }
       }
-      partial = runShipped('BatchMatMul', wasm, { a: colT, b: dyChunk }, { transposeA: false, transposeB: false });
+      partial = wasmMatMul(wasm, colT, dyChunk);
     } finally {
       wasm.disposeData(colT.dataId);
       if (!wholeBatch) wasm.disposeData(dyChunk.dataId);

@@ -2,6 +2,7 @@ import { backend_util, Conv2DBackpropInput, type Conv2DBackpropInputAttrs, type 
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import { columnChunkFloats } from './conv2dBackpropFilter';
 import { aliasShape, asWasmBackend, f32View, runShipped, wasmTranspose } from './wasmData';
+import { wasmMatMul } from './matMul';
 
 /**
  * The input gradient of a 2-D convolution (and the forward pass of Conv2DTranspose). The
@@ -87,7 +88,7 @@ function inputGradientNhwc(wasm: BackendWasm, dy: TensorInfo, filter: TensorInfo
         if (!wholeBatch) {
           f32View(wasm, dyChunk).set(f32View(wasm, dy).subarray(b0 * perImage * outChannels, b1 * perImage * outChannels));
         }
-        dcol = runShipped('BatchMatMul', wasm, { a: dyChunk, b: wT }, { transposeA: false, transposeB: false });
+        dcol = wasmMatMul(wasm, dyChunk, wT);
       } finally {
         if (!wholeBatch) wasm.disposeData(dyChunk.dataId);
       }

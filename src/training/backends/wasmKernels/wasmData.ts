@@ -80,3 +80,8 @@ export function transposeLastTwo(backend: BackendWasm, x: TensorInfo): TensorInf
 export function aliasShape(x: TensorInfo, shape: number[]): TensorInfo {
   return { dataId: x.dataId, shape, dtype: x.dtype };
 }
+
+/** The backend's WebAssembly.Memory (its heap), for modules of ours that work on it in place. */
+export function heapMemory(backend: BackendWasm): object | undefined {
+  return (backend.wasm as { asm?: { memory?: object } }).asm?.memory;
+}
