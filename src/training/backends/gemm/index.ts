@@ -21,21 +21,35 @@ interface WasmApi {
 export interface GemmKernels {
   /** Packs opB (element (k, j) at b + k·rs + j·cs, bytes) into panels of 8 columns at dst: K·⌈N/8⌉·8 floats. */
   packB(b: number, rs: number, cs: number, K: number, N: number, dst: number): void;
-  /** C[M×N] = opA·B (+ bias) (relu if relu ≠ 0); opA(i, k) at a + i·ars + k·acs; bias 0 or ⌈N/8⌉·8 floats; tile: 128 bytes of scratch. */
-  gemm(a: number, ars: number, acs: number, bp: number, c: number, M: number, K: number, N: number, bias: number, relu: number, tile: number): void;
+  /** C[M×N] (rows ldc bytes apart) = opA·B (+ bias) (relu if relu ≠ 0); opA(i, k) at a + i·ars + k·acs; bias 0 or ⌈N/8⌉·8 floats; tile: 128 bytes of scratch. */
+  gemm(a: number, ars: number, acs: number, bp: number, c: number, ldc: number, M: number, K: number, N: number, bias: number, relu: number, tile: number): void;
 }
 
-/** Floats of scratch a call needs: packed B, one edge tile, the bias padded to whole panels. */
+/** Packed B per call at most (floats), so that a huge layer does not double its weights' memory: 1M floats (4 MB) unless a test says otherwise. */
+let blockBudget = 1 << 20;
+
+export function setGemmBlockBudget(floats: number): void {
+  blockBudget = floats;
+}
+
+/** Columns of B packed at a time: whole panels of 8, as many as the budget holds at depth K. */
+export function gemmBlockColumns(K: number, N: number): number {
+  const panels = Math.max(1, Math.floor(blockBudget / (8 * Math.max(1, K))));
+  return Math.min(Math.ceil(N / 8) * 8, panels * 8);
+}
+
+/** Floats of scratch a call needs: one packed block of B, one edge tile, the bias padded to whole panels. */
 export function gemmScratchFloats(K: number, N: number): number {
   const n8 = Math.ceil(N / 8) * 8;
-  return K * n8 + 32 + n8;
+  return K * gemmBlockColumns(K, N) + 32 + n8;
 }
 
 const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 let bytes: Uint8Array | undefined;
 let compiled: object | undefined;
 let failed = false;
-let enabled = true;
+// GPU_WORKBENCH_WASM_GEMM=xnnpack: the wasm backend's own matMul in every worker (a way out, and the benchmark's anchor).
+let enabled = process.env.GPU_WORKBENCH_WASM_GEMM !== 'xnnpack';
 const instances = new WeakMap<object, GemmKernels | null>();
 
 function moduleBytes(): Uint8Array {

@@ -61,15 +61,15 @@ export function gemmWat(R: number = tileRows): string {
         (br $ks)))
       (local.set $jp (i32.add (local.get $jp) (i32.const 8)))
       (br $panels))))
-  ;; gemm(a, ars, acs, bp, c, M, K, N, bias, relu, tile): C = opA · B (+ bias) (relu), opA(i, k) at
-  ;; a + i*ars + k*acs; bp: packB's panels; bias: 0 or ceil(N/8)*8 floats; tile: ${R * 32} bytes of scratch
-  ;; for the tiles at the bottom and right edges, which are copied out element by element.
-  (func (export "gemm") (param $a i32) (param $ars i32) (param $acs i32) (param $bp i32) (param $c i32) (param $M i32) (param $K i32) (param $N i32) (param $bias i32) (param $relu i32) (param $tile i32)
-    (local $i i32) (local $jp i32) (local $bk i32) (local $bend i32) (local $panel i32) (local $last i32) (local $dst i32) (local $ldc i32) (local $r i32) (local $jj i32)
+  ;; gemm(a, ars, acs, bp, c, ldc, M, K, N, bias, relu, tile): C = opA · B (+ bias) (relu), N columns
+  ;; of C from c, rows ldc bytes apart; opA(i, k) at a + i*ars + k*acs; bp: packB's panels; bias: 0
+  ;; or ceil(N/8)*8 floats; tile: ${R * 32} bytes of scratch for the tiles at the bottom and right edges,
+  ;; which are copied out element by element.
+  (func (export "gemm") (param $a i32) (param $ars i32) (param $acs i32) (param $bp i32) (param $c i32) (param $ldc i32) (param $M i32) (param $K i32) (param $N i32) (param $bias i32) (param $relu i32) (param $tile i32)
+    (local $i i32) (local $jp i32) (local $bk i32) (local $bend i32) (local $panel i32) (local $last i32) (local $dst i32) (local $r i32) (local $jj i32)
     ${rows.map((r) => `(local $p${r} i32)`).join(' ')}
     (local $x v128) (local $b0 v128) (local $b1 v128) (local $bv0 v128) (local $bv1 v128)
     ${acc.map((a) => `(local ${a} v128)`).join(' ')}
-    (local.set $ldc (i32.shl (local.get $N) (i32.const 2)))
     (local.set $last (i32.mul (i32.sub (local.get $M) (i32.const 1)) (local.get $ars)))
     (local.set $panel (local.get $bp))
     (block $jdone (loop $jloop

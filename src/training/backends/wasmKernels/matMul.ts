@@ -1,6 +1,6 @@
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import { backend_util, BatchMatMul, _FusedMatMul, type KernelConfig, type KernelFunc, type NamedAttrMap, type TensorInfo } from '@tensorflow/tfjs-core';
-import { gemmKernelsFor, gemmScratchFloats, type GemmKernels } from '../gemm';
+import { gemmBlockColumns, gemmKernelsFor, gemmScratchFloats, type GemmKernels } from '../gemm';
 import { asWasmBackend, heapMemory, runShipped, transposeLastTwo } from './wasmData';
 
 /**
@@ -68,8 +68,9 @@ function ourMatMul(gemm: GemmKernels, wasm: BackendWasm, a: TensorInfo, b: Tenso
   try {
     // Allocation is over: addresses from here on stay valid.
     const n8 = Math.ceil(N / 8) * 8;
+    const block = gemmBlockColumns(K, N);
     const packed = wasm.getMemoryOffset(scratch.dataId);
-    const tile = packed + K * n8 * 4;
+    const tile = packed + K * block * 4;
     const biasAt = tile + 128;
     if (bias) {
       const padded = new Float32Array(n8);
@@ -83,9 +84,14 @@ function ourMatMul(gemm: GemmKernels, wasm: BackendWasm, a: TensorInfo, b: Tenso
     const cAt = wasm.getMemoryOffset(out.dataId);
     const [ars, acs] = at.transposeA ? [4, M * 4] : [K * 4, 4];
     const [brs, bcs] = at.transposeB ? [4, K * 4] : [N * 4, 4];
-    for (let t = 0; t < batch; t++) {
-      if (t === 0 || batchB > 1) gemm.packB(bAt + (batchB > 1 ? t : 0) * K * N * 4, brs, bcs, K, N, packed);
-      gemm.gemm(aAt + (batchA > 1 ? t : 0) * M * K * 4, ars, acs, packed, cAt + t * M * N * 4, M, K, N, bias ? biasAt : 0, relu ? 1 : 0, tile);
+    // Column blocks of B (one for every Dense layer up to 1M weights), each packed once for the whole batch where B is shared.
+    const shared = batchB === 1;
+    for (let j0 = 0; j0 < N; j0 += block) {
+      const width = Math.min(block, N - j0);
+      for (let t = 0; t < batch; t++) {
+        if (t === 0 || !shared) gemm.packB(bAt + (shared ? 0 : t) * K * N * 4 + j0 * bcs, brs, bcs, K, width, packed);
+        gemm.gemm(aAt + (batchA > 1 ? t : 0) * M * K * 4, ars, acs, packed, cAt + (t * M * N + j0) * 4, N * 4, M, K, width, bias ? biasAt + j0 * 4 : 0, relu ? 1 : 0, tile);
+      }
     }
   } finally {
     wasm.disposeData(scratch.dataId);
