@@ -35,7 +35,7 @@ import type { JobMetrics } from './events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
 import { connectWithRetry, RingError, ringSocketPath } from './ring';
-import { shardIndices, stepsPerEpoch } from './sampler';
+import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from './star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
@@ -218,7 +218,7 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
     let bounds: number[];
     let layerCosts: number[];
     if (rank === 0) {
-      const first = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch: startEpoch });
+      const first = epochOrder(data.train.count, spec.seed, startEpoch);
       const probe = batcher.batch(data.train, first.subarray(0, Math.max(1, Math.floor(spec.batchSize / micro))));
       layerCosts = measureLayerCosts(tf, layers, probe.x);
       tf.dispose([probe.x, probe.y]);
@@ -264,11 +264,11 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
       tf, spec, rank, emit, startEpoch, globalStep,
       stepsPerEpoch: stepsFor,
       reportsSteps: last,
-      beginEpoch: (epoch) => { order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch }); },
+      beginEpoch: (epoch) => { order = epochOrder(data.train.count, spec.seed, epoch); },
       step: async (_epoch, step) => {
         const stepStart = performance.now();
         let stepBusy = 0;
-        const rows = order.subarray(step * spec.batchSize, Math.min(order.length, (step + 1) * spec.batchSize));
+        const rows = batchRows(order, step, spec.batchSize);
         const m = rows.length;
         const mb = microBatchBounds(m, micro);
         const inputs: (Tensor | undefined)[] = new Array<Tensor | undefined>(micro).fill(undefined);

@@ -38,6 +38,19 @@ export interface ShardOptions {
   readonly shuffle?: boolean;
 }
 
+/**
+ * The order of the whole dataset in `epoch` as one process that reads every global batch sees it
+ * (dp's coordinator, a pipeline's first stage): the shard of a world of one.
+ */
+export function epochOrder(datasetSize: number, seed: number, epoch: number): Int32Array {
+  return shardIndices({ datasetSize, worldSize: 1, rank: 0, seed, epoch });
+}
+
+/** The rows of global batch `step` in an epoch's order; the last batch of an epoch may be short. */
+export function batchRows(order: Int32Array, step: number, batchSize: number): Int32Array {
+  return order.subarray(step * batchSize, Math.min(order.length, (step + 1) * batchSize));
+}
+
 /** The indices rank `rank` reads in `epoch`, in order. Length: ceil(n / worldSize) on every rank. */
 export function shardIndices(o: ShardOptions): Int32Array {
   if (o.datasetSize < 1) throw new Error('the dataset is empty');

@@ -19,7 +19,7 @@ import type { JobSpec } from './jobSpec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from './oom';
 import { BucketedAllReduce, Ring, RingError } from './ring';
-import { shardIndices, stepsPerEpoch } from './sampler';
+import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
 import { trainPipeline } from './pipeline';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
@@ -281,9 +281,9 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
       tf, spec, rank, emit, startEpoch, globalStep,
       stepsPerEpoch: stepsFor,
       reportsSteps: true,
-      beginEpoch: (epoch) => { order = shardIndices({ datasetSize: data.train.count, worldSize: 1, rank: 0, seed: spec.seed, epoch }); },
+      beginEpoch: (epoch) => { order = epochOrder(data.train.count, spec.seed, epoch); },
       step: async (_epoch, step) => {
-        const rows = order.subarray(step * spec.batchSize, Math.min(order.length, (step + 1) * spec.batchSize));
+        const rows = batchRows(order, step, spec.batchSize);
         const m = rows.length;
         const bounds = Array.from({ length: worldSize + 1 }, (_, r) => Math.floor((r * m) / worldSize));
         const sizes = Array.from({ length: worldSize }, (_, r) => bounds[r + 1] - bounds[r]);

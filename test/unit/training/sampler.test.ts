@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { permutation, shardIndices, stepsPerEpoch } from '../../../src/training/sampler';
+import { batchRows, epochOrder, permutation, shardIndices, stepsPerEpoch } from '../../../src/training/sampler';
 
 const shards = (datasetSize: number, worldSize: number, epoch: number, seed = 42): Int32Array[] =>
   Array.from({ length: worldSize }, (_, rank) => shardIndices({ datasetSize, worldSize, rank, seed, epoch }));
@@ -48,5 +48,19 @@ describe('distributed sampler', () => {
     assert.equal(stepsPerEpoch(100, 32), 4);
     assert.equal(stepsPerEpoch(100, 32, 2), 2);
     assert.throws(() => shardIndices({ datasetSize: 10, worldSize: 2, rank: 2, seed: 0, epoch: 0 }), /rank 2 is outside a world of 2/);
+  });
+
+  it('the global batches of an epoch (dp coordinator, pipeline first stage) cover every row once, the last one short, reshuffled next epoch', () => {
+    const order = epochOrder(103, 7, 0);
+    const rows: number[] = [];
+    for (let step = 0; step * 25 < order.length; step++) {
+      const batch = batchRows(order, step, 25);
+      assert.equal(batch.length, step === 4 ? 3 : 25, `batch ${step}`);
+      rows.push(...batch);
+    }
+    assert.deepEqual([...rows].sort((a, b) => a - b), Array.from({ length: 103 }, (_, i) => i));
+    assert.deepEqual(rows, [...order]);
+    assert.notDeepEqual([...epochOrder(103, 7, 1)], rows, 'epoch 1 reads another order');
+    assert.equal(batchRows(order, 5, 25).length, 0, 'past the end: no rows');
   });
 });
