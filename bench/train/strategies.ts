@@ -5,7 +5,8 @@
  *   npx tsc -p . && node out/bench/train/strategies.js [--rounds R] [--models mlp512,cnn,mlp128] [--no-torch]
  *   (or: npm run bench -- train)
  *
- * 1. Samples/s of `single` (the anchor), `dp` and `ddp` on 2 workers and `pipeline` on 2 stages
+ * 1. Samples/s of `single` (the anchor), `single` with the wasm backend's own matMul (XNNPACK)
+ *    instead of our GEMM (GPU_WORKBENCH_WASM_GEMM=xnnpack), `dp` and `ddp` on 2 workers and `pipeline` on 2 stages
  *    (2 and 4 micro-batches), from the jobs themselves: the `job/epoch` throughput of the last of
  *    2 epochs (training steps and their events; no start-up, evaluation or checkpoint). Models:
  *    the issue's MLP 784-512-512-10 at global batch 256 (bench/train/mlp512.job.json), its small
@@ -45,10 +46,12 @@ const withTorch = !process.argv.includes('--no-torch');
 const python = '/usr/bin/python3';
 const floats = Math.round(2.7e6 / 4);
 
-interface Config { readonly name: string; readonly workers: number; readonly overrides: JobOverrides }
+interface Config { readonly name: string; readonly workers: number; readonly overrides: JobOverrides; readonly env?: Record<string, string> }
 
 const configs: Config[] = [
   { name: 'single', workers: 1, overrides: { strategy: 'single', devices: 1 } },
+  // The anchor of our GEMM: the same job with the wasm backend's own matMul (XNNPACK, no FMA).
+  { name: 'single, XNNPACK matMul', workers: 1, overrides: { strategy: 'single', devices: 1 }, env: { GPU_WORKBENCH_WASM_GEMM: 'xnnpack' } },
   { name: 'dp ×2', workers: 2, overrides: { strategy: 'dp', devices: 2 } },
   { name: 'ddp ×2', workers: 2, overrides: { strategy: 'ddp', devices: 2 } },
   { name: 'pipeline 2 stages, 2 micro', workers: 2, overrides: { strategy: 'pipeline', devices: 2, pipeline: { stages: 2, microBatches: 2, schedule: 'gpipe' } } },
@@ -60,12 +63,19 @@ interface Run { samplesPerSecond: number; metrics: JobMetrics }
 /** The job's last-epoch training throughput, and its final metrics. */
 async function runConfig(model: string, c: Config): Promise<Run> {
   let last = NaN;
+  const saved = { ...process.env };
+  Object.assign(process.env, c.env ?? {}); // the workers inherit it
   const handle = runJob({
     file: jobFileFor(model),
     overrides: { ...c.overrides, epochs: 2, backend: 'wasm', checkpointDir: mkdtempSync(join(tmpdir(), 'gw-bench-ckpt-')) },
     onEvent: (e) => { if (e.type === 'job/epoch') last = e.samplesPerSecond; },
   });
-  const final = await handle.finished;
+  const final = await handle.finished.finally(() => {
+    for (const k of Object.keys(c.env ?? {})) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  });
   if (final.type !== 'job/done') throw new Error(`${model} ${c.name}: ${final.reason}`);
   return { samplesPerSecond: last, metrics: final.metrics };
 }
@@ -254,7 +264,8 @@ async function main(): Promise<void> {
     if (t) {
       const effTorch = t.ddp.samples_per_s / (2 * t.single.samples_per_s);
       parts.push(`PyTorch ${pct(effTorch)} (ours/theirs ×${(effOurs / effTorch).toFixed(2)})`);
-      parts.push(`throughput tfjs/PyTorch single ×${(single / t.single.samples_per_s).toFixed(2)}, ddp ×${(ddp / t.ddp.samples_per_s).toFixed(2)}`);
+      const xnn = o?.get('single, XNNPACK matMul')?.samplesPerSecond;
+      parts.push(`throughput tfjs/PyTorch single ×${(single / t.single.samples_per_s).toFixed(2)}${xnn ? ` (×${(xnn / t.single.samples_per_s).toFixed(2)} with XNNPACK's matMul)` : ''}, ddp ×${(ddp / t.ddp.samples_per_s).toFixed(2)}`);
     }
     console.log(parts.join('; '));
   }

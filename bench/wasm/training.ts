@@ -14,17 +14,20 @@
  * here run on one thread, so this is the figure that other load on the machine disturbs
  * least), each with its ratio to the cpu anchor; then matMul GFLOP/s for the transposed
  * shapes of a dense backward pass, and what the wasm backend runs with (SIMD, threads).
+ * "XNNPACK matMul": our kernels with the shipped matMul for untransposed operands (transposing
+ * first), as before our relaxed-SIMD GEMM (src/training/backends/gemm), which the last row uses.
  */
 import { cpus, loadavg } from 'node:os';
 import * as tf from '@tensorflow/tfjs-core';
 import type * as tfl from '@tensorflow/tfjs-layers';
 import '@tensorflow/tfjs-backend-cpu';
 import * as wasmBackend from '@tensorflow/tfjs-backend-wasm';
+import { relaxedSimdAvailable, useOurGemm } from '../../src/training/backends/gemm';
 import { registerWasmKernels, unregisterWasmKernels } from '../../src/training/backends/wasmKernels/index';
 import { mlp, randomBatch, setDeterministicWeights, smallCnn } from '../../test/unit/training/wasmKernels/models';
 
-type Config = 'cpu' | 'wasm as shipped' | 'wasm + our kernels';
-const configs: Config[] = ['cpu', 'wasm as shipped', 'wasm + our kernels'];
+type Config = 'cpu' | 'wasm as shipped' | 'wasm + our kernels' | 'wasm + ours, XNNPACK matMul';
+const configs: Config[] = ['cpu', 'wasm as shipped', 'wasm + ours, XNNPACK matMul', 'wasm + our kernels'];
 
 function arg(name: string, fallback: string): string[] {
   const values: string[] = [];
@@ -36,7 +39,8 @@ const rounds = Number(arg('rounds', '2')[0]);
 const optimizers = arg('optimizer', 'sgd,adam').flatMap((o) => o.split(','));
 
 async function use(config: Config): Promise<void> {
-  if (config === 'wasm + our kernels') registerWasmKernels(); else unregisterWasmKernels();
+  if (config.startsWith('wasm + our')) registerWasmKernels(); else unregisterWasmKernels();
+  useOurGemm(config === 'wasm + our kernels');
   await tf.setBackend(config === 'cpu' ? 'cpu' : 'wasm');
 }
 
@@ -89,7 +93,7 @@ function gflops(m: number, k: number, n: number, ta: boolean, tb: boolean): numb
 async function main(): Promise<void> {
   await tf.setBackend('wasm');
   console.log(`node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-  console.log(`wasm: SIMD ${String(await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'))}, multithreading ${String(await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT'))}, threads ${wasmBackend.getThreadsCount()}`);
+  console.log(`wasm: SIMD ${String(await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'))}, multithreading ${String(await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT'))}, threads ${wasmBackend.getThreadsCount()}, relaxed SIMD (our GEMM) ${String(relaxedSimdAvailable(true))}`);
 
   const models: { name: string; build: () => tfl.Sequential; shape: number[]; batch: number }[] = [
     { name: 'MLP 784-512-512-10, batch 256', build: () => mlp([512, 512]), shape: [784], batch: 256 },
@@ -131,7 +135,7 @@ async function main(): Promise<void> {
   ];
   for (const [mm, k, n, ta, tb, label] of shapes) {
     const row: string[] = [];
-    for (const config of ['wasm as shipped', 'wasm + our kernels'] as const) {
+    for (const config of ['wasm as shipped', 'wasm + ours, XNNPACK matMul', 'wasm + our kernels'] as const) {
       await use(config);
       row.push(`${config} ${gflops(mm, k, n, ta, tb).toFixed(1).padStart(5)}`);
     }
