@@ -13,7 +13,7 @@ import { compareWithCpu, initBackends, ourKernelsRegistered, pseudoRandom, runOn
 const moduleFile = join(repoRoot, 'src', 'training', 'backends', 'gemm', 'gemmModule.ts');
 
 async function assemble(): Promise<Uint8Array> {
-  const m = (await wabt()).parseWat('gemm.wat', gemmWat(), { simd: true, relaxed_simd: true });
+  const m = (await wabt()).parseWat('gemm.wat', gemmWat(), { simd: true, relaxed_simd: true, bulk_memory: true });
   try {
     m.validate();
     return m.toBinary({}).buffer;

@@ -23,6 +23,8 @@ export interface GemmKernels {
   packB(b: number, rs: number, cs: number, K: number, N: number, dst: number): void;
   /** C[M×N] (rows ldc bytes apart) = opA·B (+ bias) (relu if relu ≠ 0); opA(i, k) at a + i·ars + k·acs; bias 0 or ⌈N/8⌉·8 floats; tile: 128 bytes of scratch. */
   gemm(a: number, ars: number, acs: number, bp: number, c: number, ldc: number, M: number, K: number, N: number, bias: number, relu: number, tile: number): void;
+  /** The transposed im2col matrix [fh·fw·inC, (b1-b0)·outH·outW] of images b0..b1-1 of the NHWC input at x, written at col. */
+  im2colT(x: number, col: number, b0: number, b1: number, inH: number, inW: number, inC: number, outH: number, outW: number, fh: number, fw: number, sh: number, sw: number, top: number, left: number): void;
 }
 
 /** Packed B per call at most (floats), so that a huge layer does not double its weights' memory: 1M floats (4 MB) unless a test says otherwise. */

@@ -61,6 +61,54 @@ export function gemmWat(R: number = tileRows): string {
         (br $ks)))
       (local.set $jp (i32.add (local.get $jp) (i32.const 8)))
       (br $panels))))
+  ;; im2colT(x, col, b0, b1, inH, inW, inC, outH, outW, fh, fw, sh, sw, top, left): the transposed im2col
+  ;; matrix of images b0..b1-1 of an NHWC input: row (i, j, c) (filter tap i, j, channel c), column
+  ;; (b, oh, ow) holds x[b, oh*sh + i - top, ow*sw + j - left, c], 0 outside the image. Branch-free
+  ;; inner loop: an out-of-range tap loads a valid address and stores 0 instead.
+  (func (export "im2colT") (param $x i32) (param $col i32) (param $b0 i32) (param $b1 i32) (param $inH i32) (param $inW i32) (param $inC i32) (param $outH i32) (param $outW i32) (param $fh i32) (param $fw i32) (param $sh i32) (param $sw i32) (param $top i32) (param $left i32)
+    (local $i i32) (local $j i32) (local $c i32) (local $b i32) (local $oh i32) (local $ow i32) (local $ih i32) (local $iw i32) (local $row i32) (local $end i32) (local $in i32) (local $v f32)
+    (block $idone (loop $iloop
+      (br_if $idone (i32.ge_u (local.get $i) (local.get $fh)))
+      (local.set $j (i32.const 0))
+      (block $jdone (loop $jloop
+        (br_if $jdone (i32.ge_u (local.get $j) (local.get $fw)))
+        (local.set $c (i32.const 0))
+        (block $cdone (loop $cloop
+          (br_if $cdone (i32.ge_u (local.get $c) (local.get $inC)))
+          (local.set $b (local.get $b0))
+          (block $bdone (loop $bloop
+            (br_if $bdone (i32.ge_u (local.get $b) (local.get $b1)))
+            (local.set $oh (i32.const 0))
+            (block $ohdone (loop $ohloop
+              (br_if $ohdone (i32.ge_u (local.get $oh) (local.get $outH)))
+              (local.set $ih (i32.sub (i32.add (i32.mul (local.get $oh) (local.get $sh)) (local.get $i)) (local.get $top)))
+              (local.set $end (i32.add (local.get $col) (i32.shl (local.get $outW) (i32.const 2))))
+              (if (i32.ge_u (local.get $ih) (local.get $inH))
+                (then
+                  (memory.fill (local.get $col) (i32.const 0) (i32.shl (local.get $outW) (i32.const 2)))
+                  (local.set $col (local.get $end)))
+                (else
+                  ;; x[b, ih, 0, c]
+                  (local.set $row (i32.add (local.get $x) (i32.shl (i32.add (i32.mul (i32.add (i32.mul (local.get $b) (local.get $inH)) (local.get $ih)) (i32.mul (local.get $inW) (local.get $inC))) (local.get $c)) (i32.const 2))))
+                  (local.set $iw (i32.sub (local.get $j) (local.get $left)))
+                  (block $owdone (loop $owloop
+                    (br_if $owdone (i32.ge_u (local.get $col) (local.get $end)))
+                    (local.set $in (i32.lt_u (local.get $iw) (local.get $inW)))
+                    (local.set $v (f32.load (select (i32.add (local.get $row) (i32.shl (i32.mul (local.get $iw) (local.get $inC)) (i32.const 2))) (local.get $row) (local.get $in))))
+                    (f32.store (local.get $col) (select (local.get $v) (f32.const 0) (local.get $in)))
+                    (local.set $col (i32.add (local.get $col) (i32.const 4)))
+                    (local.set $iw (i32.add (local.get $iw) (local.get $sw)))
+                    (br $owloop)))))
+              (local.set $oh (i32.add (local.get $oh) (i32.const 1)))
+              (br $ohloop)))
+            (local.set $b (i32.add (local.get $b) (i32.const 1)))
+            (br $bloop)))
+          (local.set $c (i32.add (local.get $c) (i32.const 1)))
+          (br $cloop)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $jloop)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $iloop))))
   ;; gemm(a, ars, acs, bp, c, ldc, M, K, N, bias, relu, tile): C = opA · B (+ bias) (relu), N columns
   ;; of C from c, rows ldc bytes apart; opA(i, k) at a + i*ars + k*acs; bp: packB's panels; bias: 0
   ;; or ceil(N/8)*8 floats; tile: ${R * 32} bytes of scratch for the tiles at the bottom and right edges,

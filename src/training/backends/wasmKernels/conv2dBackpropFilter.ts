@@ -1,6 +1,7 @@
 import { backend_util, Conv2DBackpropFilter, type Conv2DBackpropFilterAttrs, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs-core';
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
-import { aliasShape, asWasmBackend, f32View, wasmTranspose } from './wasmData';
+import { gemmKernelsFor } from '../gemm';
+import { aliasShape, asWasmBackend, f32View, heapMemory, wasmTranspose } from './wasmData';
 import { wasmMatMul } from './matMul';
 
 /**
@@ -10,8 +11,8 @@ import { wasmMatMul } from './matMul';
  * dW[fh,fw,ci,co] = Σ_{b,oh,ow} x[b, oh·sh+fh−top, ow·sw+fw−left, ci] · dy[b,oh,ow,co].
  * With P = batch·outH·outW and K = fh·fw·ci this is colᵀ·dy, col being the im2col matrix
  * [P, K]. We write colᵀ [K, P] straight into the wasm heap (sequential writes, one pass
- * over x per filter tap) and let the wasm backend's own untransposed BatchMatMul (XNNPACK)
- * do the K·P·co multiply-adds. Batches are cut into chunks so that colᵀ stays below
+ * over x per filter tap; in WebAssembly, ../gemm's im2colT, where our module runs, else in JS
+ * at about 5 ns a value) and let the fastest matMul we have do the K·P·co multiply-adds. Batches are cut into chunks so that colᵀ stays below
  * `maxColumnFloats`; the partial products are summed in JS.
  */
 let maxColumnFloats = 1 << 23; // 32 MiB of float32 per chunk
@@ -70,35 +71,15 @@ function filterGradientNhwc(wasm: BackendWasm, x: TensorInfo, dy: TensorInfo, in
     let partial: TensorInfo;
     try {
       // Views are taken after every allocation above: an allocation may move the heap.
-      const xs = f32View(wasm, x);
-      const col = f32View(wasm, colT);
       if (!wholeBatch) {
         const dys = f32View(wasm, dy);
         f32View(wasm, dyChunk).set(dys.subarray(b0 * perImage * outChannels, b1 * perImage * outChannels));
       }
-      let row = 0;
-      for (let fh = 0; fh < filterHeight; fh++) {
-        for (let fw = 0; fw < filterWidth; fw++) {
-          for (let ci = 0; ci < inChannels; ci++, row++) {
-            let o = row * p;
-            for (let b = b0; b < b1; b++) {
-              const xImage = b * inHeight;
-              for (let oh = 0; oh < outHeight; oh++) {
-                const ih = oh * strideHeight + fh - top;
-                if (ih < 0 || ih >= inHeight) {
-                  col.fill(0, o, o + outWidth);
-                  o += outWidth;
-                  continue;
-                }
-                const xRow = ((xImage + ih) * inWidth) * inChannels + ci;
-                for (let ow = 0; ow < outWidth; ow++, o++) {
-                  const iw = ow * strideWidth + fw - left;
-                  col[o] = iw >= 0 && iw < inWidth ? xs[xRow + iw * inChannels] : 0;
-                }
-              }
-            }
-          }
-        }
+      const kernels = gemmKernelsFor(heapMemory(wasm));
+      if (kernels) {
+        kernels.im2colT(wasm.getMemoryOffset(x.dataId), wasm.getMemoryOffset(colT.dataId), b0, b1, inHeight, inWidth, inChannels, outHeight, outWidth, filterHeight, filterWidth, strideHeight, strideWidth, top, left);
+      } else {
+        im2colTInJs(f32View(wasm, x), f32View(wasm, colT), info, b0, b1);
       }
       partial = wasmMatMul(wasm, colT, dyChunk);
     } finally {
@@ -117,6 +98,38 @@ function filterGradientNhwc(wasm: BackendWasm, x: TensorInfo, dy: TensorInfo, in
     wasm.disposeData(partial.dataId);
   }
   return wasm.makeOutput(filterShape, 'float32', undefined, total ?? new Float32Array(k * outChannels));
+}
+
+/** colᵀ of images b0..b1-1 in JS, where our wasm module cannot run (no relaxed SIMD): the same values as im2colT. */
+function im2colTInJs(xs: Float32Array, col: Float32Array, info: backend_util.Conv2DInfo, b0: number, b1: number): void {
+  const { inHeight, inWidth, inChannels, outHeight, outWidth, filterHeight, filterWidth, strideHeight, strideWidth } = info;
+  const top = info.padInfo.top;
+  const left = info.padInfo.left;
+  const p = (b1 - b0) * outHeight * outWidth;
+  let row = 0;
+  for (let fh = 0; fh < filterHeight; fh++) {
+    for (let fw = 0; fw < filterWidth; fw++) {
+      for (let ci = 0; ci < inChannels; ci++, row++) {
+        let o = row * p;
+        for (let b = b0; b < b1; b++) {
+          const xImage = b * inHeight;
+          for (let oh = 0; oh < outHeight; oh++) {
+            const ih = oh * strideHeight + fh - top;
+            if (ih < 0 || ih >= inHeight) {
+              col.fill(0, o, o + outWidth);
+              o += outWidth;
+              continue;
+            }
+            const xRow = ((xImage + ih) * inWidth) * inChannels + ci;
+            for (let ow = 0; ow < outWidth; ow++, o++) {
+              const iw = ow * strideWidth + fw - left;
+              col[o] = iw >= 0 && iw < inWidth ? xs[xRow + iw * inChannels] : 0;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 export const conv2DBackpropFilterConfig: KernelConfig = {

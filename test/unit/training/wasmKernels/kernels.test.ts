@@ -1,4 +1,5 @@
 import * as assert from 'node:assert/strict';
+import { useOurGemm } from '../../../../src/training/backends/gemm';
 import { setColumnChunkFloats } from '../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
 import { compareWithCpu, initBackends, pseudoRandom, registerWasmKernels, runOn, tf } from './tfHarness';
 
@@ -33,6 +34,18 @@ function convCases(...extra: ConvCase[]): ConvCase[] {
   ];
 }
 
+/** Runs a check with our wasm module (im2col and GEMM in WebAssembly) and without it (JS and XNNPACK, where relaxed SIMD is missing). */
+async function bothWays(check: (way: string) => Promise<void>): Promise<void> {
+  for (const ours of [true, false]) {
+    useOurGemm(ours);
+    try {
+      await check(ours ? 'our wasm module' : 'without it');
+    } finally {
+      useOurGemm(true);
+    }
+  }
+}
+
 describe('wasm kernels against the cpu backend', function () {
   before(async () => {
     await initBackends();
@@ -47,9 +60,10 @@ describe('wasm kernels against the cpu backend', function () {
     for (const c of cases) {
       it(`x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`, async () => {
         const info = convInfo(c.x, c.f, c.strides, 1, c.pad, false);
-        await compareWithCpu('dW', () => runKernel('Conv2DBackpropFilter',
+        // colᵀ built by our wasm module (im2colT), and in JS where that module cannot run (no relaxed SIMD).
+        await bothWays((way) => compareWithCpu(`dW (${way})`, () => runKernel('Conv2DBackpropFilter',
           { x: tensor(c.x, 1), dy: tensor(info.outShape, 2) },
-          { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', filterShape: c.f }));
+          { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', filterShape: c.f })));
       });
     }
 
@@ -136,10 +150,16 @@ describe('wasm kernels against the cpu backend', function () {
           tf.maxPool(x as tf.Tensor4D, c.size, c.strides, c.pad), tensor(outShape, 41))))(tensor(c.x, 40)));
       });
     }
-    it('ties go to the same pixel as on cpu (ReLU zeros, repeated values)', async () => {
+    it('ties go to the same pixel as on cpu (ReLU zeros, repeated values), and NaN never wins', async () => {
       const x = (): tf.Tensor => tf.relu(tf.round(tf.mul(tensor([2, 6, 6, 3], 42), 2)));
       await compareWithCpu('dx with ties', () => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(
         tf.maxPool(v as tf.Tensor4D, 2, 2, 'valid'), tensor([2, 3, 3, 3], 43))))(x()));
+      // A NaN in a window: the gradient goes to the window's largest number, exactly as on cpu.
+      const values = Array.from(pseudoRandom(16, 44));
+      values[5] = Number.NaN;
+      const withNan = () => tf.tensor(values, [1, 4, 4, 1]);
+      const run = (backend: 'cpu' | 'wasm') => runOn(backend, () => runKernel('MaxPoolGrad', { dy: tf.ones([1, 2, 2, 1]), input: withNan(), output: tf.maxPool(withNan() as tf.Tensor4D, 2, 2, 'valid') }, { filterSize: 2, strides: 2, pad: 'valid' }));
+      assert.deepEqual(Array.from((await run('wasm')).values), Array.from((await run('cpu')).values));
     });
   });
 

@@ -4,6 +4,7 @@ import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
 // tfjs-core's node bundle registers no gradients; tfjs-layers' bundle registers them all.
 import '@tensorflow/tfjs-layers';
+import { relaxedSimdAvailable } from '../../../../src/training/backends/gemm';
 import { registerWasmKernels, unregisterWasmKernels, wasmKernelNames } from '../../../../src/training/backends/wasmKernels/index';
 
 /** Reproducible values in [-1, 1): the same inputs on both backends, run after run. */
@@ -68,6 +69,7 @@ export async function compareWithCpu(what: string, build: () => tf.Tensor, rtol 
 
 /** Initialises both backends, leaving the active one as it was (other suites share this process). */
 export async function initBackends(): Promise<void> {
+  relaxedSimdAvailable(true); // as every worker does: our GEMM and im2col run on Node 20 too
   await tf.ready(); // wasm initialises asynchronously: before this, getBackend() has no answer
   const previous = tf.getBackend();
   for (const name of ['cpu', 'wasm']) {
