@@ -81,18 +81,29 @@ export class Batcher {
   }
 }
 
-/** Gradients of the mean loss over (x, y), copied out in `vars` order, and the loss. Disposes x and y. */
-function gradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor): { arrays: Float32Array[]; loss: number } {
+/**
+ * Gradients of the mean loss over (x, y) read out once into `buf` (the GradientBuffer's layout,
+ * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor.
+ */
+function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): number {
   const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
-  const arrays = vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array));
+  tf.dispose([x, y]);
+  vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
   const loss = value.dataSync()[0];
-  tf.dispose([x, y, value]);
-  tf.dispose(Object.values(grads));
-  return { arrays, loss };
+  buf[buf.length - 1] = loss;
+  tf.dispose([value, ...Object.values(grads)]);
+  return loss;
+}
+
+/** Hands the averaged gradients in `buf` to the optimizer as tensors of their variables' shapes. */
+function applyFlat(tf: Tf, optimizer: ReturnType<typeof makeOptimizer>, vars: Variable[], flat: GradientBuffer, buf: Float32Array): void {
+  const averaged = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(flat.view(buf, i), v.shape) }));
+  optimizer.applyGradients(averaged);
+  tf.dispose(averaged.map((a) => a.tensor));
 }
 
 /**
- * The flat gradient buffer of a ddp step: every variable's gradient at a fixed offset, last
+ * The flat gradient buffer of a ddp or dp step: every variable's gradient at a fixed offset, last
  * layer first (PyTorch's bucket order), then one float for the loss. Backends that copy what
  * `tf.tensor` is given (wasm, tensorflow) reuse one buffer; the cpu backend keeps the array it
  * is given, so it gets a fresh one each step.
@@ -189,10 +200,10 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
       step: async (_epoch, step) => {
         const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
         const { x, y } = batcher.batch(data.train, rows);
-        const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
-        tf.dispose([x, y]);
         if (worldSize === 1) {
           // Nothing to average: the gradients stay in the backend, no copy out and back.
+          const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
+          tf.dispose([x, y]);
           const loss = value.dataSync()[0];
           optimizer.applyGradients(grads);
           tf.dispose([value, ...Object.values(grads)]);
@@ -201,13 +212,9 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         // One flat buffer, last layer first, the local loss at the end: read out once, averaged
         // in place over the ring, read back in once.
         const buf = flat.next();
-        vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
-        buf[buf.length - 1] = value.dataSync()[0];
-        tf.dispose([value, ...Object.values(grads)]);
+        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
         await reducer.meanFlat(buf);
-        const averaged = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(flat.view(buf, i), v.shape) }));
-        optimizer.applyGradients(averaged);
-        tf.dispose(averaged.map((a) => a.tensor));
+        applyFlat(tf, optimizer, vars, flat, buf);
         return { samples: rows.length * worldSize, loss: buf[buf.length - 1] };
       },
       endEpoch: async (_epoch, lossSum) => {
@@ -240,6 +247,8 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   await send({ ...readyMessage(init, backend, data, startEpoch), stepsPerEpoch: stepsFor });
   await nextMessage('worker/go');
   const star = await Star.join({ rank, worldSize, dir: init.ringDir });
+  // Gradients travel and are summed in the ddp layout (GradientBuffer): read out of the backend once.
+  const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
   const weightsOf = () => flatten(vars.map((v) => v.dataSync() as Float32Array));
   try {
     if (rank !== 0) {
@@ -258,8 +267,9 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const labels = Int32Array.from(f.data.subarray(0, n));
         const split: Split = { xs: f.data.subarray(n), labels, count: n };
         const { x, y } = batcher.batch(split, Array.from({ length: n }, (_, i) => i));
-        const g = gradients(tf, model, vars, spec, optimizer, x, y);
-        await link.send(Tag.Grads, flatten(g.arrays, [g.loss]));
+        const buf = flat.next(); // reused only after send resolved: the socket has the bytes by then
+        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await link.send(Tag.Grads, buf);
         steps++;
         if (steps === 1 || steps % 20 === 0) {
           const mem = tf.memory();
@@ -299,12 +309,18 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
           });
           return link.send(Tag.Batch, payload);
         });
-        const own = sizes[0] > 0 ? (() => { const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1])); return gradients(tf, model, vars, spec, optimizer, x, y); })() : undefined;
+        // Its own slice's gradients, straight into the buffer the replicas' are added to (same layout, loss last).
+        const total = flat.next();
+        if (sizes[0] > 0) {
+          const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1]));
+          gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total);
+        } else {
+          total.fill(0);
+        }
         await Promise.all(sent);
-        // Gather and average, weighted by slice size.
-        const total = flatten(own ? own.arrays : vars.map((v) => new Float32Array(v.size)), [own ? own.loss : 0]);
-        for (let i = 0; i < total.length; i++) total[i] *= sizes[0];
+        // Gather and average, weighted by slice size: the gradient of the whole batch's mean loss.
         const gathered = await Promise.all(replicas.map((link, i) => (sizes[i + 1] > 0 ? link.expect(Tag.Grads) : Promise.resolve(undefined))));
+        for (let k = 0; k < total.length; k++) total[k] *= sizes[0];
         gathered.forEach((g, i) => {
           if (!g) return;
           if (g.length !== total.length) throw new RingError(`rank ${i + 1} sent ${g.length} gradient values, expected ${total.length}`, false);
@@ -312,14 +328,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
           for (let k = 0; k < total.length; k++) total[k] += w * g[k];
         });
         for (let k = 0; k < total.length; k++) total[k] /= m;
-        let off = 0;
-        const averaged = vars.map((v) => {
-          const t = tf.tensor(total.subarray(off, off + v.size), v.shape);
-          off += v.size;
-          return { name: v.name, tensor: t };
-        });
-        optimizer.applyGradients(averaged);
-        tf.dispose(averaged.map((a) => a.tensor));
+        applyFlat(tf, optimizer, vars, flat, total);
         await broadcastWeights();
         return { samples: m, loss: total[total.length - 1] };
       },
