@@ -93,8 +93,9 @@ function registerOurWasmKernels(notes: string[]): void {
   } catch (err) {
     notes.push(`our wasm kernels were not registered: ${(err as Error).message}`);
   }
-  // Our matMul's FMA tiles need WebAssembly relaxed SIMD; Node 20 has it behind a V8 flag, set here (a worker process, before its first matMul).
-  if (!relaxedSimdAvailable(true)) notes.push(`matMul on XNNPACK without FMA: this runtime (V8 ${process.versions.v8}) has no WebAssembly relaxed SIMD`);
+  // Our matMul's FMA tiles (and the conv gradient's im2col, same module) need WebAssembly relaxed SIMD; Node 20 has it behind a V8 flag, set here (a worker process, before its first matMul).
+  if (process.env.GPU_WORKBENCH_WASM_GEMM === 'xnnpack') notes.push('matMul on XNNPACK without FMA: GPU_WORKBENCH_WASM_GEMM=xnnpack');
+  else if (!relaxedSimdAvailable(true)) notes.push(`matMul on XNNPACK without FMA: this runtime (V8 ${process.versions.v8}) has no WebAssembly relaxed SIMD`);
 }
 
 async function activate(name: string): Promise<boolean> {

@@ -198,8 +198,9 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     for (let i = 0; i < 40; i++) {
       const before = pages[pages.length - 1];
       await runCommand(p, 'Terminal: Scroll Down (Page)');
-      // The DOM renderer redraws on the next frame: wait for the screen to change, else it was the last page.
-      const next = await waitUntil('the next page of the terminal', 2000, async () => {
+      // The DOM renderer redraws on the next frame: wait for the screen to change, else it was the last page
+      // (5 s: under load a redraw after the palette closes can take seconds).
+      const next = await waitUntil('the next page of the terminal', 5000, async () => {
         const text = await terminalScreen(p);
         return text !== before ? text : undefined;
       }, 100).catch(() => undefined);
@@ -246,16 +247,17 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
 
     // The task's own terminal, revealed in the panel, named after the job.
     await page.locator('.terminal-tabs-entry, .single-terminal-tab', { hasText: taskName() }).first().waitFor({ timeout: 60_000 });
-    await waitUntil('the task terminal to show the OOM', 120_000, async () => /CUDA out of memory/.test(await terminalScreen(page)), 250);
-    await screenshot(page, 'torchrun-task-terminal');
-    // The message first: reading the scrollback goes through the command palette, whose Escape hides toasts.
+    // The run's end first: its failure message (reading the scrollback goes through the command
+    // palette, whose Escape hides toasts); the terminal's last lines are then our own summary.
     const failed = await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    s.timings.toFailureMessageMs = since(t0);
+    await waitUntil('the task terminal to end with the failure', 30_000, async () => /Failed on rank 1: torch\.cuda\.OutOfMemoryError: CUDA out of memory/.test(await terminalScreen(page)), 250);
+    await screenshot(page, 'torchrun-task-terminal');
     const buffer = await terminalBuffer(page);
     // Its first line: the command, with the interpreter of the workspace setting (the job names none).
     assert.ok(buffer.includes(`torchrun: ${torchPython} -m torch.distributed.run --standalone --nproc_per_node 2`), `the command line with ${torchPython}: ${buffer.slice(0, 400)}`);
     assert.match(buffer, /step 2: loss/, 'the script\'s own step lines');
     assert.match(buffer, /\[default1\]:torch\.cuda\.OutOfMemoryError: CUDA out of memory/, 'rank 1\'s traceback as the script printed it');
-    s.timings.toOomInTerminalMs = since(t0);
 
     assert.match(failed, new RegExp(`CUDA out of memory \\(tried to allocate 20\\.00 MiB\\) at recorded_cuda_error\\.py:${s.ws.raiseLine}\\.`));
     assert.match(failed, /1 CUDA problem in the Problems panel/);

@@ -50,7 +50,7 @@ const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 let bytes: Uint8Array | undefined;
 let compiled: object | undefined;
 let failed = false;
-// GPU_WORKBENCH_WASM_GEMM=xnnpack: the wasm backend's own matMul in every worker (a way out, and the benchmark's anchor).
+// GPU_WORKBENCH_WASM_GEMM=xnnpack: none of this module in any worker: the wasm backend's own matMul, and the JS im2col (a way out, and the benchmark's anchor).
 let enabled = process.env.GPU_WORKBENCH_WASM_GEMM !== 'xnnpack';
 const instances = new WeakMap<object, GemmKernels | null>();
 

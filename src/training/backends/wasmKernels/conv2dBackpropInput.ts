@@ -1,7 +1,8 @@
 import { backend_util, Conv2DBackpropInput, type Conv2DBackpropInputAttrs, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs-core';
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import { columnChunkFloats } from './conv2dBackpropFilter';
-import { aliasShape, asWasmBackend, f32View, runShipped, wasmTranspose } from './wasmData';
+import { gemmKernelsFor } from '../gemm';
+import { aliasShape, asWasmBackend, f32View, heapMemory, runShipped, wasmTranspose } from './wasmData';
 import { wasmMatMul } from './matMul';
 
 /**
@@ -74,7 +75,9 @@ function inputGradientNhwc(wasm: BackendWasm, dy: TensorInfo, filter: TensorInfo
   const perImage = outHeight * outWidth;
   const imagesPerChunk = Math.max(1, Math.min(batchSize, Math.floor(columnChunkFloats() / Math.max(1, k * perImage))));
 
-  const wT = wasmTranspose(wasm, aliasShape(filter, [k, outChannels]), [1, 0]);
+  // dcol = dy·Wᵀ: our GEMM reads W transposed in place; the shipped matMul wants Wᵀ materialised once.
+  const w = aliasShape(filter, [k, outChannels]);
+  const wT = gemmKernelsFor(heapMemory(wasm)) ? undefined : wasmTranspose(wasm, w, [1, 0]);
   const dx = wasm.makeOutput([batchSize, inHeight, inWidth, inChannels], 'float32');
   try {
     f32View(wasm, dx).fill(0);
@@ -88,7 +91,7 @@ function inputGradientNhwc(wasm: BackendWasm, dy: TensorInfo, filter: TensorInfo
         if (!wholeBatch) {
           f32View(wasm, dyChunk).set(f32View(wasm, dy).subarray(b0 * perImage * outChannels, b1 * perImage * outChannels));
         }
-        dcol = wasmMatMul(wasm, dyChunk, wT);
+        dcol = wT ? wasmMatMul(wasm, dyChunk, wT) : wasmMatMul(wasm, dyChunk, w, false, true);
       } finally {
         if (!wholeBatch) wasm.disposeData(dyChunk.dataId);
       }
@@ -123,7 +126,7 @@ function inputGradientNhwc(wasm: BackendWasm, dy: TensorInfo, filter: TensorInfo
     wasm.disposeData(dx.dataId);
     throw e;
   } finally {
-    wasm.disposeData(wT.dataId);
+    if (wT) wasm.disposeData(wT.dataId);
   }
   return dx;
 }

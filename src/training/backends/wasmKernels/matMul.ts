@@ -64,7 +64,13 @@ function ourMatMul(gemm: GemmKernels, wasm: BackendWasm, a: TensorInfo, b: Tenso
   if (!((batchA === batch || batchA === 1) && (batchB === batch || batchB === 1))) return undefined;
 
   const out = wasm.makeOutput([...outBatch, M, N], 'float32');
-  const scratch = wasm.makeOutput([gemmScratchFloats(K, N)], 'float32');
+  let scratch: TensorInfo;
+  try {
+    scratch = wasm.makeOutput([gemmScratchFloats(K, N)], 'float32');
+  } catch (err) {
+    wasm.disposeData(out.dataId); // out of memory for the scratch: give the output back too
+    throw err;
+  }
   try {
     // Allocation is over: addresses from here on stay valid.
     const n8 = Math.ceil(N / 8) * 8;
@@ -93,6 +99,9 @@ function ourMatMul(gemm: GemmKernels, wasm: BackendWasm, a: TensorInfo, b: Tenso
         gemm.gemm(aAt + (batchA > 1 ? t : 0) * M * K * 4, ars, acs, packed, cAt + (t * M * N + j0) * 4, N * 4, M, K, width, bias ? biasAt + j0 * 4 : 0, relu ? 1 : 0, tile);
       }
     }
+  } catch (err) {
+    wasm.disposeData(out.dataId);
+    throw err;
   } finally {
     wasm.disposeData(scratch.dataId);
   }
