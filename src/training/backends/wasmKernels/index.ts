@@ -5,6 +5,7 @@ import { depthwiseBackpropFilterConfig, depthwiseBackpropInputConfig } from './d
 import { gatherV2Config } from './gatherV2';
 import { batchMatMulConfig, fusedMatMulConfig } from './matMul';
 import { maxPoolGradConfig } from './maxPoolGrad';
+import { samePaddingConfigs } from './samePadding';
 import { unsortedSegmentSumConfig } from './unsortedSegmentSum';
 import { rememberShipped } from './wasmData';
 
@@ -23,6 +24,9 @@ import { rememberShipped } from './wasmData';
  * dominated a conv net's step once it could train at all: Conv2DBackpropInput (dy·Wᵀ on the
  * shipped matMul, then col2im) and MaxPoolGrad (one pass over x); and GatherV2, which needs
  * ~14 ms to pick one MNIST batch out of a dataset, as `model.fit` does for every batch.
+ * Wrapped — Conv2D, FusedConv2D and the depthwise pair: `same` padding handed to the shipped
+ * kernels as explicit numbers, since with a non-square filter and a stride above 1 the shipped
+ * `same` path computes wrong values (samePadding.ts).
  */
 const added: readonly KernelConfig[] = [
   conv2DBackpropFilterConfig,
@@ -31,7 +35,7 @@ const added: readonly KernelConfig[] = [
   unsortedSegmentSumConfig,
 ];
 const replaced: readonly Omit<KernelConfig, 'setupFunc' | 'disposeFunc'>[] = [
-  batchMatMulConfig, fusedMatMulConfig, conv2DBackpropInputConfig, maxPoolGradConfig, gatherV2Config,
+  batchMatMulConfig, fusedMatMulConfig, conv2DBackpropInputConfig, maxPoolGradConfig, gatherV2Config, ...samePaddingConfigs,
 ];
 
 /** Names of the kernels this module registers for 'wasm', added or replaced. */

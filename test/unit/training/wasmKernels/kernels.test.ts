@@ -164,6 +164,37 @@ describe('wasm kernels against the cpu backend', function () {
     });
   });
 
+  describe('forward convolutions with `same` padding (the shipped kernels are wrong for non-square filters with a stride)', () => {
+    const cases: { x: number[]; f: [number, number]; strides: [number, number]; dilations?: number }[] = [
+      { x: [2, 8, 8, 3], f: [3, 1], strides: [2, 2] },
+      { x: [1, 8, 8, 2], f: [5, 1], strides: [1, 2] },
+      { x: [1, 9, 2, 2], f: [1, 3], strides: [3, 1] },
+      { x: [1, 2, 9, 1], f: [3, 2], strides: [1, 3] },
+      { x: [2, 9, 9, 4], f: [3, 3], strides: [2, 2] },
+      { x: [1, 8, 8, 2], f: [3, 1], strides: [1, 1], dilations: 2 },
+    ];
+    for (const c of cases) {
+      const label = `x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${c.strides.join(',')}${c.dilations ? `, dilation ${c.dilations}` : ''}`;
+      const ci = c.x[3];
+      it(`conv2d and fused conv2d (bias, relu): ${label}`, async () => {
+        await compareWithCpu('conv2d', () => tf.conv2d(tensor(c.x, 50) as tf.Tensor4D, tensor([...c.f, ci, 3], 51) as tf.Tensor4D, c.strides, 'same', 'NHWC', c.dilations ?? 1));
+        await compareWithCpu('fused conv2d', () => tf.fused.conv2d({ x: tensor(c.x, 52) as tf.Tensor4D, filter: tensor([...c.f, ci, 3], 53) as tf.Tensor4D, strides: c.strides, pad: 'same', dilations: c.dilations ?? 1, bias: tensor([3], 54), activation: 'relu' }));
+      });
+      it(`depthwise and fused depthwise: ${label}`, async () => {
+        await compareWithCpu('depthwise', () => tf.depthwiseConv2d(tensor(c.x, 55) as tf.Tensor4D, tensor([...c.f, ci, 2], 56) as tf.Tensor4D, c.strides, 'same', 'NHWC', c.dilations ?? 1));
+        await compareWithCpu('fused depthwise', () => tf.fused.depthwiseConv2d({ x: tensor(c.x, 57) as tf.Tensor4D, filter: tensor([...c.f, ci, 2], 58) as tf.Tensor4D, strides: c.strides, pad: 'same', dilations: c.dilations ?? 1, bias: tensor([ci * 2], 59), activation: 'relu' }));
+      });
+    }
+    it('a Conv2D layer with a 3×1 kernel at stride 2 trains the same on wasm as on cpu (its gradients included)', async () => {
+      const loss = () => {
+        const x = tensor([2, 8, 8, 2], 60);
+        const w = tensor([3, 1, 2, 4], 61);
+        return tf.grad((ww: tf.Tensor) => tf.sum(tf.square(tf.conv2d(x as tf.Tensor4D, ww as tf.Tensor4D, 2, 'same'))))(w);
+      };
+      await compareWithCpu('dW through a strided same conv', loss);
+    });
+  });
+
   describe('depthwise conv gradients', () => {
     const cases: { x: number[]; f: number[]; strides: number; pad: Pad }[] = [
       { x: [2, 7, 7, 3], f: [3, 3, 3, 1], strides: 1, pad: 'same' },
