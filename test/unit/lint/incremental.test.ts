@@ -87,6 +87,23 @@ describe('incremental re-analysis', function () {
     fresh.dispose();
   });
 
+  /**
+   * Lints each text in turn as edits of one file: after every step the incremental findings must
+   * equal a fresh analysis of that text. Returns each step's findings as `line:rule` lists.
+   */
+  function lintSteps(path: string, texts: readonly string[]): string[] {
+    const seen: string[] = [];
+    for (const [i, text] of texts.entries()) {
+      const got = incremental.lintFile(path, text);
+      fresh.removeFile(path);
+      assert.deepEqual(got, fresh.lintFile(path, text), `step ${i + 1}`);
+      seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
+    }
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    return seen;
+  }
+
   for (const [seed, dir] of [[1, 'unguarded'], [2, 'guarded'], [3, 'distributed']] as const) {
     it(`after each of 60 random edits (seed ${seed}, beside the ${dir} workspace) equals a fresh analysis`, () => {
       const workspace = readFixtures(join(lintFixtures, 'workspace', dir));
@@ -121,16 +138,7 @@ describe('incremental re-analysis', function () {
     const path = '/incremental/model-name.py';
     const use = 'import torch\n\n\ndef evaluate(loader):\n    outs = []\n    for x in loader:\n        outs.append(thing(x))\n    return outs\n';
     const bound = use.replace('import torch\n', 'import torch\nthing = torch.nn.Linear(2, 2)\n');
-    const steps = [use, bound, bound.replace('thing = ', 'thingy = '), bound, use];
-    const seen: string[] = [];
-    for (const [i, text] of steps.entries()) {
-      const got = incremental.lintFile(path, text);
-      fresh.removeFile(path);
-      assert.deepEqual(got, fresh.lintFile(path, text), `step ${i + 1}`);
-      seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
-    }
-    incremental.removeFile(path);
-    fresh.removeFile(path);
+    const seen = lintSteps(path, [use, bound, bound.replace('thing = ', 'thingy = '), bound, use]);
     // The call is a forward pass only while `thing` is bound to a module.
     assert.equal(seen[0], '');
     assert.match(seen[1], /missing-no-grad/);
@@ -149,15 +157,7 @@ describe('incremental re-analysis', function () {
   ] as const) {
     it(`re-analyses a statement when ${name} changes in another statement, and only then`, () => {
       const path = '/incremental/by-value.py';
-      const seen: string[] = [];
-      for (const [i, t] of [text, same, other, text].entries()) {
-        const got = incremental.lintFile(path, t);
-        fresh.removeFile(path);
-        assert.deepEqual(got, fresh.lintFile(path, t), `step ${i + 1}`);
-        seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
-      }
-      incremental.removeFile(path);
-      fresh.removeFile(path);
+      const seen = lintSteps(path, [text, same, other, text]);
       assert.equal(seen[0], seen[1]);
       assert.notEqual(seen[2], seen[0]);
       assert.match(seen[0] + seen[2], new RegExp(rule));
@@ -170,16 +170,8 @@ describe('incremental re-analysis', function () {
     const text = 'import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\ndef prepare(sampler, epoch):\n    sampler.set_epoch(epoch)\n\n\ndef unrelated():\n    return 1\n\n\ndef epoch_start(sampler, epoch):\n    prepare(sampler, epoch)\n\n\ndef main(dataset, model, optimizer):\n    sampler = DistributedSampler(dataset)\n    loader = DataLoader(dataset, sampler=sampler)\n    for epoch in range(3):\n        epoch_start(sampler, epoch)\n        for x in loader:\n            model(x).sum().backward()\n            optimizer.step()\n';
     const unrelated = text.replace('return 1', 'return 2');
     const removed = unrelated.replace('sampler.set_epoch(epoch)', 'sampler.seed = epoch');
-    const seen: string[] = [];
     // Each step edits one statement; main() is re-analysed only when it changes or a lookup it made does.
-    for (const [i, t] of [text, unrelated, unrelated.replace('    epoch_start(sampler, epoch)', '    epoch_start(sampler, epoch) '), removed, unrelated].entries()) {
-      const got = incremental.lintFile(path, t);
-      fresh.removeFile(path);
-      assert.deepEqual(got, fresh.lintFile(path, t), `step ${i + 1}`);
-      seen.push(got.map((f) => `${f.range.start.line}:${f.ruleId}`).join(' '));
-    }
-    incremental.removeFile(path);
-    fresh.removeFile(path);
+    const seen = lintSteps(path, [text, unrelated, unrelated.replace('    epoch_start(sampler, epoch)', '    epoch_start(sampler, epoch) '), removed, unrelated]);
     assert.deepEqual(seen, ['', '', '', '19:missing-set-epoch', '']);
   });
 
