@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { BackendChoice } from './jobSpec';
-import { relaxedSimdAvailable } from './backends/gemm';
+import { gemmOffByEnvironment, relaxedSimdAvailable } from './backends/gemm';
 import { guardWasmHeap } from './oom';
 
 /** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
@@ -94,7 +94,7 @@ function registerOurWasmKernels(notes: string[]): void {
     notes.push(`our wasm kernels were not registered: ${(err as Error).message}`);
   }
   // Our matMul's FMA tiles (and the conv gradient's im2col, same module) need WebAssembly relaxed SIMD; Node 20 has it behind a V8 flag, set here (a worker process, before its first matMul).
-  if (process.env.GPU_WORKBENCH_WASM_GEMM === 'xnnpack') notes.push('matMul on XNNPACK without FMA: GPU_WORKBENCH_WASM_GEMM=xnnpack');
+  if (gemmOffByEnvironment) notes.push('matMul on XNNPACK without FMA: GPU_WORKBENCH_WASM_GEMM=xnnpack');
   else if (!relaxedSimdAvailable(true)) notes.push(`matMul on XNNPACK without FMA: this runtime (V8 ${process.versions.v8}) has no WebAssembly relaxed SIMD`);
 }
 

@@ -17,11 +17,7 @@
  * no kernel and callers keep the JS loop.
  */
 
-/** The little of the WebAssembly API used here (this project's TypeScript libs do not declare it). */
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-}
+import { ModuleOverMemory, wasmApi } from './wasmApi';
 
 export type AdamKernel = (x: number, out: number, m: number, v: number, g: number, n: number, b1: number, b2: number, c1: number, c2: number, oma1: number, oma2: number, eps: number, negLr: number) => void;
 export type SgdKernel = (x: number, out: number, g: number, n: number, negLr: number) => void;
@@ -113,22 +109,18 @@ function moduleBytes(): Uint8Array {
 }
 
 let compiled: object | null | undefined;
-const instances = new WeakMap<object, UpdateKernels | null>();
+const kernels = new ModuleOverMemory<UpdateKernels>(() => {
+  if (compiled === undefined) {
+    try {
+      compiled = wasmApi ? new wasmApi.Module(moduleBytes()) : null;
+    } catch {
+      compiled = null; // no WebAssembly SIMD here
+    }
+  }
+  return compiled ?? undefined;
+});
 
 /** The SIMD update kernels over `memory` (a WebAssembly.Memory), or undefined where they cannot run. */
 export function simdKernelsFor(memory: object | undefined): UpdateKernels | undefined {
-  if (memory == null) return undefined;
-  const cached = instances.get(memory);
-  if (cached !== undefined) return cached ?? undefined;
-  const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  let kernels: UpdateKernels | null = null;
-  try {
-    if (compiled === undefined) compiled = api ? new api.Module(moduleBytes()) : null;
-    if (api && compiled) kernels = new api.Instance(compiled, { env: { mem: memory } }).exports as UpdateKernels;
-  } catch {
-    compiled ??= null; // no WebAssembly SIMD here, or a shared memory
-    kernels = null;
-  }
-  instances.set(memory, kernels);
-  return kernels ?? undefined;
+  return kernels.exportsFor(memory);
 }

@@ -14,6 +14,8 @@
 const header = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 const types = [0x01, 0x08, 0x01, 0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7d, 0x00];
 const funcs = [0x03, 0x02, 0x01, 0x00];
+import { wasmApi } from '../wasmApi';
+
 const memory = [0x05, 0x03, 0x01, 0x00, 0x01];
 const exportsSection = [0x07, 0x12, 0x02, 0x03, 0x6d, 0x65, 0x6d, 0x02, 0x00, 0x08, 0x61, 0x64, 0x64, 0x53, 0x63, 0x61, 0x6c, 0x65, 0x00, 0x00];
 const body = [
@@ -35,19 +37,13 @@ const body = [
 ];
 const code = [0x0a, body.length + 2, 0x01, body.length, ...body];
 
-/** The little of the WebAssembly API used here (this project's TypeScript libs do not declare it). */
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: unknown };
-}
 interface Exports { mem: { readonly buffer: ArrayBuffer; grow(pages: number): number }; addScale: (dst: number, src: number, n: number, s: number) => void }
 
 function instantiate(): Exports | undefined {
-  const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (!api) return undefined;
+  if (!wasmApi) return undefined;
   try {
     const bytes = new Uint8Array([...header, ...types, ...funcs, ...memory, ...exportsSection, ...code]);
-    return new api.Instance(new api.Module(bytes)).exports as Exports;
+    return new wasmApi.Instance(new wasmApi.Module(bytes)).exports as Exports;
   } catch {
     return undefined; // no WebAssembly SIMD here
   }

@@ -5,18 +5,12 @@
  * It needs relaxed SIMD (`f32x4.relaxed_madd`, part of WebAssembly 3.0): on by default in V8
  * 11.4+ (Node 22, every VS Code since 2023), behind `--experimental-wasm-relaxed-simd` in Node
  * 20's V8 11.3, which a worker turns on for itself before compiling the module (see
- * `enableRelaxedSimd`). Where it cannot run, `gemmKernelsFor` answers undefined and matMul
+ * `relaxedSimdAvailable`). Where it cannot run, `gemmKernelsFor` answers undefined and matMul
  * keeps the shipped XNNPACK path.
  */
 import { setFlagsFromString } from 'node:v8';
+import { ModuleOverMemory, wasmApi as api } from '../../wasmApi';
 import { gemmModuleBase64 } from './gemmModule';
-
-/** The little of the WebAssembly API used here (this project's TypeScript libs do not declare it). */
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-  validate(bytes: Uint8Array): boolean;
-}
 
 export interface GemmKernels {
   /** Packs opB (element (k, j) at b + k·rs + j·cs, bytes) into panels of 8 columns at dst: K·⌈N/8⌉·8 floats. */
@@ -46,13 +40,12 @@ export function gemmScratchFloats(K: number, N: number): number {
   return K * gemmBlockColumns(K, N) + 32 + n8;
 }
 
-const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 let bytes: Uint8Array | undefined;
 let compiled: object | undefined;
 let failed = false;
-// GPU_WORKBENCH_WASM_GEMM=xnnpack: none of this module in any worker: the wasm backend's own matMul, and the JS im2col (a way out, and the benchmark's anchor).
-let enabled = process.env.GPU_WORKBENCH_WASM_GEMM !== 'xnnpack';
-const instances = new WeakMap<object, GemmKernels | null>();
+/** GPU_WORKBENCH_WASM_GEMM=xnnpack: none of this module in any worker: the wasm backend's own matMul, and the JS im2col (a way out, and the benchmark's anchor). */
+export const gemmOffByEnvironment = process.env.GPU_WORKBENCH_WASM_GEMM === 'xnnpack';
+let enabled = !gemmOffByEnvironment;
 
 function moduleBytes(): Uint8Array {
   bytes ??= new Uint8Array(Buffer.from(gemmModuleBase64, 'base64'));
@@ -92,19 +85,9 @@ function compiledModule(): object | undefined {
   return compiled;
 }
 
+const kernels = new ModuleOverMemory<GemmKernels>(compiledModule);
+
 /** The GEMM over `memory` (the wasm backend's WebAssembly.Memory), or undefined where it cannot run. */
 export function gemmKernelsFor(memory: object | undefined): GemmKernels | undefined {
-  if (!enabled || memory == null || !api) return undefined;
-  const cached = instances.get(memory);
-  if (cached !== undefined) return cached ?? undefined;
-  const module = compiledModule();
-  if (!module) return undefined;
-  let kernels: GemmKernels | null;
-  try {
-    kernels = new api.Instance(module, { env: { mem: memory } }).exports as GemmKernels;
-  } catch {
-    kernels = null; // a shared memory (the threaded build) is not the memory it imports
-  }
-  instances.set(memory, kernels);
-  return kernels ?? undefined;
+  return enabled ? kernels.exportsFor(memory) : undefined;
 }

@@ -12,8 +12,9 @@ import { wasmMatMul } from './matMul';
  * With P = batch·outH·outW and K = fh·fw·ci this is colᵀ·dy, col being the im2col matrix
  * [P, K]. We write colᵀ [K, P] straight into the wasm heap (sequential writes, one pass
  * over x per filter tap; in WebAssembly, ../gemm's im2colT, where our module runs, else in JS
- * at about 5 ns a value) and let the fastest matMul we have do the K·P·co multiply-adds. Batches are cut into chunks so that colᵀ stays below
- * `maxColumnFloats`; the partial products are summed in JS.
+ * at about 5 ns a value) and let the fastest matMul we have do the K·P·co multiply-adds.
+ * Batches are cut into chunks so that colᵀ stays below `maxColumnFloats`; the partial
+ * products are summed in JS.
  */
 let maxColumnFloats = 1 << 23; // 32 MiB of float32 per chunk
 
