@@ -81,13 +81,19 @@ export class Batcher {
   }
 }
 
+/** The mean loss over (x, y) and its gradients for `vars`, as tensors; disposes x and y. */
+function lossAndGradients(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor): ReturnType<ReturnType<typeof makeOptimizer>['computeGradients']> {
+  const result = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
+  tf.dispose([x, y]);
+  return result;
+}
+
 /**
  * Gradients of the mean loss over (x, y) read out once into `buf` (the GradientBuffer's layout,
  * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor.
  */
 function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): number {
-  const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
-  tf.dispose([x, y]);
+  const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
   vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
   const loss = value.dataSync()[0];
   buf[buf.length - 1] = loss;
@@ -198,12 +204,11 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
       reportsSteps: rank === 0,
       beginEpoch: (epoch) => { shard = shardIndices({ datasetSize: data.train.count, worldSize, rank, seed: spec.seed, epoch }); },
       step: async (_epoch, step) => {
-        const rows = shard.subarray(step * localBatch, Math.min(shard.length, (step + 1) * localBatch));
+        const rows = batchRows(shard, step, localBatch);
         const { x, y } = batcher.batch(data.train, rows);
         if (worldSize === 1) {
           // Nothing to average: the gradients stay in the backend, no copy out and back.
-          const { value, grads } = optimizer.computeGradients(() => lossFn(tf, spec.loss, y, model.apply(x, { training: true }) as Tensor), vars);
-          tf.dispose([x, y]);
+          const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
           const loss = value.dataSync()[0];
           optimizer.applyGradients(grads);
           tf.dispose([value, ...Object.values(grads)]);
