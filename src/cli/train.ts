@@ -4,6 +4,7 @@
  * `job/failed`. The same coordinator as the extension's training host.
  */
 import { basename, relative } from 'node:path';
+import { mib } from '../common/units';
 import type { JobEvent } from '../training/events';
 import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
 import { runJob } from '../training/job';
@@ -135,7 +136,6 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
 const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
 const rate = (x: number) => `${Math.round(x).toLocaleString('en-US')} samples/s`;
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 /** Turns events into the progress lines a person reads; returns '' for events it keeps quiet about. */
 export function formatEvent(e: JobEvent, state: { every: number }): string {

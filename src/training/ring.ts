@@ -29,6 +29,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { SimdAdder } from './backends/simdAdd';
+import { mib } from '../common/units';
 
 export const magic = 0x52575047; // 'GPWR': a frame with its payload
 const doorbellMagic = 0x44575047; // 'GPWD': the payload is in the sender's shared file
@@ -254,10 +255,6 @@ class SharedFiles {
     }
     if (this.unlinkOnClose) unlinkQuietly(this.unlinkOnClose);
   }
-}
-
-function mib(bytes: number): string {
-  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 }
 
 export interface RingOptions {
