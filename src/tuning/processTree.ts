@@ -21,12 +21,16 @@ export interface ProcessId { readonly id: number; readonly start?: string }
 /** A trial's tree as seen before signalling it: the groups its descendants made, and the descendants. */
 export interface TreeSnapshot { readonly groups: readonly ProcessId[]; readonly pids: readonly ProcessId[] }
 
-/** Field 22 of /proc/PID/stat (start time in clock ticks since boot), undefined where not Linux or gone. */
-function startTime(pid: number): string | undefined {
+/**
+ * The fields of /proc/PID/stat after `pid (comm)`: [0] state, [1] ppid, [2] pgrp, ..., [19] start
+ * time in clock ticks since boot. comm may hold spaces and parentheses, so the split is after the
+ * last ')'. Undefined where not Linux or the process is gone.
+ */
+function statFields(pid: number | string): string[] | undefined {
   if (process.platform !== 'linux') return undefined;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return undefined;
   }
@@ -38,14 +42,8 @@ function processTable(): Proc[] {
     const out: Proc[] = [];
     for (const name of readdirSync('/proc')) {
       if (!/^\d+$/.test(name)) continue;
-      try {
-        // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
-        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        out.push({ pid: Number(name), ppid: Number(fields[1]), pgid: Number(fields[2]), start: fields[19] });
-      } catch {
-        // it exited while we looked
-      }
+      const fields = statFields(name);
+      if (fields) out.push({ pid: Number(name), ppid: Number(fields[1]), pgid: Number(fields[2]), start: fields[19] }); // else it exited while we looked
     }
     return out;
   }
@@ -96,7 +94,7 @@ export function descendantGroups(root: number): number[] {
  */
 function stillSame(p: ProcessId): boolean {
   if (p.start === undefined) return true;
-  const now = startTime(p.id);
+  const now = statFields(p.id)?.[19];
   return now === undefined || now === p.start;
 }
 
@@ -116,7 +114,10 @@ export function signalSnapshot(snap: TreeSnapshot, signal: NodeJS.Signals): void
 /** Whether any process of a snapshot still runs (zombies count as gone). */
 export function snapshotAlive(snap: TreeSnapshot): boolean {
   return snap.pids.some((p) => {
-    if (p.start !== undefined) return startTime(p.id) === p.start && !isZombie(p.id);
+    if (p.start !== undefined) {
+      const fields = statFields(p.id);
+      return fields !== undefined && fields[19] === p.start && fields[0] !== 'Z';
+    }
     try {
       process.kill(p.id, 0);
       return true;
@@ -124,14 +125,6 @@ export function snapshotAlive(snap: TreeSnapshot): boolean {
       return false;
     }
   });
-}
-
-function isZombie(pid: number): boolean {
-  try {
-    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
 }
 
 /** Sends `signal` to a process group; false when it is gone. */
