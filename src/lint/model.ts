@@ -407,7 +407,7 @@ export class FileModel {
       for (const [key, list] of data.bindings) {
         out.add(`any:${key}`);
         out.add(`ctor:${key}`);
-        if (list.some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) out.add(`none:${key}`);
+        if (list.some((b) => this.setsAttributeToNone(b))) out.add(`none:${key}`);
       }
     }
     for (const key of chunk.root.bindings.keys()) out.add(`root:${key}`);
@@ -653,12 +653,17 @@ export class FileModel {
     return lastBindingIn(this.scopes.values(), key);
   }
 
+  /** `self.x = None`: the binding `attributeSetToNone` looks for, and that makes a statement answer `none:<key>`. */
+  private setsAttributeToNone(b: Binding): boolean {
+    return b.target.type === 'attribute' && b.value !== undefined && this.src(b.value) === 'None';
+  }
+
   /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
   attributeSetToNone(key: string): boolean {
     // Only a statement that sets an attribute to None answers this (`exportsOf`).
     track(`none:${key}`);
     for (const data of this.scopes.values()) {
-      if ((data.bindings.get(key) ?? []).some((b) => b.target.type === 'attribute' && b.value && this.src(b.value) === 'None')) return true;
+      if ((data.bindings.get(key) ?? []).some((b) => this.setsAttributeToNone(b))) return true;
     }
     return false;
   }
