@@ -133,11 +133,15 @@ describe('our wasm GEMM (relaxed SIMD) for matMul', function () {
       }
     });
 
-    it('leaves no scratch behind: the wasm backend\'s tensor count and bytes are as before', async () => {
+    it('leaves no scratch behind: the wasm backend\'s buffers, tensor count and bytes are as before', async () => {
       await runOn('wasm', () => {
+        // The scratch is a backend buffer the engine never sees: count the backend's own data ids.
+        const buffers = () => (tf.backend() as unknown as { numDataIds(): number }).numDataIds();
         const before = tf.memory();
+        const beforeBuffers = buffers();
         for (let i = 0; i < 5; i++) tf.tidy(() => tf.matMul(tensor([20, 30], 20), tensor([30, 40], 21)).dataSync());
         const after = tf.memory();
+        assert.equal(buffers(), beforeBuffers, 'backend buffers');
         assert.equal(after.numTensors, before.numTensors);
         assert.equal(after.numBytes, before.numBytes);
         return tf.scalar(0);
