@@ -9,12 +9,18 @@
  * (`saveStageOptimizer`), which merges them (`mergeOptimizerStates`), and each stage takes its
  * part back on resume (`loadOptimizerState` with a slice). So a checkpoint of any strategy
  * resumes under any other.
- * A folder is written under a temporary name and renamed, and latest.json only then points to
- * it, so a worker killed mid-write leaves the previous checkpoint loadable.
+ * A folder is written under a temporary name, flushed to disk and renamed, and latest.json only
+ * then points to it (written aside, flushed, renamed over the old one), so a worker killed or a
+ * machine that loses power mid-write leaves the previous checkpoint loadable.
+ *
+ * One folder holds one run. A job that starts over (no --resume; "Start Over" in the editor) on
+ * a folder that holds checkpoints moves the earlier run's files into `previous-<time>/` inside
+ * it first (`moveRunAside`), so its epochs are never mixed with the new run's and its
+ * latest.json keeps naming its own last checkpoint (resumable there: point checkpointDir at it).
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Tf } from './backend';
 
@@ -47,10 +53,34 @@ export interface OptimizerState {
   readonly weights: readonly NamedTensor[];
 }
 
+/** Writes a file and flushes it to disk, so that a rename after it never points at a file the disk does not hold yet. */
+function writeDurable(path: string, data: string | Uint8Array): void {
+  const fd = openSync(path, 'w');
+  try {
+    writeFileSync(fd, data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Flushes a folder's entries (a rename inside it); some file systems refuse, which only loses durability. */
+function syncFolder(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, 'r');
+    fsyncSync(fd);
+  } catch {
+    // not supported here
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
 function writeOptimizerState(tf: Tf, dir: string, state: OptimizerState): Promise<void> {
   return tf.io.encodeWeights([...state.weights]).then((encoded) => {
-    writeFileSync(join(dir, 'optimizer.bin'), new Uint8Array(encoded.data));
-    writeFileSync(join(dir, 'optimizer.json'), JSON.stringify({ className: state.className, specs: encoded.specs }));
+    writeDurable(join(dir, 'optimizer.bin'), new Uint8Array(encoded.data));
+    writeDurable(join(dir, 'optimizer.json'), JSON.stringify({ className: state.className, specs: encoded.specs }));
   });
 }
 
@@ -128,7 +158,7 @@ export async function saveCheckpoint(tf: Tf, root: string, model: LayersModel, o
   const tmp = join(root, `.${name}.tmp-${process.pid}`);
   mkdirSync(tmp, { recursive: true });
   await model.save(tf.io.withSaveHandler((artifacts) => {
-    writeFileSync(join(tmp, 'weights.bin'), new Uint8Array(toArrayBuffer(artifacts.weightData)));
+    writeDurable(join(tmp, 'weights.bin'), new Uint8Array(toArrayBuffer(artifacts.weightData)));
     const modelJson = {
       modelTopology: artifacts.modelTopology,
       format: artifacts.format ?? 'layers-model',
@@ -136,17 +166,87 @@ export async function saveCheckpoint(tf: Tf, root: string, model: LayersModel, o
       convertedBy: null,
       weightsManifest: [{ paths: ['weights.bin'], weights: artifacts.weightSpecs ?? [] }],
     };
-    writeFileSync(join(tmp, 'model.json'), JSON.stringify(modelJson));
+    writeDurable(join(tmp, 'model.json'), JSON.stringify(modelJson));
     return Promise.resolve({ modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: 'JSON' } });
   }));
   await writeOptimizerState(tf, tmp, 'weights' in optimizer ? optimizer : await optimizerState(optimizer));
-  writeFileSync(join(tmp, 'trainer.json'), JSON.stringify(state, null, 2));
+  writeDurable(join(tmp, 'trainer.json'), JSON.stringify(state, null, 2));
+  syncFolder(tmp);
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
+  syncFolder(root);
+  // Only now, with the checkpoint whole on disk, does latest.json name it.
   const latestTmp = join(root, `.latest.json.tmp-${process.pid}`);
-  writeFileSync(latestTmp, JSON.stringify({ dir: name, epoch: state.epochsDone }));
+  writeDurable(latestTmp, JSON.stringify({ dir: name, epoch: state.epochsDone }));
   renameSync(latestTmp, join(root, 'latest.json'));
+  syncFolder(root);
   return dir;
+}
+
+/** What a checkpoint folder holds of an earlier run. */
+export interface ExistingRun {
+  readonly root: string;
+  /** What latest.json names, when it is there, readable and its folder exists. */
+  readonly latest?: { readonly dir: string; readonly epoch: number };
+  /** The epoch-N folders, in order of N. */
+  readonly epochs: readonly number[];
+  /** The job that wrote the latest checkpoint and when (its trainer.json). */
+  readonly job?: string;
+  readonly savedAt?: string;
+  /** The names in `root` that belong to the run: latest.json, epoch-N, and the leftovers of a write cut off. */
+  readonly entries: readonly string[];
+}
+
+const runEntry = /^(latest\.json|epoch-\d+|\.epoch-\d+\..*|\.latest\.json\.tmp-.*)$/;
+
+/** The run a checkpoint folder holds (latest.json or an epoch-N folder), or undefined when it holds none (or does not exist). */
+export function existingRun(root: string): ExistingRun | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return undefined;
+  }
+  const entries = names.filter((n) => runEntry.test(n)).sort();
+  const epochs = names.map((n) => /^epoch-(\d+)$/.exec(n)).filter((m) => m !== null).map((m) => Number(m[1])).sort((a, b) => a - b);
+  if (epochs.length === 0 && !names.includes('latest.json')) return undefined;
+  let latest: ExistingRun['latest'];
+  let trainer: Partial<TrainerState> = {};
+  try {
+    const l = JSON.parse(readFileSync(join(root, 'latest.json'), 'utf8')) as { dir?: unknown; epoch?: unknown };
+    if (typeof l.dir === 'string' && typeof l.epoch === 'number' && statSync(join(root, l.dir)).isDirectory()) latest = { dir: l.dir, epoch: l.epoch };
+    if (latest) trainer = JSON.parse(readFileSync(join(root, latest.dir, 'trainer.json'), 'utf8')) as Partial<TrainerState>;
+  } catch {
+    // no latest.json, or one that names nothing whole
+  }
+  return {
+    root, epochs, entries,
+    ...(latest ? { latest } : {}),
+    ...(typeof trainer.job === 'string' ? { job: trainer.job } : {}),
+    ...(typeof trainer.savedAt === 'string' ? { savedAt: trainer.savedAt } : {}),
+  };
+}
+
+/** The folder in `root` that `moveRunAside` moves a run into at `now`: previous-2026-11-25T23-41-07Z. */
+export function previousRunFolder(root: string, now: Date): string {
+  const stamp = now.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
+  for (let i = 1; ; i++) {
+    const dir = join(root, `previous-${stamp}${i === 1 ? '' : `-${i}`}`);
+    if (!existsSync(dir)) return dir;
+  }
+}
+
+/**
+ * Moves `entries` (default: all of the run's) out of the way into a new `previous-<time>/`
+ * folder inside `root`, each by a rename; returns that folder. The moved latest.json keeps
+ * naming its own checkpoint there.
+ */
+export function moveRunAside(run: ExistingRun, now = new Date(), entries: readonly string[] = run.entries): string {
+  const to = previousRunFolder(run.root, now);
+  mkdirSync(to);
+  for (const name of entries) renameSync(join(run.root, name), join(to, name));
+  syncFolder(run.root);
+  return to;
 }
 
 export class CheckpointError extends Error {
@@ -207,4 +307,30 @@ export async function loadCheckpoint(tf: Tf, dir: string, model: LayersModel, op
   const state = loadWeights(tf, dir, model);
   await loadOptimizerState(tf, dir, optimizer);
   return state;
+}
+
+const epochList = (epochs: readonly number[]): string => epochs.length === 0 ? 'no epoch folder' : epochs.length === 1 ? `epoch-${epochs[0]}` : `epoch-${epochs[0]} … epoch-${epochs[epochs.length - 1]}`;
+
+/**
+ * Readies a job's checkpoint folder so that it only ever holds the run about to start, before
+ * any worker reads or writes it. Starting over (`resume` false) on an earlier run moves that run
+ * into `previous-<time>/`; resuming keeps it but moves aside epoch folders past what latest.json
+ * names (another run's, which the resumed run would otherwise interleave with its own), and a
+ * folder with no whole checkpoint to resume from is moved aside as for a fresh start.
+ * Returns what was done, for the job's log; undefined when there was nothing to do.
+ */
+export function prepareCheckpointFolder(root: string, resume: boolean, now = new Date()): string | undefined {
+  const run = existingRun(root);
+  if (!run) return undefined;
+  if (resume && run.latest) {
+    const latestEpoch = run.latest.epoch;
+    const stale = run.epochs.filter((e) => e > latestEpoch);
+    if (stale.length === 0) return undefined;
+    const to = moveRunAside(run, now, stale.map((e) => `epoch-${e}`));
+    return `${epochList(stale)} in ${root} came after the checkpoint latest.json names (${run.latest.dir}), so they are another run's: moved to ${to} to keep them apart from the resumed run`;
+  }
+  const to = moveRunAside(run, now);
+  const what = run.latest ? `the earlier run${run.job ? ` of ${run.job}` : ''} (${epochList(run.epochs)}, latest ${run.latest.dir}${run.savedAt ? ` saved ${run.savedAt}` : ''})` : `the checkpoints of an earlier run (${epochList(run.epochs)}, no latest.json naming a whole one)`;
+  const why = resume ? 'there is no whole checkpoint to resume from, so this run starts at epoch 1' : 'this run starts at epoch 1 (--resume continues the earlier run instead)';
+  return `${root} held ${what}: moved to ${to}; ${why}`;
 }

@@ -13,6 +13,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './events';
+import { prepareCheckpointFolder } from './checkpoint';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 
@@ -70,7 +71,21 @@ export function runJob(o: RunJobOptions): JobHandle {
     o.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
-  return new Coordinator(spec, o).start();
+  // One run per checkpoint folder: an earlier run moves aside before any worker starts.
+  let moved: string | undefined;
+  if (spec.checkpointDir) {
+    try {
+      moved = prepareCheckpointFolder(spec.checkpointDir, o.resume === true);
+    } catch (err) {
+      const event: JobEvent = { type: 'job/failed', reason: `the checkpoint folder ${spec.checkpointDir} holds an earlier run that could not be moved aside: ${err instanceof Error ? err.message : String(err)}`, hint: 'Move or delete it yourself, or continue it with --resume (Resume in the editor).' };
+      o.onEvent(event);
+      return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
+    }
+  }
+  const coordinator = new Coordinator(spec, o);
+  // Told right after job/started, with what the workers say while loading.
+  if (moved) coordinator.early.push({ type: 'job/log', level: 'warning', message: moved });
+  return coordinator.start();
 }
 
 /** `"kind": "torchrun"`: the user's PyTorch script under torchrun (see torchrun.ts). */
@@ -86,7 +101,7 @@ function startTorchrun(o: RunJobOptions): JobHandle {
 
 class Coordinator {
   private readonly slots: WorkerSlot[] = [];
-  private readonly early: JobEvent[] = [];
+  readonly early: JobEvent[] = [];
   private readonly ringDir = mkdtempSync(join(tmpdir(), 'gw-job-'));
   private state: 'starting' | 'running' | 'ending' | 'ended' = 'starting';
   private failure: { reason: string; rank?: number; hint?: string; cancelled?: boolean } | undefined;

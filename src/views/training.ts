@@ -17,6 +17,7 @@ import { formatEvent } from '../cli/train';
 import type { PanelJob } from '../common/protocol';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
+import { existingRun } from '../training/checkpoint';
 import type { HostCommand, JobEvent } from '../training/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/jobSpec';
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/torchrun';
@@ -24,7 +25,7 @@ import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './tor
 import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {
-  appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem,
 } from './trainingFormat';
 
@@ -54,6 +55,7 @@ class TrainingRun {
     hostScript: string,
     readonly spec: JobSpec,
     overrides: JobOverrides,
+    resume: boolean,
     private readonly channel: vscode.LogOutputChannel,
     private readonly onProgress: (message: string, increment: number) => void,
   ) {
@@ -78,7 +80,7 @@ class TrainingRun {
         resolve(this.final ? { kind: 'event', event: this.final } : { kind: 'hostExit', code, signal });
       });
     });
-    this.send({ type: 'host/start', file: spec.file, overrides });
+    this.send({ type: 'host/start', file: spec.file, overrides, resume });
   }
 
   get running(): boolean {
@@ -242,6 +244,8 @@ class TrainingController implements vscode.Disposable {
       const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
       if (!final) return;
+      const resume = await this.askResume(final);
+      if (resume === undefined) return;
       // A torchrun task (tasks.json) may have started while the pickers were open.
       const startedMeanwhile = this.runningName;
       if (startedMeanwhile !== undefined) {
@@ -250,7 +254,7 @@ class TrainingController implements vscode.Disposable {
       }
       const jobLease = lease;
       lease = undefined;
-      this.launch(final, overrides, jobLease);
+      this.launch(final, overrides, resume, jobLease);
     } finally {
       lease?.dispose();
       this.starting = false;
@@ -273,13 +277,25 @@ class TrainingController implements vscode.Disposable {
     this.channel.dispose();
   }
 
-  private launch(spec: JobSpec, overrides: JobOverrides, lease: Disposable): void {
+  /**
+   * Whether to resume, when the job's checkpoint folder holds an earlier run: Resume, or Start
+   * Over (the engine moves the earlier run into previous-<time>/ first); undefined: cancelled.
+   */
+  private async askResume(spec: JobSpec): Promise<boolean | undefined> {
+    const run = spec.checkpointDir ? existingRun(spec.checkpointDir) : undefined;
+    if (!run) return false;
+    const prompt = existingRunPrompt(run, spec, vscode.workspace.asRelativePath(run.root));
+    const answer = await vscode.window.showWarningMessage(prompt.message, { modal: true, detail: prompt.detail }, ...prompt.buttons);
+    return answer === undefined ? undefined : answer === 'Resume';
+  }
+
+  private launch(spec: JobSpec, overrides: JobOverrides, resume: boolean, lease: Disposable): void {
     const host = this.context.asAbsolutePath('dist/trainingHost.js');
-    this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}): strategy ${overrides.strategy}, devices ${JSON.stringify(overrides.devices)}`);
+    this.channel.info(`${resume ? 'resuming' : 'starting'} ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}): strategy ${overrides.strategy}, devices ${JSON.stringify(overrides.devices)}`);
     void vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Training ${spec.name}`, cancellable: true },
       async (progress, token) => {
-        const run = new TrainingRun(host, spec, overrides, this.channel, (message, increment) => progress.report({ message, increment }));
+        const run = new TrainingRun(host, spec, overrides, resume, this.channel, (message, increment) => progress.report({ message, increment }));
         this.run = run;
         progress.report({ message: 'starting workers…' });
         const cancel = token.onCancellationRequested(() => void run.cancel());

@@ -6,6 +6,7 @@
 import { basename } from 'node:path';
 import type { PanelJobWorker } from '../common/protocol';
 import type { GpuSnapshot } from '../gpu/types';
+import type { ExistingRun } from '../training/checkpoint';
 import type { JobEvent, JobMetrics, WorkerInfo } from '../training/events';
 import type { Strategy } from '../training/jobSpec';
 
@@ -194,4 +195,28 @@ export function templateJobText(fileName: string): string {
     checkpointDir: 'checkpoints',
   };
   return `${JSON.stringify(job, null, 2)}\n`;
+}
+
+/** The question Start Training asks when the job's checkpoint folder already holds a run. */
+export interface ExistingRunPrompt {
+  readonly message: string;
+  readonly detail: string;
+  /** The buttons, in order: Resume (only with a whole checkpoint to resume from), then Start Over; closing the dialog cancels. */
+  readonly buttons: readonly ('Resume' | 'Start Over')[];
+}
+
+export function existingRunPrompt(run: ExistingRun, job: { readonly name: string; readonly epochs: number }, folder: string): ExistingRunPrompt {
+  const n = run.epochs.length;
+  const latest = run.latest;
+  const saved = run.savedAt ? `, saved ${run.savedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}` : '';
+  const message = latest
+    ? `${folder} already holds a run of ${run.job ?? job.name}: ${latest.epoch} epoch${latest.epoch === 1 ? '' : 's'} done (latest ${latest.dir}${saved}).`
+    : `${folder} already holds ${n} checkpoint folder${n === 1 ? '' : 's'} of an earlier run, with no latest.json naming a whole one.`;
+  const resume = latest
+    ? latest.epoch >= job.epochs
+      ? `Resume: the job's ${job.epochs} epoch${job.epochs === 1 ? ' is' : 's are'} done already, so it only evaluates the model (raise "epochs" to train on).`
+      : `Resume: continue after epoch ${latest.epoch}, up to epoch ${job.epochs}, in the same folder.`
+    : '';
+  const over = `Start Over: move the earlier run into ${folder}/previous-<time>/ (kept, nothing deleted) and train from epoch 1.`;
+  return { message, detail: [resume, over].filter((l) => l).join('\n'), buttons: latest ? ['Resume', 'Start Over'] : ['Start Over'] };
 }

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatEvent, parseTrainArgs } from '../../../src/cli/train';
 import type { JobEvent } from '../../../src/training/events';
@@ -55,5 +57,50 @@ describe('gpu-workbench train', function () {
     assert.equal(human.code, 1);
     assert.match(human.stderr, /^training failed: bad-learning-rate\.job\.json: \/optimizer\/learningRate must be a number > 0/);
     assert.equal(train(tinyJob, '--frobnicate').code, 2);
+  });
+
+  it('never mixes two runs in one checkpoint folder: without --resume the earlier run moves into previous-<time>/, with --resume it goes on', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-cli-rerun-'));
+    try {
+      const job = join(dir, 'rerun.job.json');
+      writeFileSync(job, JSON.stringify({ ...JSON.parse(readFileSync(tinyJob, 'utf8')) as object, name: 'rerun', maxStepsPerEpoch: 1, checkpointDir: 'ck' }));
+      const ck = join(dir, 'ck');
+      const latest = (root: string) => JSON.parse(readFileSync(join(root, 'latest.json'), 'utf8')) as { dir: string; epoch: number };
+      const savedAt = (root: string, epoch: string) => (JSON.parse(readFileSync(join(root, epoch, 'trainer.json'), 'utf8')) as { savedAt: string }).savedAt;
+      const events = (r: { stdout: string }) => r.stdout.trim().split('\n').map((l) => JSON.parse(l) as JobEvent);
+
+      const first = train(job, '--json', '--epochs', '3');
+      assert.equal(first.code, 0, first.stderr);
+      assert.deepEqual(latest(ck), { dir: 'epoch-3', epoch: 3 });
+      const firstSaved = savedAt(ck, 'epoch-3');
+
+      // Run again from scratch (no --resume), as Start Over does, and stop after one epoch.
+      const again = train(job, '--json', '--epochs', '1');
+      assert.equal(again.code, 0, again.stderr);
+      const previous = readdirSync(ck).filter((n) => n.startsWith('previous-'));
+      assert.equal(previous.length, 1, `one previous-<time>/ folder in ${readdirSync(ck).join(', ')}`);
+      // The new run's folder holds the new run only; its latest.json names its own checkpoint.
+      assert.deepEqual(readdirSync(ck).filter((n) => !n.startsWith('previous-')).sort(), ['epoch-1', 'latest.json']);
+      assert.deepEqual(latest(ck), { dir: 'epoch-1', epoch: 1 });
+      // The earlier run is whole where it went, its latest.json still naming its last epoch.
+      const old = join(ck, previous[0]);
+      assert.deepEqual(readdirSync(old).sort(), ['epoch-1', 'epoch-2', 'epoch-3', 'latest.json']);
+      assert.deepEqual(latest(old), { dir: 'epoch-3', epoch: 3 });
+      assert.equal(savedAt(old, 'epoch-3'), firstSaved);
+      const said = events(again).find((e) => e.type === 'job/log' && /moved to/.test(e.message));
+      assert.ok(said?.type === 'job/log' && said.message.includes(old) && /--resume/.test(said.message), 'the log says where the earlier run went and how to continue a run');
+      // Shown to people too.
+      assert.match(formatEvent(said, { every: 1 }), /^warning: .*held the earlier run of rerun \(epoch-1 … epoch-3, latest epoch-3/);
+
+      // --resume continues the run in the folder, leaving the earlier one where it is.
+      const resumed = train(job, '--json', '--epochs', '2', '--resume');
+      assert.equal(resumed.code, 0, resumed.stderr);
+      const started = events(resumed)[0];
+      assert.ok(started.type === 'job/started' && started.startEpoch === 1);
+      assert.deepEqual(latest(ck), { dir: 'epoch-2', epoch: 2 });
+      assert.deepEqual(readdirSync(ck).filter((n) => n.startsWith('previous-')), previous);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { GpuDevice, GpuSnapshot } from '../../../src/gpu/types';
 import type { JobEvent } from '../../../src/training/events';
 import {
-  appendLoss, deviceChoices, doneMessage, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
 } from '../../../src/views/trainingFormat';
 import { parseJob } from '../../../src/training/jobSpec';
@@ -134,5 +134,23 @@ describe('job files from the editor', () => {
     assert.equal(spec.name, 'mnist-3');
     assert.equal(spec.strategy, 'ddp');
     assert.deepEqual(spec.devices, [0, 1]);
+  });
+});
+
+describe('Start Training on a folder that holds a run (existingRunPrompt)', () => {
+  const run = { root: '/w/checkpoints', epochs: [1, 2, 3], entries: ['epoch-1', 'epoch-2', 'epoch-3', 'latest.json'], latest: { dir: 'epoch-3', epoch: 3 }, job: 'mnist', savedAt: '2026-11-24T09:41:49.123Z' };
+
+  it('asks Resume or Start Over (closing cancels), saying what each does and that the earlier run is kept', () => {
+    const p = existingRunPrompt(run, { name: 'mnist', epochs: 25 }, 'checkpoints');
+    assert.equal(p.message, 'checkpoints already holds a run of mnist: 3 epochs done (latest epoch-3, saved 2026-11-24 09:41:49 UTC).');
+    assert.deepEqual(p.buttons, ['Resume', 'Start Over']);
+    assert.equal(p.detail, 'Resume: continue after epoch 3, up to epoch 25, in the same folder.\nStart Over: move the earlier run into checkpoints/previous-<time>/ (kept, nothing deleted) and train from epoch 1.');
+  });
+
+  it('says a finished run has nothing left to train, and offers no Resume without a whole checkpoint', () => {
+    assert.match(existingRunPrompt({ ...run, latest: { dir: 'epoch-25', epoch: 25 } }, { name: 'mnist', epochs: 25 }, 'checkpoints').detail, /^Resume: the job's 25 epochs are done already, so it only evaluates the model \(raise "epochs" to train on\)\./);
+    const broken = existingRunPrompt({ root: '/w/checkpoints', epochs: [2], entries: ['epoch-2'] }, { name: 'mnist', epochs: 25 }, 'checkpoints');
+    assert.deepEqual(broken.buttons, ['Start Over']);
+    assert.equal(broken.message, 'checkpoints already holds 1 checkpoint folder of an earlier run, with no latest.json naming a whole one.');
   });
 });
