@@ -6,7 +6,7 @@
 import { basename, relative } from 'node:path';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/events';
-import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
+import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
 import { runJob } from '../training/job';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/jobSpec';
 
@@ -32,8 +32,8 @@ options:
                      a few steps per trial, each in a fresh worker process, doubling while
                      it fits, then a binary search up to the first out-of-memory batch
                      (with --json: batch/trial events, then batch/done or batch/failed)
-  --max-batch-size N --find-batch-size: the largest batch worth trying (default: the
-                     training set)
+  --max-batch-size N --find-batch-size: the largest batch worth trying (default: what one
+                     device gets of the training set: all of it, for dp/ddp its share)
   --trial-steps N    --find-batch-size: optimizer steps per trial (default 2)
   -h, --help         show this help
 
@@ -188,11 +188,11 @@ export function formatBatchEvent(e: FindBatchSizeEvent): string {
   if (e.type === 'batch/trial') return `batch ${e.batchSize}${e.deviceLabel ? ` on ${e.deviceLabel}` : ''}: ${outcomeText(e.outcome)}`;
   const r = e.result;
   const lines = r.devices.map((d) => {
-    const where = `${d.deviceLabel ?? `device ${d.device}`}${d.backend ? `, backend ${d.backend}` : ''}`;
+    const where = `${measuredOn(d)}${d.deviceLabel && d.deviceLabel !== 'cpu' ? ` [${d.deviceLabel}]` : ''}`;
     const trials = `${d.trials.length} trial${d.trials.length === 1 ? '' : 's'}`;
     switch (d.limit) {
       case 'memory': return d.batchSize > 0 ? `largest batch that fits: ${d.batchSize} on ${where} (${d.batchSize + 1} runs out of memory; ${trials})` : `not even a batch of 1 fits on ${where}: the model alone is too large for its memory`;
-      case 'max': return `largest batch that fits: ${d.batchSize} on ${where}, the upper bound (${trials}; the training set or --max-batch-size)`;
+      case 'max': return `a batch of ${d.batchSize} fits on ${where}: ${boundText(r, d.max)}, the largest worth trying (${trials})`;
       case 'error': return `the search stopped on ${where}: ${d.error?.reason ?? 'a trial failed'}${d.error?.hint ? `\nhint: ${d.error.hint}` : ''}`;
       case 'cancelled': return `the search was cancelled on ${where}${d.batchSize > 0 ? ` (${d.batchSize} fits)` : ''}`;
     }
@@ -203,7 +203,8 @@ export function formatBatchEvent(e: FindBatchSizeEvent): string {
     ddp: ` (${r.perDevice} per device x ${r.jobDevices} devices: the job's batch is global)`,
     pipeline: ' (a multiple of the micro-batches; measured with the whole model on one device, so on the safe side)',
   };
-  if (r.suggestedBatchSize !== undefined) lines.push(`set "batchSize": ${r.suggestedBatchSize} in ${basename(r.file)}${why[r.strategy]}`);
+  if (memoryIsNotTheLimit(r)) lines.push(`memory is not the limit here: every batch the training set can fill fits; keep "batchSize" as it is in ${basename(r.file)}`);
+  else if (r.suggestedBatchSize !== undefined) lines.push(`set "batchSize": ${r.suggestedBatchSize} in ${basename(r.file)}${why[r.strategy]}`);
   const caveat = suggestionCaveat(r);
   if (caveat) lines.push(`warning: ${caveat}`);
   return lines.join('\n');
@@ -219,10 +220,11 @@ async function findBatchSize(opts: Options): Promise<number> {
   try {
     handle = findMaxBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
   } catch (err) {
-    if (!(err instanceof JobFileError)) throw err;
-    const hint = 'Fix the job file; its schema is schemas/job.schema.json.';
-    if (opts.json) process.stdout.write(`${JSON.stringify({ type: 'batch/failed', reason: err.message, hint })}\n`);
-    else process.stderr.write(`find batch size failed: ${err.message}\nhint: ${hint}\n`);
+    if (!(err instanceof JobFileError) && !(err instanceof NotSearchableError)) throw err;
+    // A torchrun job is a correct file this search cannot try: no hint to fix it.
+    const hint = err instanceof JobFileError ? 'Fix the job file; its schema is schemas/job.schema.json.' : undefined;
+    if (opts.json) process.stdout.write(`${JSON.stringify({ type: 'batch/failed', reason: err.message, ...(hint ? { hint } : {}) })}\n`);
+    else process.stderr.write(`find batch size ${hint ? 'failed' : 'refused'}: ${err.message}\n${hint ? `hint: ${hint}\n` : ''}`);
     return 1;
   }
   const onSignal = () => handle.cancel();

@@ -5,7 +5,9 @@
  * Accelerate's `find_executable_batch_size` for a start that does not fit: from the start
  * batch, double while a trial fits (halve while it does not), then binary-search between the
  * largest batch that fit and the smallest that ran out of memory, to the exact batch. The upper
- * bound is the training set (a larger batch trains on fewer rows than it says) or the caller's.
+ * bound is what one device can get of the training set (all of it; for dp and ddp, whose batch
+ * is global, its share per device) or the caller's: a larger batch trains on no more examples.
+ * When every device fits that bound, memory is not the limit and nothing is suggested.
  *
  * A trial is a few steps of the job with strategy `single` on one device, in a fresh worker
  * process (`runJob`): an allocation that failed can leave a backend unusable (the wasm heap is
@@ -14,9 +16,10 @@
  * reported as it is. On a GPU machine each device gets its own search (they may differ in
  * memory); CPU "devices" share the host's memory, so one search answers for all.
  */
+import { basename } from 'node:path';
 import type { JobEvent } from './events';
 import { runJob, type JobHandle } from './job';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
+import { loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
 import { isOutOfMemory } from './oom';
 import { isTorchrunJob } from './torchrun';
 
@@ -26,10 +29,15 @@ export type TrialOutcome =
   | { readonly kind: 'error'; readonly reason: string; readonly hint?: string }
   | { readonly kind: 'cancelled' };
 
-/** What a trial learnt besides its outcome: the training set's size bounds the batch. */
+/** What a trial learnt besides its outcome: the most examples one device can get of the training set bounds the batch. */
 export interface TrialReport {
   readonly outcome: TrialOutcome;
   readonly trainSamples?: number;
+}
+
+/** The largest batch one device of the job can get from a training set of `trainSamples`: all of it, or for dp/ddp (a global batch split over the devices) its share. */
+export function perDeviceBound(spec: { readonly strategy: JobSpec['strategy']; readonly devices: number }, trainSamples: number): number {
+  return spec.strategy === 'dp' || spec.strategy === 'ddp' ? Math.max(1, Math.floor(trainSamples / Math.max(1, spec.devices))) : trainSamples;
 }
 
 export interface TrialRecord {
@@ -146,13 +154,16 @@ export interface FindBatchSizeResult {
   readonly jobDevices: number;
   /** One search per GPU; one for all when the devices are the host's CPU. */
   readonly devices: readonly DeviceResult[];
+  /** The training set's size, as the trials loaded it. */
+  readonly trainSamples?: number;
   /** The largest batch that fits on every device searched; 0 when none does. */
   readonly perDevice: number;
   /**
    * The job's `batchSize` that gives each device that batch: per device × devices for dp/ddp
    * (the job's batch is global; for dp an upper bound, see `suggestionCaveat`), rounded down
-   * to a multiple of the micro-batches for pipeline; undefined when no batch fits or a search
-   * did not finish.
+   * to a multiple of the micro-batches for pipeline; never more than the training set.
+   * Undefined when no batch fits, a search did not finish, or memory is not the limit (every
+   * device fit the bound: see `memoryIsNotTheLimit`).
    */
   readonly suggestedBatchSize?: number;
 }
@@ -205,9 +216,22 @@ export function suggestionCaveat(r: Pick<FindBatchSizeResult, 'strategy' | 'perD
   return `This is an upper bound for dp: the trials measured one replica's share (${r.perDevice}), but rank 0, the coordinator, also holds the whole batch of ${r.suggestedBatchSize} and every replica's gradients, so it can run out of memory there; if it does, lower batchSize (or use ddp, whose replicas are alike).`;
 }
 
-/** Searches the largest batch per device of a job file; throws `JobFileError` for a bad job or a torchrun job. */
+/** Why Find Max Batch Size does not run a job of this kind (a correct file it cannot search), or undefined. */
+export class NotSearchableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotSearchableError';
+  }
+}
+
+/** The refusal for a torchrun job: nothing wrong with the file; the search tries TF.js jobs only. */
+export function torchrunRefusal(file: string): string {
+  return `${basename(file)} is a torchrun job: its PyTorch script picks its own batch size, and Find Max Batch Size can only try the batches of TF.js jobs (a search for PyTorch scripts does not exist yet). Set the batch size in the script.`;
+}
+
+/** Searches the largest batch per device of a job file; throws `JobFileError` for a bad job, `NotSearchableError` for a torchrun job. */
 export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
-  if (isTorchrunJob(o.file)) throw new JobFileError(o.file, ['is a torchrun job: its script chooses its own batch, so Find Max Batch Size cannot try one (it runs TF.js jobs)']);
+  if (isTorchrunJob(o.file)) throw new NotSearchableError(torchrunRefusal(o.file));
   const spec = loadJobFile(o.file, o.overrides);
   let current: TrialRun | undefined;
   let cancelled = false;
@@ -215,6 +239,7 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
   const perDeviceStart = Math.max(1, Math.floor(spec.strategy === 'dp' || spec.strategy === 'ddp' ? spec.batchSize / spec.devices.length : spec.batchSize));
   const finished = (async (): Promise<FindBatchSizeResult> => {
     const results: DeviceResult[] = [];
+    let trainSamples: number | undefined;
     for (const device of spec.devices) {
       let label: string | undefined;
       let backend: string | undefined;
@@ -227,7 +252,9 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
           const r = await current.report;
           label ??= r.deviceLabel;
           backend ??= r.backend;
-          return r;
+          trainSamples ??= r.trainSamples;
+          // A trial runs strategy single on the whole set; one device of the job gets its share.
+          return r.trainSamples === undefined ? r : { ...r, trainSamples: perDeviceBound({ strategy: spec.strategy, devices: spec.devices.length }, r.trainSamples) };
         },
         onTrial: (t) => o.onEvent?.({ type: 'batch/trial', device, ...(label ? { deviceLabel: label } : {}), batchSize: t.batchSize, outcome: t.outcome }),
       });
@@ -237,8 +264,11 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
     }
     const complete = results.every((r) => r.limit === 'memory' || r.limit === 'max');
     const perDevice = Math.min(...results.map((r) => r.batchSize));
-    const suggested = complete ? suggestBatchSize(spec, perDevice) : undefined;
-    const out: FindBatchSizeResult = { job: spec.name, file: spec.file, strategy: spec.strategy, jobDevices: spec.devices.length, devices: results, perDevice, ...(suggested !== undefined ? { suggestedBatchSize: suggested } : {}) };
+    const suggested = complete && results.some((r) => r.limit === 'memory') ? suggestBatchSize(spec, perDevice) : undefined;
+    const out: FindBatchSizeResult = {
+      job: spec.name, file: spec.file, strategy: spec.strategy, jobDevices: spec.devices.length, devices: results, perDevice,
+      ...(trainSamples !== undefined ? { trainSamples } : {}), ...(suggested !== undefined ? { suggestedBatchSize: suggested } : {}),
+    };
     o.onEvent?.({ type: 'batch/done', result: out });
     return out;
   })();
@@ -249,4 +279,23 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
       current?.cancel();
     },
   };
+}
+
+/** Every device fit the largest batch worth trying: nothing to change for memory's sake. */
+export function memoryIsNotTheLimit(r: Pick<FindBatchSizeResult, 'devices' | 'perDevice'>): boolean {
+  return r.perDevice > 0 && r.devices.length > 0 && r.devices.every((d) => d.limit === 'max');
+}
+
+/** What bounded the search of a device that fit it: "the whole 256-sample training set", "its share of the 8,000-sample training set for ddp on 2 devices", "the --max-batch-size bound". */
+export function boundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>, max: number): string {
+  if (r.trainSamples === undefined || max !== perDeviceBound({ strategy: r.strategy, devices: r.jobDevices }, r.trainSamples)) return 'the --max-batch-size bound';
+  const set = `${r.trainSamples.toLocaleString('en-US')}-sample training set`;
+  return (r.strategy === 'dp' || r.strategy === 'ddp') && r.jobDevices > 1 ? `a device's share of the ${set} for ${r.strategy} on ${r.jobDevices} devices` : `the whole ${set}`;
+}
+
+/** Where a trial measured, for people: "CPU (wasm)", "GPU 1 (tensorflow)". */
+export function measuredOn(d: Pick<DeviceResult, 'device' | 'deviceLabel' | 'backend'>): string {
+  const gpu = d.deviceLabel ? /^gpu:(\d+)/.exec(d.deviceLabel) : null;
+  const where = gpu ? `GPU ${gpu[1]}` : d.deviceLabel === 'cpu' ? 'CPU' : d.deviceLabel ?? `device ${d.device}`;
+  return `${where}${d.backend ? ` (${d.backend})` : ''}`;
 }

@@ -10,6 +10,8 @@
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { formatBatchEvent } from '../cli/train';
+import { torchrunRefusal } from '../training/findBatchSize';
+import { isTorchrunJob } from '../training/torchrun';
 import { editConfigInEditor } from './configEdit';
 import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
 
@@ -19,9 +21,10 @@ async function pickJobFile(uri: vscode.Uri | undefined): Promise<vscode.Uri | un
   if (uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json')) return uri;
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.scheme === 'file' && active.fsPath.endsWith('.job.json')) return active;
-  const files = (await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
+  // torchrun jobs are not offered: the search runs TF.js jobs only.
+  const files = (await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500)).filter((f) => !isTorchrunJob(f.fsPath)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
   if (files.length === 0) {
-    void vscode.window.showInformationMessage('Find Max Batch Size: no *.job.json in the workspace. Create one with Start Training… first.');
+    void vscode.window.showInformationMessage('Find Max Batch Size: no TF.js *.job.json in the workspace (it does not search torchrun jobs). Create one with Start Training… first.');
     return undefined;
   }
   const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), file: f })), { title: 'Find Max Batch Size', placeHolder: 'For which job?' });
@@ -42,6 +45,11 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
   }
   const uri = await pickJobFile(arg instanceof vscode.Uri ? arg : undefined);
   if (!uri) return;
+  // A correct torchrun job this search cannot try: say so, without sending the user to the file.
+  if (isTorchrunJob(uri.fsPath)) {
+    void vscode.window.showInformationMessage(torchrunRefusal(uri.fsPath));
+    return;
+  }
   // The search reads the job from disk.
   const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
   if (open?.isDirty && !await open.save()) return;
@@ -78,9 +86,39 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
   else if (set && answer === set && m.offer !== undefined) await writeBatchSize(uri, m.offer);
 }
 
+/**
+ * Keeps the context key `gpuWorkbench.torchrunJobs` (the paths of the workspace's torchrun job
+ * files) up to date, so that the explorer's context menu does not offer the search on them.
+ */
+function watchTorchrunJobs(context: vscode.ExtensionContext): void {
+  const torchrun = new Set<string>();
+  let timer: NodeJS.Timeout | undefined;
+  const publish = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => void vscode.commands.executeCommand('setContext', 'gpuWorkbench.torchrunJobs', [...torchrun]), 100);
+  };
+  const check = (uri: vscode.Uri) => {
+    const had = torchrun.has(uri.fsPath);
+    const is = isTorchrunJob(uri.fsPath);
+    if (is) torchrun.add(uri.fsPath);
+    else torchrun.delete(uri.fsPath);
+    if (had !== is) publish();
+  };
+  const watcher = vscode.workspace.createFileSystemWatcher('**/*.job.json');
+  context.subscriptions.push(
+    watcher,
+    watcher.onDidCreate(check),
+    watcher.onDidChange(check),
+    watcher.onDidDelete((uri) => { if (torchrun.delete(uri.fsPath)) publish(); }),
+    { dispose: () => clearTimeout(timer) },
+  );
+  void Promise.resolve(vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 2000)).then((files) => files.forEach(check), () => undefined);
+}
+
 /** Registers "GPU Workbench: Find Max Batch Size" (`gpuWorkbench.findBatchSize`, optionally given a job file's Uri). */
 export function registerFindBatchSize(context: vscode.ExtensionContext): void {
   log = vscode.window.createOutputChannel('GPU Workbench: Find Max Batch Size', { log: true });
+  watchTorchrunJobs(context);
   context.subscriptions.push(
     log,
     vscode.commands.registerCommand('gpuWorkbench.findBatchSize', (arg?: unknown) => findBatchSize(context, arg).catch((err: unknown) => {

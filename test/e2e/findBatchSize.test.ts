@@ -35,7 +35,7 @@ describe('e2e: Find Max Batch Size', function () {
     await runCommand(page, 'GPU Workbench: Find Max Batch Size');
     await waitForNotification(page, /Find Max Batch Size: big-activations\.job\.json/, 60_000);
     await screenshot(page, 'find-batch-size-running');
-    const text = await waitForNotification(page, /Largest batch that fits for big-activations: \d+ per device on cpu \(wasm\)\./, 360_000);
+    const text = await waitForNotification(page, /Largest batch that fits for big-activations: \d+ per device, measured on CPU \(wasm\)\./, 360_000);
     s.timings.searchMs = since(t0);
     found = Number(/: (\d+) per device/.exec(text)![1]);
     s.timings.foundBatchSize = found;

@@ -196,14 +196,30 @@ describe('gpu-workbench train --find-batch-size', function () {
     assert.deepEqual([spec.epochs, spec.maxStepsPerEpoch, spec.checkpointDir, spec.trialSteps], [1, 2, undefined, 2]);
   });
 
-  it('searches up to the bound and prints batch/trial events, then batch/done with the batchSize to set', () => {
+  it('searches up to the bound and prints batch/trial events, then batch/done, with no batchSize to set when every trial fits', () => {
     const r = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--max-batch-size', '64', '--trial-steps', '1', '--json'], { encoding: 'utf8', timeout: 110_000 });
     assert.equal(r.status, 0, r.stderr);
     const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as FindBatchSizeEvent);
     assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind} ${e.deviceLabel}` : e.type)), ['32 fits cpu', '64 fits cpu', 'batch/done']);
     const done = events[2];
     assert.ok(done.type === 'batch/done');
-    assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend], [64, 64, 'max', 'wasm']);
+    // Every trial fit up to the bound: memory is not the limit, so there is no batchSize to set.
+    assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend], [64, undefined, 'max', 'wasm']);
+  });
+
+  it('caps a ddp search at a device\'s share of the training set and never suggests a batch larger than the data', () => {
+    // tiny-mnist: 256 training samples; ddp on 2 devices gives each at most 128 per step.
+    const r = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--strategy', 'ddp', '--devices', '2', '--trial-steps', '1', '--json'], { encoding: 'utf8', timeout: 110_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as FindBatchSizeEvent);
+    assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind}` : e.type)), ['16 fits', '32 fits', '64 fits', '128 fits', 'batch/done']);
+    const done = events[events.length - 1];
+    assert.ok(done.type === 'batch/done');
+    assert.deepEqual([done.result.perDevice, done.result.devices[0].max, done.result.trainSamples, done.result.suggestedBatchSize], [128, 128, 256, undefined]);
+    const human = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--strategy', 'ddp', '--devices', '2', '--trial-steps', '1', '--max-batch-size', '32'], { encoding: 'utf8', timeout: 110_000 });
+    assert.equal(human.status, 0, human.stderr);
+    assert.doesNotMatch(human.stdout, /set "batchSize"/);
+    assert.match(human.stdout, /a batch of 32 fits on CPU \(wasm\): the --max-batch-size bound, the largest worth trying \(2 trials\)\nmemory is not the limit here/);
   });
 
   it('forked with IPC, cancels the search when its parent disconnects: the CLI and its trial workers end (exit 130)', async () => {
@@ -222,13 +238,18 @@ describe('gpu-workbench train --find-batch-size', function () {
     }
   });
 
-  it('names the file and the field of a bad job, and refuses a torchrun job', () => {
+  it('names the file and the field of a bad job, and refuses a torchrun job without blaming the file', () => {
     const cli = join(repoRoot, 'out', 'src', 'cli.js');
     const bad = spawnSync(process.execPath, [cli, 'train', join(fixtures, 'jobs', 'bad-learning-rate.job.json'), '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /^find batch size failed: bad-learning-rate\.job\.json: \/optimizer\/learningRate must be a number > 0/);
     const torchrun = spawnSync(process.execPath, [cli, 'train', join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), '--find-batch-size', '--json'], { encoding: 'utf8', timeout: 30_000 });
     assert.equal(torchrun.status, 1);
-    assert.match((JSON.parse(torchrun.stdout) as { reason: string }).reason, /^ddp\.job\.json: is a torchrun job: its script chooses its own batch/);
+    const refusal = JSON.parse(torchrun.stdout) as { type: string; reason: string; hint?: string };
+    assert.deepEqual(refusal, { type: 'batch/failed', reason: 'ddp.job.json is a torchrun job: its PyTorch script picks its own batch size, and Find Max Batch Size can only try the batches of TF.js jobs (a search for PyTorch scripts does not exist yet). Set the batch size in the script.' });
+    const human = spawnSync(process.execPath, [cli, 'train', join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(human.status, 1);
+    assert.doesNotMatch(human.stderr, /fix the job file/i);
+    assert.match(human.stderr, /^find batch size refused: ddp\.job\.json is a torchrun job/);
   });
 });
