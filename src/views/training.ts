@@ -9,6 +9,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
@@ -25,8 +26,8 @@ import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './tor
 import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {
-  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
-  strategyItems, templateFileName, templateJobText, type DeviceItem,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, problemPath, progressPercent, progressText,
+  strategyItems, templateFileName, templateJobText, type DeviceItem, type PlannedBackend,
 } from './trainingFormat';
 
 /** How long a cancelled job gets to stop its workers before the host is killed. */
@@ -50,6 +51,8 @@ class TrainingRun {
   private panel: PanelJob;
   private readonly cliState = { every: 1 };
   private lastPercent = 0;
+  /** What the job really got (backend, devices), for the end message. */
+  started: Extract<JobEvent, { type: 'job/started' }> | undefined;
 
   constructor(
     hostScript: string,
@@ -111,6 +114,7 @@ class TrainingRun {
 
   private onEvent(e: JobEvent): void {
     if (e.type === 'job/started') {
+      this.started = e;
       this.workerPids = e.workers.map((w) => w.pid);
       this.epochs = e.epochs;
     }
@@ -239,7 +243,7 @@ class TrainingController implements vscode.Disposable {
       if (!strategy) return;
       // Sampling starts now so that the device pick shows fresh free memory.
       lease = this.monitor.acquire('training');
-      const devices = await this.pickDevices(spec.devices, strategy, await this.snapshot(), `Start Training (3/3): devices for ${spec.name} (${strategy})`);
+      const devices = await this.pickDevices(spec.devices, strategy, await this.snapshot(), `Start Training (3/3): devices for ${spec.name} (${strategy})`, plannedBackend(spec.backend, this.hostCanLoad));
       if (devices === undefined) return;
       const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
@@ -317,7 +321,7 @@ class TrainingController implements vscode.Disposable {
     switch (ending.kind) {
       case 'event':
         if (ending.event.type === 'job/done') {
-          message = doneMessage(name, ending.event.metrics);
+          message = doneMessage(name, ending.event.metrics, run.started);
           error = false;
         } else {
           message = failureMessage(name, ending.event);
@@ -379,8 +383,20 @@ class TrainingController implements vscode.Disposable {
     return picked?.strategy;
   }
 
-  private async pickDevices(jobDevices: readonly number[], strategy: Strategy, snapshot: GpuSnapshot | null, title: string): Promise<number | number[] | undefined> {
-    const choices = deviceChoices(snapshot, strategy, jobDevices, cpus().length);
+  /** Whether the training host (dist/trainingHost.js, whose workers load the backend) finds an optional package. */
+  private readonly hostCanLoad = (pkg: string): boolean => {
+    try {
+      createRequire(this.context.asAbsolutePath('dist/trainingHost.js')).resolve(pkg);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  /** `backend`: what a TF.js job's workers will run on (none for torchrun, whose script has its own). */
+  private async pickDevices(jobDevices: readonly number[], strategy: Strategy, snapshot: GpuSnapshot | null, title: string, backend?: PlannedBackend): Promise<number | number[] | undefined> {
+    const choices = deviceChoices(snapshot, strategy, jobDevices, cpus().length, backend);
+    title += choices.titleNote;
     if (choices.canPickMany) {
       const picked = await vscode.window.showQuickPick<DeviceItem & vscode.QuickPickItem>(choices.items, { title, placeHolder: choices.placeholder, canPickMany: true });
       if (!picked) return undefined;

@@ -8,7 +8,7 @@ import type { PanelJobWorker } from '../common/protocol';
 import type { GpuSnapshot } from '../gpu/types';
 import type { ExistingRun } from '../training/checkpoint';
 import type { JobEvent, JobMetrics, WorkerInfo } from '../training/events';
-import type { Strategy } from '../training/jobSpec';
+import type { BackendChoice, Strategy } from '../training/jobSpec';
 
 type StepEvent = Extract<JobEvent, { type: 'job/step' }>;
 type FailedEvent = Extract<JobEvent, { type: 'job/failed' }>;
@@ -67,9 +67,39 @@ export function strategyItems(jobStrategy: Strategy, supported: readonly Strateg
   }));
 }
 
+/** The TF.js backend a job will get, as far as the editor can tell before starting it (the workers pick it for real, `backend.ts`). */
+export interface PlannedBackend {
+  /** A GPU backend is installed; whether it loads, the job's start says. */
+  readonly gpu: boolean;
+  /** The backend the workers will run on: "wasm", "tensorflow (tfjs-node)", "tensorflow-gpu (tfjs-node-gpu)". */
+  readonly name: string;
+  /** Why not a GPU one, e.g. "@tensorflow/tfjs-node-gpu is not installed". */
+  readonly why?: string;
+}
+
+/**
+ * What the workers of a job with backend `choice` will run on, in the order `loadBackend`
+ * tries them, from which optional packages `installed` says the training host can load.
+ */
+export function plannedBackend(choice: BackendChoice, installed: (pkg: string) => boolean): PlannedBackend {
+  const gpuPkg = '@tensorflow/tfjs-node-gpu';
+  const cpuPkg = '@tensorflow/tfjs-node';
+  switch (choice) {
+    case 'wasm': case 'cpu': return { gpu: false, name: choice, why: `the job's "backend" is "${choice}"` };
+    case 'tensorflow': return { gpu: false, name: 'tensorflow (tfjs-node)', why: 'the job\'s "backend" is "tensorflow", libtensorflow on the CPU' };
+    case 'tensorflow-gpu':
+    case 'auto':
+      if (installed(gpuPkg)) return { gpu: true, name: 'tensorflow-gpu (tfjs-node-gpu)' };
+      if (choice === 'tensorflow-gpu') return { gpu: false, name: 'none', why: `the job's "backend" is "tensorflow-gpu" but ${gpuPkg} is not installed: the job will fail` };
+      return installed(cpuPkg) ? { gpu: false, name: 'tensorflow (tfjs-node)', why: `${gpuPkg} is not installed` } : { gpu: false, name: 'wasm', why: `${gpuPkg} is not installed` };
+  }
+}
+
 export interface DeviceItem {
   readonly label: string;
   readonly description: string;
+  /** What the device really runs, when that is not what the label says (a GPU with no GPU backend). */
+  readonly detail?: string;
   /** What to pass as the job's `devices` override: indices of GPUs, or a count of CPU workers. */
   readonly devices: number | number[];
   readonly picked: boolean;
@@ -82,6 +112,8 @@ export interface DeviceChoices {
   readonly canPickMany: boolean;
   /** The quick pick's placeholder: what the user is choosing and why there is no GPU. */
   readonly placeholder: string;
+  /** Appended to the quick pick's title: where the job will really run (" · runs on CPU (wasm)"); '' on a GPU backend. */
+  readonly titleNote: string;
 }
 
 const gibText = (mib: number): string => `${(mib / 1024).toFixed(1)} GiB`;
@@ -90,8 +122,9 @@ const gibText = (mib: number): string => `${(mib / 1024).toFixed(1)} GiB`;
  * Quick-pick items for the devices, from the GPU monitor's latest snapshot: each GPU with its
  * name and free memory (the job's devices picked), or, without GPUs, counts of CPU workers.
  */
-export function deviceChoices(snapshot: GpuSnapshot | null, strategy: Strategy, jobDevices: readonly number[], cpuCount: number): DeviceChoices {
+export function deviceChoices(snapshot: GpuSnapshot | null, strategy: Strategy, jobDevices: readonly number[], cpuCount: number, backend?: PlannedBackend): DeviceChoices {
   const gpus = snapshot?.devices ?? [];
+  const cpuNote = backend && !backend.gpu ? ` · runs on CPU (${backend.name})` : '';
   if (gpus.length > 0) {
     const wanted = new Set(strategy === 'single' ? jobDevices.slice(0, 1) : jobDevices);
     const items = gpus.map((d) => {
@@ -102,6 +135,8 @@ export function deviceChoices(snapshot: GpuSnapshot | null, strategy: Strategy, 
         description: busy ? `${free} · ${busy} process${busy === 1 ? '' : 'es'}` : free,
         devices: [d.index],
         picked: wanted.has(d.index),
+        // No GPU backend: the GPU gets a worker process, but the work is done on the CPU.
+        ...(backend && !backend.gpu ? { detail: `runs on a CPU worker (${backend.name}), not on this GPU: ${backend.why ?? 'no GPU backend'}` } : {}),
       };
     });
     // A job asking for more devices than there are keeps its first ones picked.
@@ -110,7 +145,10 @@ export function deviceChoices(snapshot: GpuSnapshot | null, strategy: Strategy, 
       kind: 'gpus',
       items,
       canPickMany: strategy !== 'single',
-      placeholder: strategy === 'single' ? 'The GPU to train on' : `The GPUs to train on, one ${strategy === 'dp' ? 'replica' : 'worker'} each`,
+      placeholder: backend && !backend.gpu
+        ? `The job will run on CPU workers (${backend.name}), one per picked GPU: no GPU backend (${backend.why ?? 'none loads'})`
+        : strategy === 'single' ? 'The GPU to train on' : `The GPUs to train on, one ${strategy === 'dp' ? 'replica' : 'worker'} each`,
+      titleNote: cpuNote,
     };
   }
   const why = snapshot?.error ? `no GPU (${snapshot.error.split('\n')[0]})` : snapshot ? 'no GPU found' : 'no GPU reading';
@@ -124,12 +162,20 @@ export function deviceChoices(snapshot: GpuSnapshot | null, strategy: Strategy, 
   }));
   // The preferred count first: a single-choice quick pick selects its first item.
   items.sort((a, b) => Number(b.picked) - Number(a.picked));
-  return { kind: 'cpu', items, canPickMany: false, placeholder: `Training runs on CPU workers: ${why}` };
+  return { kind: 'cpu', items, canPickMany: false, placeholder: `Training runs on CPU workers${backend ? ` (${backend.name})` : ''}: ${why}`, titleNote: cpuNote };
 }
 
-/** "mnist-ddp finished: test accuracy 93.45% after 2 epochs (4,150 samples/s, 12.3 s)." */
-export function doneMessage(job: string, m: JobMetrics): string {
-  return `Training ${job} finished: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epoch${m.epochs === 1 ? '' : 's'} (${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}).`;
+type StartedEvent = Extract<JobEvent, { type: 'job/started' }>;
+
+/** Where a job really ran, from its job/started: "on CPU (wasm)", "on GPU 0, 1 (tensorflow)". */
+export function ranOn(started: Pick<StartedEvent, 'backend' | 'workers'>): string {
+  const gpus = started.workers.map((w) => gpuIndexOf(w.device)).filter((i): i is number => i !== null);
+  return gpus.length > 0 ? `on GPU ${[...new Set(gpus)].join(', ')} (${started.backend})` : `on CPU (${started.backend})`;
+}
+
+/** "mnist-ddp finished: test accuracy 93.45% after 2 epochs on CPU (wasm) (4,150 samples/s, 12.3 s)." */
+export function doneMessage(job: string, m: JobMetrics, started?: Pick<StartedEvent, 'backend' | 'workers'>): string {
+  return `Training ${job} finished: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epoch${m.epochs === 1 ? '' : 's'}${started ? ` ${ranOn(started)}` : ''} (${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}).`;
 }
 
 /** What happened and what to try, from `job/failed`: "Training mnist-ddp failed on rank 1: … Try: …". */

@@ -2,10 +2,14 @@ import assert from 'node:assert/strict';
 import type { GpuDevice, GpuSnapshot } from '../../../src/gpu/types';
 import type { JobEvent } from '../../../src/training/events';
 import {
-  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, plannedBackend, ranOn, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
 } from '../../../src/views/trainingFormat';
 import { parseJob } from '../../../src/training/jobSpec';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseGpuSamples } from '../../../src/gpu/nvidiaSmi';
+import { fixtures } from '../../paths';
 
 type Step = Extract<JobEvent, { type: 'job/step' }>;
 
@@ -76,6 +80,28 @@ describe('training quick picks', () => {
     assert.deepEqual(deviceChoices(null, 'single', [0], 8).items.map((i) => i.label), ['1 CPU worker']);
   });
 
+  it('on a GPU machine without a GPU backend, says the picked GPUs get CPU workers and names the backend (recorded nvidia-smi of two RTX 3090s)', () => {
+    const devices = parseGpuSamples(readFileSync(join(fixtures, 'nvidia-smi', 'two-gpus.csv'), 'utf8')).at(-1)!;
+    const machine = snapshot(devices);
+    const noGpuBackend = plannedBackend('auto', () => false);
+    assert.deepEqual(noGpuBackend, { gpu: false, name: 'wasm', why: '@tensorflow/tfjs-node-gpu is not installed' });
+    const c = deviceChoices(machine, 'ddp', [0, 1], 2, noGpuBackend);
+    assert.equal(c.kind, 'gpus');
+    assert.deepEqual(c.items.map((i) => i.label), ['GPU 0 · NVIDIA GeForce RTX 3090', 'GPU 1 · NVIDIA GeForce RTX 3090']);
+    assert.deepEqual(c.items.map((i) => i.detail), Array(2).fill('runs on a CPU worker (wasm), not on this GPU: @tensorflow/tfjs-node-gpu is not installed'));
+    assert.equal(c.placeholder, 'The job will run on CPU workers (wasm), one per picked GPU: no GPU backend (@tensorflow/tfjs-node-gpu is not installed)');
+    assert.equal(c.titleNote, ' · runs on CPU (wasm)');
+    // With tfjs-node-gpu installed the GPUs are what they say; a job that forces wasm runs on the CPU whatever is installed.
+    const gpuBackend = plannedBackend('auto', (pkg) => pkg === '@tensorflow/tfjs-node-gpu');
+    const onGpu = deviceChoices(machine, 'ddp', [0, 1], 2, gpuBackend);
+    assert.deepEqual([onGpu.items.map((i) => i.detail), onGpu.titleNote, onGpu.placeholder], [[undefined, undefined], '', 'The GPUs to train on, one worker each']);
+    assert.deepEqual(plannedBackend('wasm', () => true), { gpu: false, name: 'wasm', why: 'the job\'s "backend" is "wasm"' });
+    assert.equal(plannedBackend('auto', (pkg) => pkg === '@tensorflow/tfjs-node').name, 'tensorflow (tfjs-node)');
+    assert.match(plannedBackend('tensorflow-gpu', () => false).why ?? '', /not installed: the job will fail$/);
+    // No GPU at all: the CPU workers' picker names the backend too.
+    assert.equal(deviceChoices(null, 'ddp', [0, 1], 2, noGpuBackend).placeholder, 'Training runs on CPU workers (wasm): no GPU reading');
+  });
+
   it('maps a worker device string to its GPU', () => {
     assert.equal(gpuIndexOf('gpu:1 (CUDA_VISIBLE_DEVICES=1)'), 1);
     assert.equal(gpuIndexOf('cpu'), null);
@@ -86,6 +112,14 @@ describe('training end messages', () => {
   it('reports the test accuracy when the job is done', () => {
     const text = doneMessage('mnist-ddp', { testAccuracy: 0.93456, testLoss: 0.2, trainLoss: 0.25, epochs: 2, steps: 126, samplesPerSecond: 4150.2, durationMs: 12_345 });
     assert.equal(text, 'Training mnist-ddp finished: test accuracy 93.46% after 2 epochs (4,150 samples/s, 12.3 s).');
+  });
+
+  it('says where the job really ran, from its job/started: on CPU (wasm) although GPUs were picked', () => {
+    const m = { testAccuracy: 0.93456, testLoss: 0.2, trainLoss: 0.25, epochs: 2, steps: 126, samplesPerSecond: 4150.2, durationMs: 12_345 };
+    // GPUs 0 and 1 picked; no GPU backend loaded, so each worker ran on the CPU through wasm.
+    const onCpu = { backend: 'wasm', workers: [{ rank: 0, pid: 1, device: 'cpu', backend: 'wasm' }, { rank: 1, pid: 2, device: 'cpu', backend: 'wasm' }] };
+    assert.equal(doneMessage('mnist-ddp', m, onCpu), 'Training mnist-ddp finished: test accuracy 93.46% after 2 epochs on CPU (wasm) (4,150 samples/s, 12.3 s).');
+    assert.equal(ranOn({ backend: 'tensorflow', workers: [{ rank: 0, pid: 1, device: 'gpu:0 (CUDA_VISIBLE_DEVICES=0)', backend: 'tensorflow' }, { rank: 1, pid: 2, device: 'gpu:1 (CUDA_VISIBLE_DEVICES=1)', backend: 'tensorflow' }] }), 'on GPU 0, 1 (tensorflow)');
   });
 
   it('says what happened, on which rank, and what to try', () => {
