@@ -3,9 +3,11 @@
  * throwaway copy of examples/mnist/mnist-ddp.job.json with small sizes: F1 → "GPU Workbench:
  * Start Training…" → the job file, `ddp`, "2 CPU workers" (the server has no nvidia-smi) → the
  * progress notification advances through `epoch … · step …` and the job ends with its test
- * accuracy. A second, longer run is stopped with "GPU Workbench: Stop Training", and then no
+ * accuracy. A second, longer run of the same job finds the first run's checkpoints: Start Training
+ * asks Resume / Start Over, and Start Over moves the first run into checkpoints/previous-<time>/
+ * whole. That run is stopped with "GPU Workbench: Stop Training", and then no
  * training process of this server (the installed extension's trainingHost.js: the host and its
- * workers) is left.
+ * workers) is left, and the first run's latest.json still names its epoch-2.
  *
  * The torchrun suite: a throwaway copy of examples/torchrun/recorded_cuda_error.py and its job
  * (without the job's own "python": the workspace setting `gpuWorkbench.training.python` =
@@ -20,7 +22,7 @@
  */
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -76,7 +78,7 @@ describe('e2e: training in code-server', function () {
     assert.equal(step.exec(first)![2], '2', `the progress counts 2 epochs: ${first}`);
     s.timings.toFirstStepMs = since(t0);
 
-    // The end: "Training mnist-ddp finished: test accuracy 91.20% after 2 epochs (…)".
+    // The end: "Training mnist-ddp finished: test accuracy 91.20% after 2 epochs on CPU (wasm) (…)".
     const done = await waitForNotification(page, new RegExp(`Training ${s.ws.name} finished: test accuracy`), 240_000);
     await toastSettled(page, 'finished: test accuracy');
     await screenshot(page, 'training-finished');
@@ -85,6 +87,8 @@ describe('e2e: training in code-server', function () {
     assert.ok(m, `unreadable end message: ${done}`);
     assert.ok(Number(m[1]) > 50, `test accuracy ${m[1]}% is not above 50%: ${done}`);
     assert.equal(m[2], '2', `the job ran 2 epochs: ${done}`);
+    // Where it really ran, from the backend the workers loaded.
+    assert.match(done, /after 2 epochs on CPU \(wasm\)/);
     // The host and its workers end with the job.
     await waitUntil('the training processes to exit after the job', 30_000, () => trainingProcesses().length === 0, 250);
     firstRunDone = true;
@@ -101,6 +105,12 @@ describe('e2e: training in code-server', function () {
 
     const t0 = performance.now();
     await startTraining(s.page, 'training-stop');
+    // The first run's checkpoints are in the job's folder: asked, not overwritten.
+    const dialog = s.page.locator('.monaco-dialog-box', { hasText: 'already holds a run of' });
+    await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+    assert.match(await dialog.innerText(), /checkpoints already holds a run of .*2 epochs done \(latest epoch-2/);
+    await screenshot(s.page, 'training-stop-ask-resume');
+    await dialog.getByRole('button', { name: 'Start Over' }).click();
     const progress = notification(s.page, `Training ${s.ws.name}`);
     await waitUntil('the second run\'s progress to show "epoch … · step …" of 50 epochs', 120_000, async () => {
       const text = (await progress.innerText().catch(() => '')).replace(/\s+/g, ' ');
@@ -120,6 +130,12 @@ describe('e2e: training in code-server', function () {
     s.timings.stopMs = since(t0);
     // The host and both workers: none may outlive the stopped job (the extension kills them after a grace period).
     await waitUntil(`no training process of this server to remain (were: ${running.map((p) => `${p.pid} ${p.args}`).join('; ')})`, 30_000, () => trainingProcesses().length === 0, 250);
+    // The first run, whole, in its own folder; the stopped run never wrote past its own epochs.
+    const ckpt = join(s.ws.dir, 'checkpoints');
+    const previous = readdirSync(ckpt).filter((n) => n.startsWith('previous-'));
+    assert.equal(previous.length, 1, `the first run moved aside: ${readdirSync(ckpt).join(', ')}`);
+    assert.deepEqual(JSON.parse(readFileSync(join(ckpt, previous[0], 'latest.json'), 'utf8')), { dir: 'epoch-2', epoch: 2 });
+    assert.deepEqual(readdirSync(join(ckpt, previous[0])).filter((n) => n.startsWith('epoch-')).sort(), ['epoch-1', 'epoch-2']);
   });
 });
 
