@@ -165,7 +165,7 @@ export function formatEvent(e: JobEvent, state: { every: number }): string {
       return [`${e.level === 'warning' ? 'warning: ' : ''}${e.rank !== undefined ? `rank ${e.rank}: ` : ''}${e.message}`, ...(e.problem ? e.problem.hints.map((h) => `  hint: ${h}`) : [])].join('\n');
     case 'job/done': {
       const m = e.metrics;
-      if (m.torchrun) return `done: torchrun exited 0 after ${secs(m.durationMs)}${m.torchrun.problems ? ` (${m.torchrun.problems} CUDA problem${m.torchrun.problems > 1 ? 's' : ''} in its output)` : ''}`;
+      if (m.torchrun) return `done: torchrun exited 0 after ${secs(m.durationMs)}${m.torchrun.problems ? ` (${m.torchrun.problems} problem${m.torchrun.problems > 1 ? 's' : ''} in its output)` : ''}`;
       if (m.pipeline) return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}; pipeline bubble ${pct(m.pipeline.bubbleFraction)} measured, ${pct(m.pipeline.idealBubbleFraction)} ideal`;
       return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}`;
     }

@@ -37,16 +37,25 @@ interface Frame {
   readonly line: number;
 }
 
-/** `[rank1]: ` (PyTorch ≥ 2.2) or `[default1]:` (torchrun's --tee, role "default"). */
-export const rankPrefix = /^\[(?:rank|default)(\d+)\]:\s?/;
+/**
+ * `[rank1]: ` (PyTorch ≥ 2.2, with the space it adds), `[default1]:` (torchrun's --tee, role
+ * "default": the line follows as printed, its indentation kept) or `[1]:` followed by text (a
+ * bare `[1]:` line heads an entry of torchrun's failure summary and is not a rank's output).
+ */
+export const rankPrefix = /^\[rank(\d+)\]: ?|^\[default(\d+)\]:|^\[(\d+)\]:(?=.)/;
+
+/** The rank a `rankPrefix` match names. */
+export function prefixRank(m: RegExpExecArray): number {
+  return Number(m[1] ?? m[2] ?? m[3]);
+}
 const frameLine = /^\s*File "([^"]+)", line (\d+)/;
 const oomLine = /CUDA out of memory\.?(?: Tried to allocate ([\d.]+ ?[KMGTP]?i?B))?/;
 const cudnnLine = /CUDNN_STATUS_NOT_INIT(?:IALIZED)?/;
 const assertLine = /device-side assert triggered/;
 const kernelAssert = /Assertion `(.+?)` failed/;
 const ncclLine = /NCCL error/;
-/** Frames in these folders are PyTorch's or a library's, not the user's. */
-const libraryFrame = /[/\\](?:site-packages|dist-packages|lib[/\\]python\d[\d.]*)[/\\]|^<frozen /;
+/** Frames in these folders are Python's, PyTorch's or a library's, not the user's; `<frozen runpy>`, `<string>` are no files. */
+export const libraryFrame = /[/\\](?:site-packages|dist-packages|lib[/\\]python\d[\d.]*|Lib)[/\\]|^<[^>]*>$/;
 
 function explain(kind: CudaProblemKind, size: string | undefined, assertion: string | undefined): { explanation: string; hints: string[] } {
   switch (kind) {
@@ -91,6 +100,15 @@ function explain(kind: CudaProblemKind, size: string | undefined, assertion: str
   }
 }
 
+/** The kind of CUDA error a line (or an exception's message) reports, if any. */
+export function cudaKind(text: string): CudaProblemKind | undefined {
+  if (oomLine.test(text)) return 'cuda-oom';
+  if (cudnnLine.test(text)) return 'cudnn-not-initialized';
+  if (assertLine.test(text)) return 'device-side-assert';
+  if (ncclLine.test(text)) return 'nccl';
+  return undefined;
+}
+
 /** Feeds output line by line (stdout and stderr alike) and returns problems as their error lines arrive. */
 export class CudaErrorParser {
   /** Traceback frames seen since the last "Traceback" header, per rank (-1 when lines carry no rank). */
@@ -101,7 +119,7 @@ export class CudaErrorParser {
 
   push(raw: string): CudaProblem[] {
     const prefix = rankPrefix.exec(raw);
-    const rank = prefix ? Number(prefix[1]) : undefined;
+    const rank = prefix ? prefixRank(prefix) : undefined;
     const text = (prefix ? raw.slice(prefix[0].length) : raw).replace(/\r$/, '');
     const key = rank ?? -1;
     if (/^Traceback \(most recent call last\):/.test(text)) {
@@ -120,16 +138,9 @@ export class CudaErrorParser {
       this.pendingAssertion ??= k[1];
       return [];
     }
-    let kind: CudaProblemKind | undefined;
-    let size: string | undefined;
-    const oom = oomLine.exec(text);
-    if (oom) {
-      kind = 'cuda-oom';
-      size = oom[1];
-    } else if (cudnnLine.test(text)) kind = 'cudnn-not-initialized';
-    else if (assertLine.test(text)) kind = 'device-side-assert';
-    else if (ncclLine.test(text)) kind = 'nccl';
+    const kind = cudaKind(text);
     if (!kind) return [];
+    const size = kind === 'cuda-oom' ? oomLine.exec(text)?.[1] : undefined;
     // The explanatory lines PyTorch prints after the error repeat its words; one problem per error per rank.
     const dedupe = `${kind}/${key}`;
     if (this.seen.has(dedupe)) return [];

@@ -10,7 +10,7 @@
  */
 import type { JobOverrides, JobSpec, Strategy } from './jobSpec';
 import type { PipelineMetrics } from './pipelineSchedule';
-import type { CudaProblem } from './cudaErrors';
+import type { ScriptProblem } from './pythonErrors';
 
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {
@@ -42,7 +42,7 @@ export interface JobMetrics {
   readonly checkpoint?: string;
   /** pipeline jobs: the split, per-stage busy and idle time, and the measured bubble. */
   readonly pipeline?: PipelineMetrics;
-  /** torchrun jobs: the command line, its exit code, and how many CUDA problems its output showed. */
+  /** torchrun jobs: the command line, its exit code, and how many problems (CUDA errors, exceptions of the script) its output showed. */
   readonly torchrun?: { readonly command: readonly string[]; readonly exitCode: number; readonly problems: number };
 }
 
@@ -77,8 +77,8 @@ export type JobEvent =
   /** A checkpoint (weights and optimizer state) was written after an epoch. */
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */
-  /** `problem`: torchrun jobs, a CUDA error line of the script's output, explained, with the script's file:line when the traceback had it. */
-  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: CudaProblem }
+  /** `problem`: torchrun jobs, a CUDA error line of the script's output, explained, or an exception of the script; with the user's file:line when the traceback had it. */
+  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: ScriptProblem }
   /** The job finished; every worker process has exited. */
   | { readonly type: 'job/done'; readonly metrics: JobMetrics }
   /** The job ended early; every worker process has exited. `rank` is the worker that failed first, when one did. */

@@ -3,9 +3,11 @@
  *   <python> -m torch.distributed.run --standalone --nproc_per_node N --redirects 2 --tee 2 script.py args...
  * (`--nproc_per_node` is the spelling every torchrun accepts; 2.x also takes `--nproc-per-node`,
  * 1.13 — Debian's python3-torch — only the underscore form). Every output line becomes a
- * `job/log` event; CUDA error lines become `job/problem` events with an explanation and the
- * script's file:line (see `cudaErrors.ts`); the job ends with `job/done` (exit code 0) or
- * `job/failed` naming the first problem, else torchrun's root-cause rank and last lines.
+ * `job/log` event; CUDA error lines become problems with an explanation and the script's
+ * file:line (see `cudaErrors.ts`), and every other exception of the script a problem at the
+ * user's innermost frame (see `pythonErrors.ts`); the job ends with `job/done` (exit code 0) or
+ * `job/failed` naming the first failing rank's exception (type: message at file:line, and the
+ * rank), else what torchrun's summary says of the root cause (a signal, an exit code).
  *
  * The interpreter: the job's `python`, overridden by `--python`, default `python3`. torchrun
  * and its workers run in their own process group, so cancel (and the end of this process)
@@ -15,9 +17,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
-import { CudaErrorParser, rankPrefix, rootCauseRank, type CudaProblem } from './cudaErrors';
+import { CudaErrorParser, cudaKind, prefixRank, rankPrefix, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from './events';
 import { JobFileError, jobProblems, type JobOverrides } from './jobSpec';
+import { exceptionProblem, exceptionText, isScriptError, PythonTracebackParser, rootCause, shortLibraryPath, type ScriptException, type ScriptProblem } from './pythonErrors';
 
 export interface TorchrunSpec {
   readonly file: string;
@@ -102,9 +105,66 @@ export interface TorchrunHandle {
   cancel(): void;
 }
 
-function summary(p: CudaProblem): string {
+function summary(p: ScriptProblem): string {
   const where = p.file ? ` at ${p.file}${p.line !== undefined ? `:${p.line}` : ''}` : '';
-  return `${p.message}${where}`;
+  return `${p.kind === 'exception' ? exceptionText({ type: p.exceptionType, message: p.message.slice(p.exceptionType.length).replace(/^: /, '') }) : p.message}${where}`;
+}
+
+type Failure = Omit<Extract<JobEvent, { type: 'job/failed' }>, 'type'>;
+
+const signalHints: Record<string, string> = {
+  SIGKILL: 'A SIGKILL that the script did not ask for is most often the kernel\'s out-of-memory killer (host memory, not the GPU\'s): see `dmesg` or `journalctl -k`; use fewer data-loader workers or a smaller batch.',
+  SIGSEGV: 'A segmentation fault is a crash in native code (PyTorch, CUDA, a C extension): run with one process and `python -X faulthandler` to see where.',
+};
+
+/**
+ * Why a torchrun job failed, from its output: the first failing rank's exception (a CUDA error
+ * with its explanation), else torchrun's own error, a signal it got, or its summary's root cause.
+ * Undefined: the output says nothing more than the exit code.
+ */
+export function failureFromOutput(exceptions: readonly ScriptException[], cudaProblems: readonly ScriptProblem[], all: string, lastLines: ReadonlyMap<number, readonly string[]>): Failure | undefined {
+  const ordered = [...exceptions].sort((a, b) => a.seq - b.seq);
+  // A rank that lost its peer failed because of another: that one's exception is the cause, wherever it was printed.
+  const failing = ordered.filter(isScriptError);
+  const first = failing.find((e) => !exceptionProblem(e).peerLost) ?? failing[0];
+  if (first && !cudaKind(exceptionText(first))) {
+    const p = exceptionProblem(first);
+    const rank = first.rank ?? rootCauseRank(all);
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}) };
+  }
+  if (cudaProblems.length) {
+    const p = (first && cudaProblems.find((c) => c.rank === first.rank)) || cudaProblems[0];
+    const rank = p.rank ?? rootCauseRank(all);
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}` };
+  }
+  // Nothing of the script's: torchrun's own error (no frame of the user's), a signal it passed on, or its summary.
+  const launcher = ordered.find((e) => !e.userFrame && !/(?:^|\.)(?:ChildFailedError|SignalException|KeyboardInterrupt|SystemExit)$/.test(e.type));
+  if (launcher) {
+    const where = launcher.raisedIn ? ` (in ${shortLibraryPath(launcher.raisedIn.file)}:${launcher.raisedIn.line})` : '';
+    return { reason: `torchrun itself failed: ${exceptionText(launcher)}${where}` };
+  }
+  const signalled = ordered.find((e) => /(?:^|\.)SignalException$/.test(e.type));
+  const sig = signalled && /got signal: (\d+)/.exec(signalled.message);
+  if (sig) {
+    const name = signalName(Number(sig[1]));
+    return { reason: `torchrun was stopped by ${name ? `${name} (signal ${sig[1]})` : `signal ${sig[1]}`} and ended its workers; the script reported no error` };
+  }
+  const root = rootCause(all);
+  if (root) {
+    const last = (lastLines.get(root.rank) ?? []).join(' | ');
+    if (root.exitCode < 0) {
+      const name = root.signal ?? signalName(-root.exitCode);
+      const hint = name ? signalHints[name] : undefined;
+      return { reason: `rank ${root.rank} was killed by ${name ? `${name} (signal ${-root.exitCode})` : `signal ${-root.exitCode}`} without a Python exception${last ? `; its last output: ${last}` : ''}`, rank: root.rank, ...(hint ? { hint } : {}) };
+    }
+    return { reason: `rank ${root.rank} exited with code ${root.exitCode} without a Python exception${last ? `; its last output: ${last}` : ''}`, rank: root.rank };
+  }
+  return undefined;
+}
+
+function signalName(n: number): string | undefined {
+  const names: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 6: 'SIGABRT', 9: 'SIGKILL', 11: 'SIGSEGV', 15: 'SIGTERM' };
+  return names[n];
 }
 
 /** Runs a torchrun job and turns its output into events. */
@@ -128,6 +188,19 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const onProcessExit = () => killGroup('SIGKILL');
   process.on('exit', onProcessExit);
   const parser = new CudaErrorParser();
+  const tracebacks = new PythonTracebackParser();
+  const exceptions: ScriptException[] = [];
+  let exceptionProblems = 0;
+  /** Each rank's last non-blank lines, for a rank that ended without an exception. */
+  const lastLines = new Map<number, string[]>();
+  const onException = (ex: ScriptException) => {
+    exceptions.push(ex);
+    // A CUDA error is a problem already, with its explanation; Ctrl-C, torchrun's own errors are none of the script's.
+    if (!isScriptError(ex) || cudaKind(exceptionText(ex))) return;
+    const problem = exceptionProblem(ex);
+    exceptionProblems++;
+    onEvent({ type: 'job/log', level: 'warning', ...(ex.rank !== undefined ? { rank: ex.rank } : {}), message: summary(problem), problem });
+  };
   let tail: string[] = [];
   let all = '';
   let cancelled = false;
@@ -140,9 +213,12 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       all = (all + line + '\n').slice(-20_000);
       tail.push(line);
       if (tail.length > 8) tail = tail.slice(-8);
-      const rank = rankPrefix.exec(line);
-      onEvent({ type: 'job/log', level: 'info', ...(rank ? { rank: Number(rank[1]) } : {}), message: line });
+      const prefix = rankPrefix.exec(line);
+      const rank = prefix ? prefixRank(prefix) : undefined;
+      if (rank !== undefined && line.length > prefix![0].length) lastLines.set(rank, [...(lastLines.get(rank) ?? []), line.slice(prefix![0].length).trim()].slice(-2));
+      onEvent({ type: 'job/log', level: 'info', ...(rank !== undefined ? { rank } : {}), message: line });
       for (const problem of parser.push(line)) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
+      for (const ex of tracebacks.push(line)) onException(ex);
     };
     return {
       data: (d: Buffer) => {
@@ -182,23 +258,23 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       clearTimeout(drain);
       out.end();
       err.end();
+      for (const ex of tracebacks.end()) onException(ex);
       killGroup('SIGKILL'); // nothing the script started outlives the job
       process.off('exit', onProcessExit);
       let event: Final;
       const problems = parser.problems();
+      const failure = failureFromOutput(exceptions, problems, all, lastLines);
       if (spawnError) {
         event = { type: 'job/failed', reason: `cannot run ${spec.python}: ${spawnError.code === 'ENOENT' ? 'no such program' : spawnError.message}`, hint: 'Set the interpreter that has PyTorch: the job\'s "python" field or --python (e.g. /usr/bin/python3 for Debian\'s python3-torch).' };
       } else if (cancelled) {
         event = { type: 'job/failed', reason: 'cancelled', cancelled: true };
       } else if (code === 0) {
         const durationMs = Date.now() - started;
-        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length } } };
+        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems } } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
-      } else if (problems.length) {
-        const first = problems[0];
-        const rank = first.rank ?? rootCauseRank(all);
-        event = { type: 'job/failed', reason: summary(first), ...(rank !== undefined ? { rank } : {}), hint: `${first.explanation} ${first.hints[0]}` };
+      } else if (failure) {
+        event = { type: 'job/failed', ...failure };
       } else {
         const rank = rootCauseRank(all);
         const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;

@@ -1,12 +1,14 @@
 /**
  * The words of a torchrun job run as a VS Code task, kept free of `vscode` so that they are
- * unit-tested in Node: the CUDA problems of its output as diagnostics (file, line, message with
- * the explanation and what to try), the task terminal's lines, and the message that ends the job.
+ * unit-tested in Node: the problems of its output (CUDA errors, any exception of the script) as
+ * diagnostics (file, line, message with the explanation and what to try), the task terminal's
+ * lines, and the message that ends the job.
  * `torchrunTask.ts` turns them into VS Code calls.
  */
 import { basename, isAbsolute, resolve } from 'node:path';
-import type { CudaProblem, CudaProblemKind } from '../training/cudaErrors';
+import type { CudaProblemKind } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
+import { exceptionText, type ScriptProblem } from '../training/pythonErrors';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
@@ -19,11 +21,15 @@ export interface ProblemDiagnostic {
   readonly file: string;
   /** 0-based, as VS Code counts. */
   readonly line: number;
-  readonly code: CudaProblemKind;
+  readonly code: ScriptProblem['kind'];
   /** First line: the error as printed and the ranks; then the explanation and what to try. */
   readonly message: string;
   /** The ranks that raised it here, ascending; empty when the output carried no rank. */
   readonly ranks: readonly number[];
+  /** A warning: the rank lost its connection to another that failed first; else an error. */
+  readonly severity: 'error' | 'warning';
+  /** Where the exceptions it was chained to were raised (absolute file, 0-based line). */
+  readonly related: readonly { readonly file: string; readonly line: number; readonly message: string }[];
 }
 
 const kindTitles: Record<CudaProblemKind, string> = {
@@ -32,6 +38,16 @@ const kindTitles: Record<CudaProblemKind, string> = {
   'device-side-assert': 'device-side assert',
   nccl: 'NCCL error',
 };
+
+/** A problem's title: the CUDA error's kind, or the exception's type. */
+function title(p: ScriptProblem): string {
+  return p.kind === 'exception' ? p.exceptionType : kindTitles[p.kind];
+}
+
+/** The message without the exception's type in front (the title says it). */
+function problemText(p: ScriptProblem): string {
+  return p.kind === 'exception' ? p.message.slice(p.exceptionType.length).replace(/^: ?/, '') : errorText(p.message);
+}
 
 /** The Python exception's class in front of the message ("torch.cuda.OutOfMemoryError: …") says nothing the kind does not. */
 function errorText(message: string): string {
@@ -44,17 +60,19 @@ function rankWords(ranks: readonly number[]): string {
 }
 
 /**
- * One diagnostic per (file, line, kind): the same error raised by several ranks at the same line
- * is one entry that names them all. A problem without a traceback location goes on the first
- * line of `script`, saying so. Relative traceback paths are read from the job's `cwd`.
+ * One diagnostic per (file, line, kind) (and message, for an exception): the same error raised by
+ * several ranks at the same line is one entry that names them all. A problem without a traceback
+ * location goes on the first line of `script`, saying so. Relative traceback paths are read from
+ * the job's `cwd`.
  */
-export function problemDiagnostics(problems: readonly CudaProblem[], script: string, cwd: string): ProblemDiagnostic[] {
-  const groups = new Map<string, { first: CudaProblem; file: string; line: number; located: boolean; ranks: Set<number> }>();
+export function problemDiagnostics(problems: readonly ScriptProblem[], script: string, cwd: string): ProblemDiagnostic[] {
+  const groups = new Map<string, { first: ScriptProblem; file: string; line: number; located: boolean; ranks: Set<number> }>();
+  const abs = (f: string) => (isAbsolute(f) ? f : resolve(cwd, f));
   for (const p of problems) {
     const located = p.file !== undefined && p.line !== undefined;
-    const file = p.file !== undefined && located ? (isAbsolute(p.file) ? p.file : resolve(cwd, p.file)) : script;
+    const file = p.file !== undefined && located ? abs(p.file) : script;
     const line = p.line !== undefined && located ? Math.max(0, p.line - 1) : 0;
-    const key = `${file}\0${line}\0${p.kind}`;
+    const key = `${file}\0${line}\0${p.kind}${p.kind === 'exception' ? `\0${p.message}` : ''}`;
     let g = groups.get(key);
     if (!g) {
       g = { first: p, file, line, located, ranks: new Set() };
@@ -64,13 +82,16 @@ export function problemDiagnostics(problems: readonly CudaProblem[], script: str
   }
   return [...groups.values()].map((g) => {
     const ranks = [...g.ranks].sort((a, b) => a - b);
+    const text = problemText(g.first);
     const lines = [
-      `${kindTitles[g.first.kind]}${rankWords(ranks)}: ${errorText(g.first.message)}`,
+      `${title(g.first)}${rankWords(ranks)}${text ? `: ${text}` : ''}`,
       ...(g.located ? [] : ['(The output had no traceback line for it: shown on the script\'s first line.)']),
-      g.first.explanation,
+      ...(g.first.explanation ? [g.first.explanation] : []),
       ...g.first.hints.map((h) => `• ${h}`),
     ];
-    return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks };
+    const chain = g.first.kind === 'exception' ? g.first.chain ?? [] : [];
+    const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${c.relation === 'cause' ? 'Caused by' : 'While handling'} ${exceptionText(c, 300)}` }] : []));
+    return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks, severity: g.first.kind === 'exception' && g.first.peerLost ? 'warning' : 'error', related };
   });
 }
 
@@ -93,7 +114,8 @@ export function terminalText(e: JobEvent): string | undefined {
       if (e.problem) {
         const p = e.problem;
         const where = p.file ? ` at ${p.file}${p.line !== undefined ? `:${p.line}` : ''}` : '';
-        return yellow(`GPU Workbench: ${kindTitles[p.kind]}${p.rank !== undefined ? ` on rank ${p.rank}` : ''}${where}; the explanation and what to try are in the Problems panel.`);
+        const more = p.kind === 'exception' ? 'it is in the Problems panel' : 'the explanation and what to try are in the Problems panel';
+        return yellow(`GPU Workbench: ${title(p)}${p.rank !== undefined ? ` on rank ${p.rank}` : ''}${where}; ${more}.`);
       }
       return e.message.startsWith('torchrun: ') && e.rank === undefined && e.level === 'info' && /-m torch\.distributed\.run /.test(e.message) ? dim(e.message) : e.message;
     case 'job/done':
@@ -113,20 +135,26 @@ export function taskExitCode(e: FinalEvent): number {
 }
 
 /**
- * The notification at the end of a torchrun job. A failure with CUDA problems names the first
- * one briefly (kind, size, rank, file:line); the long text is in the Problems panel.
+ * The notification at the end of a torchrun job. A failure with problems names the failing
+ * rank's briefly (a CUDA error's kind and size, an exception's type and message, file:line); the
+ * long text is in the Problems panel.
  */
-export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly CudaProblem[]): string {
+export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly ScriptProblem[]): string {
   const n = problems.length;
-  const inPanel = n ? ` ${n} CUDA problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
+  const inPanel = n ? ` ${n} problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
   if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${inPanel}`;
   if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;
   const rank = e.rank ?? problems[0]?.rank;
   const onRank = rank !== undefined ? ` on rank ${rank}` : '';
-  const p = problems[0];
+  // The failing rank's problem: the reason names it (exception problems arrive once their message is complete, not in order).
+  const p = (e.rank !== undefined ? problems.find((q) => q.rank === e.rank && e.reason.startsWith(q.kind === 'exception' ? q.exceptionType : q.message)) : undefined) ?? problems.find((q) => e.reason.startsWith(q.kind === 'exception' ? q.exceptionType : q.message)) ?? problems[0];
   if (p) {
-    const size = p.tryingToAllocate ? ` (tried to allocate ${p.tryingToAllocate})` : '';
     const where = p.file ? ` at ${basename(p.file)}${p.line !== undefined ? `:${p.line}` : ''}` : '';
+    if (p.kind === 'exception') {
+      const text = exceptionText({ type: p.exceptionType, message: problemText(p) }, 300);
+      return `Training ${job} (torchrun) failed${onRank}: ${text}${where}.${inPanel}`;
+    }
+    const size = p.tryingToAllocate ? ` (tried to allocate ${p.tryingToAllocate})` : '';
     return `Training ${job} (torchrun) failed${onRank}: ${kindTitles[p.kind]}${size}${where}.${inPanel}`;
   }
   const reason = errorText(e.reason.trim().replace(/\s*\n\s*/g, '; '));

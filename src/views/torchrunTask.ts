@@ -1,8 +1,9 @@
 /**
  * `"kind": "torchrun"` jobs in the editor: the user's PyTorch script runs as a VS Code task whose
  * terminal shows the script's own output (a CustomExecution over `runTorchrun`, the same engine
- * as `gpu-workbench train`), and every CUDA problem the engine parses from that output becomes a
- * diagnostic at the script's file:line, with the explanation and what to try.
+ * as `gpu-workbench train`), and every problem the engine parses from that output (a CUDA error,
+ * with the explanation and what to try, or any exception of the script) becomes a diagnostic at
+ * the user's innermost traceback frame.
  *
  * Why a DiagnosticCollection fed by the engine's `job/log` problems and not a task problemMatcher:
  * a CUDA error's location is the innermost traceback frame *outside* the Python libraries, which
@@ -25,9 +26,9 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
-import type { CudaProblem } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
 import type { JobOverrides } from '../training/jobSpec';
+import type { ScriptProblem } from '../training/pythonErrors';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
 import { trainingJobFeed } from './trainingFeed';
 import {
@@ -97,7 +98,7 @@ interface ActiveRun {
   stopRequested: boolean;
 }
 
-/** Runs torchrun jobs as tasks, one at a time, and keeps their CUDA problems in the Problems panel. */
+/** Runs torchrun jobs as tasks, one at a time, and keeps their problems in the Problems panel. */
 export class TorchrunTasks implements vscode.Disposable {
   private readonly diagnostics = vscode.languages.createDiagnosticCollection('gpuWorkbench.torchrun');
   private active: ActiveRun | undefined;
@@ -204,7 +205,7 @@ export class TorchrunTasks implements vscode.Disposable {
   private execute(run: ActiveRun, spec: TorchrunSpec, interpreter: InterpreterChoice, terminal: TorchrunTerminal, resolveEnded: (e: FinalEvent | undefined) => void): void {
     run.name = spec.name;
     const lease: Disposable = this.monitor.acquire('torchrun');
-    const problems: CudaProblem[] = [];
+    const problems: ScriptProblem[] = [];
     const panelBase = {
       name: spec.name,
       strategy: 'torchrun',
@@ -257,12 +258,13 @@ export class TorchrunTasks implements vscode.Disposable {
     resolveEnded(final);
   }
 
-  private showProblems(problems: readonly CudaProblem[], spec: TorchrunSpec): void {
+  private showProblems(problems: readonly ScriptProblem[], spec: TorchrunSpec): void {
     const byFile = new Map<string, vscode.Diagnostic[]>();
     for (const p of problemDiagnostics(problems, spec.script, spec.cwd)) {
-      const d = new vscode.Diagnostic(lineRange(p.file, p.line), p.message, vscode.DiagnosticSeverity.Error);
+      const d = new vscode.Diagnostic(lineRange(p.file, p.line), p.message, p.severity === 'warning' ? vscode.DiagnosticSeverity.Warning : vscode.DiagnosticSeverity.Error);
       d.source = diagnosticSource;
       d.code = p.code;
+      if (p.related.length) d.relatedInformation = p.related.map((r) => new vscode.DiagnosticRelatedInformation(new vscode.Location(vscode.Uri.file(r.file), lineRange(r.file, r.line)), r.message));
       byFile.set(p.file, [...(byFile.get(p.file) ?? []), d]);
     }
     this.diagnostics.clear();

@@ -276,7 +276,8 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     assert.match(buffer, /\[default1\]:torch\.cuda\.OutOfMemoryError: CUDA out of memory/, 'rank 1\'s traceback as the script printed it');
 
     assert.match(failed, new RegExp(`CUDA out of memory \\(tried to allocate 20\\.00 MiB\\) at recorded_cuda_error\\.py:${s.ws.raiseLine}\\.`));
-    assert.match(failed, /1 CUDA problem in the Problems panel/);
+    // The OOM, and rank 0's lost connection to rank 1 when gloo noticed it before torchrun ended rank 0 (a warning).
+    assert.match(failed, /(?:1 problem|2 problems) in the Problems panel/);
 
     await page.keyboard.press('Control+Shift+M');
     const row = await waitUntil('the CUDA OOM in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /CUDA out of memory \(rank 1\)/.test(r.text)), 250);

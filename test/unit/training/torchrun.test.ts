@@ -119,7 +119,7 @@ describe('torchrun jobs', function () {
     const events: JobEvent[] = [];
     const final = await runJob({ file: join(dir, 'oom.job.json'), onEvent: (e) => events.push(e) }).finished;
     assert.equal(final.type, 'job/failed');
-    const problems = events.flatMap((e) => (e.type === 'job/log' && e.problem ? [e.problem] : []));
+    const problems = events.flatMap((e) => (e.type === 'job/log' && e.problem?.kind === 'cuda-oom' ? [e.problem] : []));
     assert.equal(problems.length, 1, JSON.stringify(problems));
     assert.deepEqual([problems[0].kind, problems[0].rank, problems[0].line, problems[0].tryingToAllocate], ['cuda-oom', 1, 11, '20.00 MiB']);
     assert.equal(problems[0].file, join(dir, 'raise_recorded_oom.py'));
@@ -128,6 +128,25 @@ describe('torchrun jobs', function () {
       assert.match(final.reason, /^RuntimeError: CUDA out of memory\. Tried to allocate 20\.00 MiB .* at .*raise_recorded_oom\.py:11$/);
       assert.match(final.hint ?? '', /smaller batch size/);
     }
+  });
+
+  it('fails a shape error with rank 1\'s exception at the user\'s line, not torchrun\'s summary, and makes each exception a problem', async function () {
+    if (torchMissing) this.skip();
+    const events: JobEvent[] = [];
+    const job = join(dir, 'exceptions', 'shape-rank1.job.json');
+    const script = join(dir, 'exceptions', 'shape_rank1.py');
+    const final = await runJob({ file: job, onEvent: (e) => events.push(e) }).finished;
+    const log = events.flatMap((e) => (e.type === 'job/log' ? [e.message] : [])).join('\n');
+    assert.equal(final.type, 'job/failed', log);
+    if (final.type !== 'job/failed') return;
+    assert.equal(final.reason, `RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x1568 and 392x10) at ${script}:11`, log);
+    assert.equal(final.rank, 1);
+    assert.match(final.hint ?? '', /set in_features=1568/);
+    const problems = events.flatMap((e) => (e.type === 'job/log' && e.problem ? [e.problem] : []));
+    const shape = problems.filter((p) => p.kind === 'exception' && !p.peerLost);
+    assert.deepEqual(shape.map((p) => [p.rank, p.file, p.line]), [[1, script, 11]], JSON.stringify(problems));
+    // Rank 0 waits in dist.barrier() (line 16) and loses its peer: a problem of its own, marked as such.
+    for (const p of problems.filter((q) => q.kind === 'exception' && q.peerLost)) assert.deepEqual([p.rank, p.line], [0, 16]);
   });
 
   before(function () {

@@ -1,0 +1,322 @@
+/**
+ * Python exceptions in the output of a torchrun job: every traceback a worker prints, read line
+ * by line as it comes, with
+ * - the rank, from the `[default1]:` prefix of torchrun's --tee (or `[rank1]:` / `[1]:`); lines of
+ *   several ranks may interleave, each rank's traceback is followed on its own;
+ * - the exception's type and message (all its lines: messages may span several);
+ * - the user's innermost frame: the deepest frame outside the Python library folders
+ *   (site-packages, dist-packages, lib/pythonX.Y, `<frozen …>`), where a problem belongs;
+ * - chained exceptions ("During handling of the above exception…", "The above exception was the
+ *   direct cause…"): the last one printed is the one that ended the script, the earlier ones
+ *   are kept as its chain;
+ * - SyntaxError, whose location is a `File "x.py", line N` line without a function (with no
+ *   "Traceback" header when it is the script itself).
+ * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
+ * have no frame of the user's and are told apart by `userFrame`.
+ */
+import { libraryFrame, prefixRank, rankPrefix, type CudaProblem } from './cudaErrors';
+
+export interface TracebackFrame {
+  readonly file: string;
+  readonly line: number;
+  /** The function, absent on a SyntaxError's location line. */
+  readonly function?: string;
+}
+
+/** An earlier exception of a chain, as printed before the one that ended the script. */
+export interface ChainedException {
+  /** `cause`: "…was the direct cause of the following exception" (raise … from); `context`: "During handling…". */
+  readonly relation: 'cause' | 'context';
+  readonly type: string;
+  readonly message: string;
+  readonly file?: string;
+  readonly line?: number;
+}
+
+export interface ScriptException {
+  /** As printed: `RuntimeError`, `torch.cuda.OutOfMemoryError`. */
+  readonly type: string;
+  /** The message, all its lines ('' when the exception had none). */
+  readonly message: string;
+  readonly rank?: number;
+  /** Outermost first, as printed. */
+  readonly frames: readonly TracebackFrame[];
+  /** The user's innermost frame, when a frame lies outside the library folders. */
+  readonly userFrame?: TracebackFrame;
+  /** The innermost frame, when it is not the user's (where in a library it was raised). */
+  readonly raisedIn?: TracebackFrame;
+  /** Earlier exceptions of the chain, in the order printed. */
+  readonly chain: readonly ChainedException[];
+  /** Order of the exception's line in the output, to find the first failure. */
+  readonly seq: number;
+}
+
+
+const header = /^Traceback \(most recent call last\):\s*$/;
+const frameLine = /^ {2}File "([^"]+)", line (\d+)(?:, in (.+))?\s*$/;
+const repeated = /^\s+\[Previous line repeated \d+ more times?\]\s*$/;
+const exceptionLine = /^([A-Za-z_][\w.]*)(?::(?: (.*))?)?$/;
+const causeMarker = /^The above exception was the direct cause of the following exception:\s*$/;
+const contextMarker = /^During handling of the above exception, another exception occurred:\s*$/;
+/** A line of Python's logging in its default format (torchrun's own `ERROR:torch.distributed…`): not a message line. */
+const loggingLine = /^(?:CRITICAL|ERROR|WARNING|INFO|DEBUG):[\w.]+:/;
+/** The most lines a message is taken to have. */
+const maxMessageLines = 40;
+
+interface Pending {
+  type: string;
+  lines: string[];
+  blanks: number;
+  frames: TracebackFrame[];
+  seq: number;
+}
+
+interface Stream {
+  /** In a traceback (frames so far), else undefined. */
+  frames?: TracebackFrame[];
+  /** The exception line was seen: collecting its message. */
+  pending?: Pending;
+  /** Earlier exceptions of the chain being printed. */
+  chain: { relation: 'cause' | 'context'; pending: Pending }[];
+  /** A chain marker was seen: the next traceback continues the chain. */
+  awaiting?: 'cause' | 'context';
+}
+
+function innermostUser(frames: readonly TracebackFrame[]): TracebackFrame | undefined {
+  for (let i = frames.length - 1; i >= 0; i--) if (!libraryFrame.test(frames[i].file)) return frames[i];
+  return undefined;
+}
+
+function messageOf(p: Pending): string {
+  return p.lines.join('\n').trimEnd();
+}
+
+/** Feeds output line by line; returns the exceptions whose message is complete. Call `end()` at the end of the output. */
+export class PythonTracebackParser {
+  private readonly streams = new Map<number, Stream>();
+  private seq = 0;
+
+  push(raw: string): ScriptException[] {
+    const prefix = rankPrefix.exec(raw);
+    const rank = prefix ? prefixRank(prefix) : undefined;
+    const text = (prefix ? raw.slice(prefix[0].length) : raw).replace(/\r$/, '');
+    const key = rank ?? -1;
+    let s = this.streams.get(key);
+    if (!s) {
+      s = { chain: [] };
+      this.streams.set(key, s);
+    }
+    const seq = this.seq++;
+    const done: ScriptException[] = [];
+
+    if (s.pending) {
+      const p = s.pending;
+      if (causeMarker.test(text) || contextMarker.test(text)) {
+        s.chain.push({ relation: causeMarker.test(text) ? 'cause' : 'context', pending: p });
+        s.pending = undefined;
+        s.awaiting = causeMarker.test(text) ? 'cause' : 'context';
+        return done;
+      }
+      if (text.trim() === '') {
+        p.blanks++;
+        return done;
+      }
+      if (header.test(text) || frameLine.test(text) || loggingLine.test(text) || p.lines.length + p.blanks >= maxMessageLines) {
+        done.push(this.finish(s, rank));
+      } else {
+        for (; p.blanks > 0; p.blanks--) p.lines.push('');
+        p.lines.push(text);
+        return done;
+      }
+    }
+
+    if (s.awaiting && !header.test(text)) {
+      if (text.trim() === '') return done;
+      // A marker not followed by a traceback: the chain is broken off, its last exception stands.
+      const last = s.chain.pop();
+      s.awaiting = undefined;
+      if (last) {
+        s.pending = last.pending;
+        done.push(this.finish(s, rank));
+      }
+    }
+
+    if (header.test(text)) {
+      if (!s.awaiting) s.chain = [];
+      s.awaiting = undefined;
+      s.frames = [];
+      return done;
+    }
+    const frame = frameLine.exec(text);
+    if (frame) {
+      const f: TracebackFrame = { file: frame[1], line: Number(frame[2]), ...(frame[3] ? { function: frame[3].trim() } : {}) };
+      if (s.frames) s.frames.push(f);
+      // A SyntaxError in the script itself: Python prints its location without a "Traceback" header.
+      else if (!f.function) {
+        s.chain = [];
+        s.frames = [f];
+      }
+      return done;
+    }
+    if (!s.frames) return done;
+    if (repeated.test(text) || /^\s/.test(text) || text === '') return done; // source lines, carets, "[Previous line repeated …]"
+    const ex = exceptionLine.exec(text);
+    if (!ex) {
+      s.frames = undefined; // not a traceback after all
+      return done;
+    }
+    s.pending = { type: ex[1], lines: [ex[2] ?? ''], blanks: 0, frames: s.frames, seq };
+    s.frames = undefined;
+    return done;
+  }
+
+  /** The exceptions still collecting their message when the output ended. */
+  end(): ScriptException[] {
+    const done: ScriptException[] = [];
+    for (const [key, s] of this.streams) {
+      if (!s.pending && s.awaiting) {
+        const last = s.chain.pop();
+        s.awaiting = undefined;
+        if (last) s.pending = last.pending;
+      }
+      if (s.pending) done.push(this.finish(s, key === -1 ? undefined : key));
+    }
+    return done.sort((a, b) => a.seq - b.seq);
+  }
+
+  private finish(s: Stream, rank: number | undefined): ScriptException {
+    const p = s.pending as Pending;
+    s.pending = undefined;
+    const chain = s.chain.map(({ relation, pending }) => {
+      const where = innermostUser(pending.frames) ?? pending.frames[pending.frames.length - 1];
+      return { relation, type: pending.type, message: messageOf(pending), ...(where ? { file: where.file, line: where.line } : {}) };
+    });
+    s.chain = [];
+    const userFrame = innermostUser(p.frames);
+    const innermost = p.frames[p.frames.length - 1];
+    return {
+      type: p.type,
+      message: messageOf(p),
+      ...(rank !== undefined ? { rank } : {}),
+      frames: p.frames,
+      ...(userFrame ? { userFrame } : {}),
+      ...(innermost && innermost !== userFrame ? { raisedIn: innermost } : {}),
+      chain,
+      seq: p.seq,
+    };
+  }
+}
+
+/** Every exception in a whole output text, in the order printed. */
+export function parsePythonExceptions(text: string): ScriptException[] {
+  const parser = new PythonTracebackParser();
+  const out: ScriptException[] = [];
+  for (const line of text.split('\n')) out.push(...parser.push(line));
+  out.push(...parser.end());
+  return out.sort((a, b) => a.seq - b.seq);
+}
+
+/** Exceptions that stop a script without it being wrong: Ctrl-C, sys.exit, torchrun passing on a signal or reporting failed workers. */
+const notScriptErrors = /^(?:KeyboardInterrupt|SystemExit|GeneratorExit|(?:[\w.]+\.)?SignalException|(?:[\w.]+\.)?ChildFailedError)$/;
+
+/** Whether an exception is an error of the user's script (a frame of theirs, and not an interrupt). */
+export function isScriptError(e: ScriptException): boolean {
+  return e.userFrame !== undefined && !notScriptErrors.test(e.type);
+}
+
+/** `type: message` on one line (a message's further lines joined), for a reason. */
+export function exceptionText(e: { type: string; message: string }, max = 400): string {
+  const msg = e.message.split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+  const text = msg ? `${e.type}: ${msg}` : e.type;
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** A library path from its package on: `/usr/lib/python3/dist-packages/torch/nn/functional.py` → `torch/nn/functional.py`. */
+export function shortLibraryPath(file: string): string {
+  const m = /[/\\](?:site-packages|dist-packages)[/\\](.+)$/.exec(file) ?? /[/\\]lib[/\\]python\d[\d.]*[/\\](.+)$/.exec(file);
+  return m ? m[1].replace(/\\/g, '/') : file;
+}
+
+/** An exception of the user's script as a problem: where it belongs (the user's innermost frame) and what it says. */
+export interface ExceptionProblem {
+  readonly kind: 'exception';
+  /** `RuntimeError`, `torch.cuda.OutOfMemoryError`. */
+  readonly exceptionType: string;
+  /** `Type: message` as printed, all the message's lines. */
+  readonly message: string;
+  /** Where it was raised, when that is a library's line, and what it was chained to. */
+  readonly explanation: string;
+  /** What to try, for the errors where that is known. */
+  readonly hints: readonly string[];
+  /** The user's innermost frame. */
+  readonly file?: string;
+  readonly line?: number;
+  readonly rank?: number;
+  readonly chain?: readonly ChainedException[];
+  /** The rank lost its connection to another: most likely because that one failed first. */
+  readonly peerLost?: boolean;
+}
+
+/** gloo's and NCCL's words when the other end of a collective went away. */
+const peerLostMessage = /Connection (?:closed|reset) by peer|remote process exited or there was a network error|Broken pipe|NCCL communicator was aborted/;
+
+const shapeMismatch = /mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)/;
+
+function hintsFor(e: ScriptException): string[] {
+  const m = shapeMismatch.exec(e.message);
+  if (m && m[2] !== m[3]) {
+    const [features, inFeatures, outFeatures] = [m[2], m[3], m[4]];
+    return [
+      `A Linear layer with in_features=${inFeatures} (weight ${outFeatures}x${inFeatures}) got inputs of ${features} features: set in_features=${features}, or reshape the input to ${inFeatures} features (check the flatten before the layer and the output size of the layers before it).`,
+    ];
+  }
+  return [];
+}
+
+function place(f: { file?: string; line?: number }): string {
+  return f.file ? ` (${f.file}${f.line !== undefined ? `:${f.line}` : ''})` : '';
+}
+
+/** The problem an exception of the script makes (see `isScriptError`). */
+export function exceptionProblem(e: ScriptException): ExceptionProblem {
+  const lines: string[] = [];
+  const peerLost = peerLostMessage.test(e.message);
+  if (peerLost) lines.push('This rank lost its connection to another rank, most often because that rank failed first: its own problem is the cause.');
+  if (/^(?:SyntaxError|IndentationError|TabError)$/.test(e.type)) lines.push('Python could not read this file, so the script stopped before it ran.');
+  else if (e.raisedIn) lines.push(`Raised in ${shortLibraryPath(e.raisedIn.file)}:${e.raisedIn.line}${e.raisedIn.function ? ` (${e.raisedIn.function})` : ''}, called from this line.`);
+  for (const c of e.chain) lines.push(`${c.relation === 'cause' ? 'Caused by' : 'While handling'} ${exceptionText(c, 300)}${place(c)}.`);
+  return {
+    kind: 'exception',
+    exceptionType: e.type,
+    message: e.message ? `${e.type}: ${e.message}` : e.type,
+    explanation: lines.join('\n'),
+    hints: hintsFor(e),
+    ...(e.userFrame ? { file: e.userFrame.file, line: e.userFrame.line } : {}),
+    ...(e.rank !== undefined ? { rank: e.rank } : {}),
+    ...(e.chain.length ? { chain: e.chain } : {}),
+    ...(peerLost ? { peerLost } : {}),
+  };
+}
+
+/** A problem of a torchrun job's output: a CUDA error, explained, or any other exception of the script. */
+export type ScriptProblem = CudaProblem | ExceptionProblem;
+
+/** What torchrun's failure summary says of the root cause ("Root Cause (first observed failure)"). */
+export interface RootCause {
+  readonly rank: number;
+  readonly exitCode: number;
+  /** For a negative exit code: `SIGKILL`, from "Signal 9 (SIGKILL) received by PID …". */
+  readonly signal?: string;
+}
+
+/** The root cause entry of torchrun's ChildFailedError summary, if the output has one. */
+export function rootCause(text: string): RootCause | undefined {
+  const at = text.lastIndexOf('Root Cause (first observed failure)');
+  if (at < 0) return undefined;
+  const block = text.slice(at, at + 2000);
+  const rank = /^\s*rank\s*:\s*(\d+)/m.exec(block);
+  const exit = /^\s*exitcode\s*:\s*(-?\d+)/m.exec(block);
+  if (!rank || !exit) return undefined;
+  const signal = /Signal \d+ \((SIG[A-Z0-9]+)\) received/.exec(block);
+  return { rank: Number(rank[1]), exitCode: Number(exit[1]), ...(signal ? { signal: signal[1] } : {}) };
+}
