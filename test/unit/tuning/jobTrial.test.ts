@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TuneEvent } from '../../../src/tuning/events';
@@ -141,6 +141,26 @@ describe('tuning: job trials', function () {
       // '.' is the original job's folder (resolved there, not in the trial folder): it exists, but holds no digits.
       assert.match(failed[0].error, new RegExp(`^training failed.*${jobDir.replace(/[/\\]/g, '.')} is not the mnist package`));
       assert.match(failed[1].error, /the config makes .*tiny\.job\.json invalid:\n\/data: .*no-such-dir does not exist/);
+    });
+
+    it('a torchrun job trial that fails carries the script\'s exception (rank, type: message, user\'s file:line), as the job does', async () => {
+      // The interpreter replays torchrun's recorded output of a shape error on rank 1 (python3-torch 1.13, gloo) and exits 1.
+      const jobs = mkdtempSync(join(tmpdir(), 'tune-torchrun-fail-'));
+      const python = join(jobs, 'python');
+      writeFileSync(python, `#!/bin/sh\ncat '${join(fixtures, 'torchrun', 'exc-shape-rank1-then-peer.txt')}' >&2\nexit 1\n`);
+      chmodSync(python, 0o755);
+      const job = join(jobs, 'shape.job.json');
+      writeFileSync(job, JSON.stringify({ kind: 'torchrun', script: 'shape_rank1.py', nprocPerNode: 2, python: './python' }));
+      const workspace = mkdtempSync(join(tmpdir(), 'tune-job-'));
+      const spec = parseSpec({ metric: 'loss', numSamples: 1, space: { args: ['--epochs', '1'] }, trial: { job } }, join(workspace, 't.tune.json'));
+      const events: TuneEvent[] = [];
+      const exp = new Experiment({ spec, workspace, gpuCount: 0, output: () => undefined });
+      exp.onEvent((e) => events.push(e));
+      await exp.run();
+      const failed = of(events, 'trial/failed');
+      assert.equal(failed.length, 1);
+      assert.equal(failed[0].error.split(' (hint: ')[0], 'training failed (rank 1): RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x1568 and 392x10) at /tmp/proj/shape_rank1.py:11');
+      assert.match(failed[0].error, /\(hint: A Linear layer with in_features=392 .*\)$/);
     });
   });
 });
