@@ -301,22 +301,44 @@ export function exceptionProblem(e: ScriptException): ExceptionProblem {
 /** A problem of a torchrun job's output: a CUDA error, explained, or any other exception of the script. */
 export type ScriptProblem = CudaProblem | ExceptionProblem;
 
-/** What torchrun's failure summary says of the root cause ("Root Cause (first observed failure)"). */
-export interface RootCause {
+/** A failed rank in torchrun's ChildFailedError summary. */
+export interface RankFailure {
   readonly rank: number;
   readonly exitCode: number;
   /** For a negative exit code: `SIGKILL`, from "Signal 9 (SIGKILL) received by PID …". */
   readonly signal?: string;
+  /** Listed under "Root Cause (first observed failure)": torchrun's guess, by the time it noticed. */
+  readonly rootCause: boolean;
 }
 
-/** The root cause entry of torchrun's ChildFailedError summary, if the output has one. */
-export function rootCause(text: string): RootCause | undefined {
-  const at = text.lastIndexOf('Root Cause (first observed failure)');
-  if (at < 0) return undefined;
-  const block = text.slice(at, at + 2000);
-  const rank = /^\s*rank\s*:\s*(\d+)/m.exec(block);
-  const exit = /^\s*exitcode\s*:\s*(-?\d+)/m.exec(block);
-  if (!rank || !exit) return undefined;
-  const signal = /Signal \d+ \((SIG[A-Z0-9]+)\) received/.exec(block);
-  return { rank: Number(rank[1]), exitCode: Number(exit[1]), ...(signal ? { signal: signal[1] } : {}) };
+/** The ranks torchrun's failure summary lists (its last one in the output), the root cause marked. */
+export function summaryFailures(text: string): RankFailure[] {
+  const at = text.lastIndexOf('\nFailures:');
+  if (at < 0) return [];
+  const out: RankFailure[] = [];
+  let root = false;
+  let entry: { rank?: number; exitCode?: number; signal?: string } | undefined;
+  const close = () => {
+    if (entry?.rank !== undefined && entry.exitCode !== undefined) out.push({ rank: entry.rank, exitCode: entry.exitCode, ...(entry.signal ? { signal: entry.signal } : {}), rootCause: root });
+    entry = undefined;
+  };
+  for (const line of text.slice(at + 1, at + 20_000).split('\n')) {
+    if (/^={10,}\s*$/.test(line)) break;
+    if (/^Root Cause \(first observed failure\)/.test(line)) {
+      close();
+      root = true;
+    } else if (/^\[\d+\]:\s*$/.test(line)) {
+      close();
+      entry = {};
+    } else if (entry) {
+      const rank = /^\s*rank\s*:\s*(\d+)/.exec(line);
+      const exit = /^\s*exitcode\s*:\s*(-?\d+)/.exec(line);
+      const signal = /Signal \d+ \((SIG[A-Z0-9]+)\) received/.exec(line);
+      if (rank) entry.rank = Number(rank[1]);
+      if (exit) entry.exitCode = Number(exit[1]);
+      if (signal) entry.signal = signal[1];
+    }
+  }
+  close();
+  return out;
 }

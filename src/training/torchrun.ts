@@ -20,7 +20,7 @@ import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { CudaErrorParser, cudaKind, prefixRank, rankPrefix, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from './events';
 import { JobFileError, jobProblems, type JobOverrides } from './jobSpec';
-import { exceptionProblem, exceptionText, isScriptError, PythonTracebackParser, rootCause, shortLibraryPath, type ScriptException, type ScriptProblem } from './pythonErrors';
+import { exceptionProblem, exceptionText, isScriptError, PythonTracebackParser, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 
 export interface TorchrunSpec {
   readonly file: string;
@@ -124,9 +124,16 @@ const signalHints: Record<string, string> = {
  */
 export function failureFromOutput(exceptions: readonly ScriptException[], cudaProblems: readonly ScriptProblem[], all: string, lastLines: ReadonlyMap<number, readonly string[]>): Failure | undefined {
   const ordered = [...exceptions].sort((a, b) => a.seq - b.seq);
+  const ranks = summaryFailures(all);
   // A rank that lost its peer failed because of another: that one's exception is the cause, wherever it was printed.
   const failing = ordered.filter(isScriptError);
   const first = failing.find((e) => !exceptionProblem(e).peerLost) ?? failing[0];
+  // Only lost peers: a rank killed by a signal (no exception of its own) is the cause.
+  const killed = ranks.find((r) => r.exitCode < 0 && !failing.some((e) => e.rank === r.rank));
+  if (first && exceptionProblem(first).peerLost && killed && !cudaProblems.length) {
+    const f = rankEnded(killed, lastLines);
+    return { ...f, reason: `${f.reason}; rank ${first.rank ?? '?'} then lost its connection to it (${exceptionText(first, 200)})` };
+  }
   if (first && !cudaKind(exceptionText(first))) {
     const p = exceptionProblem(first);
     const rank = first.rank ?? rootCauseRank(all);
@@ -149,17 +156,21 @@ export function failureFromOutput(exceptions: readonly ScriptException[], cudaPr
     const name = signalName(Number(sig[1]));
     return { reason: `torchrun was stopped by ${name ? `${name} (signal ${sig[1]})` : `signal ${sig[1]}`} and ended its workers; the script reported no error` };
   }
-  const root = rootCause(all);
-  if (root) {
-    const last = (lastLines.get(root.rank) ?? []).join(' | ');
-    if (root.exitCode < 0) {
-      const name = root.signal ?? signalName(-root.exitCode);
-      const hint = name ? signalHints[name] : undefined;
-      return { reason: `rank ${root.rank} was killed by ${name ? `${name} (signal ${-root.exitCode})` : `signal ${-root.exitCode}`} without a Python exception${last ? `; its last output: ${last}` : ''}`, rank: root.rank, ...(hint ? { hint } : {}) };
-    }
-    return { reason: `rank ${root.rank} exited with code ${root.exitCode} without a Python exception${last ? `; its last output: ${last}` : ''}`, rank: root.rank };
+  // A rank killed by a signal before torchrun's "root cause" (its guess, by when it noticed), else that one.
+  const ended = killed ?? ranks.find((r) => r.rootCause) ?? ranks[0];
+  return ended ? rankEnded(ended, lastLines) : undefined;
+}
+
+/** A rank that ended without a Python exception: the signal that killed it or its exit code, and its last output. */
+function rankEnded(r: RankFailure, lastLines: ReadonlyMap<number, readonly string[]>): Failure {
+  const last = (lastLines.get(r.rank) ?? []).join(' | ');
+  const output = last ? `; its last output: ${last}` : '';
+  if (r.exitCode < 0) {
+    const name = r.signal ?? signalName(-r.exitCode);
+    const hint = name ? signalHints[name] : undefined;
+    return { reason: `rank ${r.rank} was killed by ${name ? `${name} (signal ${-r.exitCode})` : `signal ${-r.exitCode}`} without a Python exception${output}`, rank: r.rank, ...(hint ? { hint } : {}) };
   }
-  return undefined;
+  return { reason: `rank ${r.rank} exited with code ${r.exitCode} without a Python exception${output}`, rank: r.rank };
 }
 
 function signalName(n: number): string | undefined {

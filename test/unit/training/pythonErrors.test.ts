@@ -95,6 +95,14 @@ describe('Python exceptions in torchrun output', () => {
     assert.match(f?.hint ?? '', /out-of-memory killer/);
   });
 
+  it('blames a rank killed by a signal, not the rank that then lost its connection to it (torchrun\'s "root cause")', () => {
+    const text = recorded('exc-sigkill-then-peer.txt');
+    assert.match(text, /Root Cause \(first observed failure\):\n\[0\]:\n.*\n.*\n\s+rank\s+: 0/, 'the recorded summary blames rank 0');
+    const f = failure(text);
+    assert.deepEqual(f && [f.reason, f.rank], ['rank 1 was killed by SIGKILL (signal 9) without a Python exception; rank 0 then lost its connection to it (RuntimeError: [./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:10899: Connection reset by peer)', 1]);
+    assert.match(f?.hint ?? '', /out-of-memory killer/);
+  });
+
   it('tells torchrun\'s own failure (no frame of the user\'s) from the script\'s', () => {
     const text = recorded('exc-launcher-tee3.txt');
     assert.deepEqual(scriptErrors(text), []);
