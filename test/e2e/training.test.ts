@@ -16,7 +16,8 @@
  * raises is in the Problems panel at the script's raising line, with its explanation, from
  * "GPU Workbench". A second, long run clears the problem, and Stop Training ends torchrun and
  * both workers; so does Tasks: Terminate Task on a third; the same job from the workspace's
- * tasks.json runs through Tasks: Run Task. Skipped, saying why, when /usr/bin/python3 has no torch.
+ * tasks.json runs through Tasks: Run Task. Last, the job runs a script with a shape error on rank 1:
+ * the failure message names that RuntimeError and the Problems panel has it at the user's line. Skipped, saying why, when /usr/bin/python3 has no torch.
  * With UPDATE_SCREENSHOTS=1 the task terminal + Problems panel picture is also saved to
  * docs/images/torchrun-problems.png.
  */
@@ -181,6 +182,7 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
   let firstRunDone = false;
   let stopDone = false;
   let terminateDone = false;
+  let tasksJsonDone = false;
 
   async function startJob(p: Page): Promise<void> {
     await runCommand(p, 'GPU Workbench: Start Training');
@@ -360,5 +362,32 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     assert.equal(row.line, s.ws.raiseLine);
     await screenshot(s.page, 'torchrun-tasks-json');
     await waitUntil('torchrun and its workers to exit', 30_000, () => scriptProcesses().length === 0, 250);
+    tasksJsonDone = true;
+  });
+
+  it('a shape error (no CUDA error) names rank 1\'s RuntimeError in the failure message and is a problem at the user\'s line, not torch\'s', async () => {
+    assert.ok(s.page && tasksJsonDone, 'needs the workbench after the previous tests');
+    // The job now runs test/fixtures/torchrun/exceptions/shape_rank1.py: rank 1 feeds a wrong shape to nn.Linear.
+    const shapeScript = join(s.ws.dir, 'shape_rank1.py');
+    copyFileSync(join(repoRoot, 'test', 'fixtures', 'torchrun', 'exceptions', 'shape_rank1.py'), shapeScript);
+    const userLine = readFileSync(shapeScript, 'utf8').split('\n').findIndex((l) => l.trim() === 'return model(x.flatten(1))') + 1;
+    assert.ok(userLine > 0);
+    const job = JSON.parse(s.ws.jobText) as Record<string, unknown>;
+    delete job.env;
+    delete job.args;
+    job.script = 'shape_rank1.py';
+    writeFileSync(s.ws.jobFile, `${JSON.stringify(job, null, 2)}\n`);
+    await runCommand(s.page, 'Notifications: Clear All Notifications');
+    await startJob(s.page);
+    const failed = await waitForNotification(s.page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    assert.match(failed, new RegExp(`failed on rank 1: RuntimeError: mat1 and mat2 shapes cannot be multiplied \\(32x1568 and 392x10\\) at shape_rank1\\.py:${userLine}\\.`));
+    assert.doesNotMatch(failed, /exitcode|error_file|To enable traceback/);
+    await s.page.keyboard.press('Control+Shift+M');
+    const row = await waitUntil('the shape error in the Problems panel', 30_000, async () => (await problemRows(s.page!)).find((r) => /RuntimeError \(rank 1\): mat1 and mat2 shapes cannot be multiplied/.test(r.text)), 250);
+    assert.equal(row.line, userLine, `at the user's line, not torch's linear.py: ${row.text}`);
+    const panel = (await s.page.locator('.markers-panel').innerText()).replace(/\s+/g, ' ');
+    assert.match(panel, /shape_rank1\.py/);
+    await screenshot(s.page, 'torchrun-shape-error');
+    await waitUntil('torchrun and its workers to exit', 30_000, () => processesWith(shapeScript).length === 0, 250);
   });
 });
