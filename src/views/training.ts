@@ -5,7 +5,7 @@
  * "GPU Workbench: Training" channel, the job's devices and loss curve in the GPU panel (through
  * `trainingJobFeed`), and a GPU monitor lease while it runs so the panel keeps sampling.
  * A `"kind": "torchrun"` job runs instead as a VS Code task (`torchrunTask.ts`): its terminal
- * shows the script's output and its CUDA problems go to the Problems panel.
+ * shows the script's output and its exceptions (CUDA errors with their explanation) go to the Problems panel at the user's line.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
