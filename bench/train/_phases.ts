@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../src/training/backend';
 import { loadDataset } from '../../src/training/data';
-import { loadJobFile } from '../../src/training/jobSpec';
+import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/model';
 import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/ring';
 import { shardIndices } from '../../src/training/sampler';

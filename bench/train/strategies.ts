@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { loadDataset } from '../../src/training/data';
 import type { JobMetrics } from '../../src/training/events';
 import { runJob } from '../../src/training/job';
-import { loadJobFile, type JobOverrides } from '../../src/training/jobSpec';
+import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';
 import { Ring, type RingTransport } from '../../src/training/ring';
 import { repoRoot } from '../../test/paths';
 import { formatPhases, jobFileFor, measurePhases, sps, type PhaseReport } from './_phases';

@@ -8,7 +8,7 @@ import { mib } from '../common/units';
 import type { JobEvent } from '../training/events';
 import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
 import { runJob } from '../training/job';
-import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/jobSpec';
+import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 

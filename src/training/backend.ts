@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { BackendChoice } from './jobSpec';
+import type { BackendChoice } from './job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './backends/gemm';
 import { guardWasmHeap } from './oom';
 

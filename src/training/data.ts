@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import type { DataSource } from './jobSpec';
+import type { DataSource } from './job/spec';
 import { permutation } from './sampler';
 
 export interface Split {

@@ -8,7 +8,7 @@
  * - `WorkerMessage` / `CoordinatorMessage`: the coordinator and its worker processes (one per
  *   device). Only control and metrics travel here; gradients go peer to peer over the ring.
  */
-import type { JobOverrides, JobSpec, Strategy } from './jobSpec';
+import type { JobOverrides, JobSpec, Strategy } from './job/spec';
 import type { PipelineMetrics } from './pipelineSchedule';
 import type { CudaProblem } from './cudaErrors';
 

@@ -16,7 +16,7 @@
  */
 import type { JobEvent } from './events';
 import { runJob, type JobHandle } from './job';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
+import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isOutOfMemory } from './oom';
 import { isTorchrunJob } from './torchrun';
 

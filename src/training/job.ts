@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './events';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './jobSpec';
+import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 
 export interface RunJobOptions {

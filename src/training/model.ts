@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import type { Tf } from './backend';
 import type { LayerSummary } from './events';
 import { createAdam, createMomentum, createSgd } from './fusedOptimizers';
-import type { JobSpec, LossName, ModelSource } from './jobSpec';
+import type { JobSpec, LossName, ModelSource } from './job/spec';
 
 export class ModelError extends Error {
   constructor(message: string) {

@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { CudaErrorParser, rankPrefix, rootCauseRank, type CudaProblem } from './cudaErrors';
 import type { JobEvent } from './events';
-import { JobFileError, jobProblems, type JobOverrides } from './jobSpec';
+import { JobFileError, jobProblems, type JobOverrides } from './job/spec';
 
 export interface TorchrunSpec {
   readonly file: string;

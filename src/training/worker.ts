@@ -15,7 +15,7 @@ import { loadBackend, type LoadedBackend, type Tf } from './backend';
 import { saveCheckpoint } from './checkpoint';
 import { loadDataset, type Dataset, type Split } from './data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './events';
-import type { JobSpec } from './jobSpec';
+import type { JobSpec } from './job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from './oom';
 import { BucketedAllReduce, Ring, RingError } from './ring';

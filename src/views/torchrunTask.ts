@@ -27,7 +27,7 @@ import * as vscode from 'vscode';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { CudaProblem } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
-import type { JobOverrides } from '../training/jobSpec';
+import type { JobOverrides } from '../training/job/spec';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
 import { trainingJobFeed } from './trainingFeed';
 import {

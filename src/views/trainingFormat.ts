@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import type { PanelJobWorker } from '../common/protocol';
 import type { GpuSnapshot } from '../gpu/types';
 import type { JobEvent, JobMetrics, WorkerInfo } from '../training/events';
-import type { Strategy } from '../training/jobSpec';
+import type { Strategy } from '../training/job/spec';
 
 type StepEvent = Extract<JobEvent, { type: 'job/step' }>;
 type FailedEvent = Extract<JobEvent, { type: 'job/failed' }>;

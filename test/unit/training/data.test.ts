@@ -6,7 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { loadBackend } from '../../../src/training/backend';
 import { saveCheckpoint } from '../../../src/training/checkpoint';
 import { loadDataset, readIdx } from '../../../src/training/data';
-import { loadJobFile } from '../../../src/training/jobSpec';
+import { loadJobFile } from '../../../src/training/job/spec';
 import { buildModel, makeOptimizer } from '../../../src/training/model';
 import { LeakWatch } from '../../../src/training/trainLoop';
 import { fixtures } from '../../paths';

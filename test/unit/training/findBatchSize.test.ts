@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../src/cli/train';
 import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/findBatchSize';
-import { parseJob } from '../../../src/training/jobSpec';
+import { parseJob } from '../../../src/training/job/spec';
 import type { Tf } from '../../../src/training/backend';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/oom';
 import { hintFor } from '../../../src/training/worker';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { JobFileError, loadJobFile, parseJob } from '../../../src/training/jobSpec';
+import { JobFileError, loadJobFile, parseJob } from '../../../src/training/job/spec';
 import { fixtures, repoRoot } from '../../paths';
 
 const jobs = join(fixtures, 'jobs');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JobFileError, parseJob } from '../../../src/training/jobSpec';
+import { JobFileError, parseJob } from '../../../src/training/job/spec';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, slowestStage, stageSchedule, type PipelineOp } from '../../../src/training/pipelineSchedule';
 import { alive, checkpointWeights, run, tinyJob, until } from './helpers';
 

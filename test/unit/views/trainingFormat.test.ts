@@ -5,7 +5,7 @@ import {
   appendLoss, deviceChoices, doneMessage, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
 } from '../../../src/views/trainingFormat';
-import { parseJob } from '../../../src/training/jobSpec';
+import { parseJob } from '../../../src/training/job/spec';
 
 type Step = Extract<JobEvent, { type: 'job/step' }>;
 
