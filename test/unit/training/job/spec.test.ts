@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { JobFileError, loadJobFile, parseJob } from '../../../src/training/job/spec';
-import { fixtures, repoRoot } from '../../paths';
+import { JobFileError, loadJobFile, parseJob } from '../../../../src/training/job/spec';
+import { fixtures, repoRoot } from '../../../paths';
 
 const jobs = join(fixtures, 'jobs');
 
