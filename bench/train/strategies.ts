@@ -29,7 +29,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadDataset } from '../../src/training/data';
-import type { JobMetrics } from '../../src/training/events';
+import type { JobMetrics } from '../../src/training/job/events';
 import { runJob } from '../../src/training/job';
 import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';
 import { Ring, type RingTransport } from '../../src/training/ring';

@@ -14,7 +14,7 @@
  * reported as it is. On a GPU machine each device gets its own search (they may differ in
  * memory); CPU "devices" share the host's memory, so one search answers for all.
  */
-import type { JobEvent } from './events';
+import type { JobEvent } from './job/events';
 import { runJob, type JobHandle } from './job';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isOutOfMemory } from './oom';

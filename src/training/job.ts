@@ -12,7 +12,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './events';
+import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 

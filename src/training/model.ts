@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Tf } from './backend';
-import type { LayerSummary } from './events';
+import type { LayerSummary } from './job/events';
 import { createAdam, createMomentum, createSgd } from './fusedOptimizers';
 import type { JobSpec, LossName, ModelSource } from './job/spec';
 

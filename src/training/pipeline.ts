@@ -31,7 +31,7 @@ import { performance } from 'node:perf_hooks';
 import type { LoadedBackend, Tf } from './backend';
 import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './checkpoint';
 import type { Dataset } from './data';
-import type { JobMetrics } from './events';
+import type { JobMetrics } from './job/events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
 import { connectWithRetry, RingError, ringSocketPath } from './ring';

@@ -16,7 +16,7 @@ import type { Tf } from './backend';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from './checkpoint';
 import type { Dataset } from './data';
-import type { JobEvent, JobMetrics } from './events';
+import type { JobEvent, JobMetrics } from './job/events';
 import type { JobSpec } from './job/spec';
 import { lossFn } from './model';
 import type { Batcher } from './worker';

@@ -13,7 +13,7 @@
  */
 import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import type { JobEvent } from '../training/events';
+import type { JobEvent } from '../training/job/events';
 import { JobFileError, parseJob } from '../training/job/spec';
 import type { TrialResult } from './events';
 import type { Config } from './space';

@@ -6,7 +6,7 @@
  */
 import { basename, isAbsolute, resolve } from 'node:path';
 import type { CudaProblem, CudaProblemKind } from '../training/cudaErrors';
-import type { JobEvent } from '../training/events';
+import type { JobEvent } from '../training/job/events';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 

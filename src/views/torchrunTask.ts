@@ -26,7 +26,7 @@ import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { CudaProblem } from '../training/cudaErrors';
-import type { JobEvent } from '../training/events';
+import type { JobEvent } from '../training/job/events';
 import type { JobOverrides } from '../training/job/spec';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
 import { trainingJobFeed } from './trainingFeed';

@@ -17,7 +17,7 @@ import { formatEvent } from '../cli/train';
 import type { PanelJob } from '../common/protocol';
 import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
-import type { HostCommand, JobEvent } from '../training/events';
+import type { HostCommand, JobEvent } from '../training/job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/job/spec';
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/torchrun';
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './torchrunFormat';

@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import type { PanelJobWorker } from '../common/protocol';
 import type { GpuSnapshot } from '../gpu/types';
-import type { JobEvent, JobMetrics, WorkerInfo } from '../training/events';
+import type { JobEvent, JobMetrics, WorkerInfo } from '../training/job/events';
 import type { Strategy } from '../training/job/spec';
 
 type StepEvent = Extract<JobEvent, { type: 'job/step' }>;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { formatEvent, parseTrainArgs } from '../../../src/cli/train';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { fixtures, repoRoot } from '../../paths';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');

@@ -1,7 +1,7 @@
 /** Helpers shared by the training job tests: run a job to its end, read its checkpoint, wait on worker processes. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { runJob, type RunJobOptions } from '../../../src/training/job';
 import { fixtures } from '../../paths';
 

@@ -3,7 +3,7 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/job';
 import { fixtures, repoRoot } from '../../paths';
 import { alive, checkpointWeights, run, tinyJob, until } from './helpers';

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseCudaErrors, rootCauseRank } from '../../../src/training/cudaErrors';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/job';
 import { loadTorchrunJob, torchrunCommand } from '../../../src/training/torchrun';
 import { fixtures } from '../../paths';

@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { runTorchrun } from '../../../src/training/torchrun';
 
 async function until(cond: () => boolean, what: string, ms: number): Promise<void> {

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CudaErrorParser, parseCudaErrors } from '../../../src/training/cudaErrors';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/job';
 import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrunFormat';
 import { fixtures, repoRoot } from '../../paths';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { loadTorchrunJob, runTorchrun } from '../../../src/training/torchrun';
 import { chooseInterpreter, jobPythonField, terminalText, torchrunEndMessage, torchrunRefusal, untrustedTorchrunMessage, withInterpreterHint, type InterpreterChoice } from '../../../src/views/torchrunFormat';
 

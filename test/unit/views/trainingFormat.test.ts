@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { GpuDevice, GpuSnapshot } from '../../../src/gpu/types';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,

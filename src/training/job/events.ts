@@ -8,9 +8,9 @@
  * - `WorkerMessage` / `CoordinatorMessage`: the coordinator and its worker processes (one per
  *   device). Only control and metrics travel here; gradients go peer to peer over the ring.
  */
-import type { JobOverrides, JobSpec, Strategy } from './job/spec';
-import type { PipelineMetrics } from './pipelineSchedule';
-import type { CudaProblem } from './cudaErrors';
+import type { JobOverrides, JobSpec, Strategy } from './spec';
+import type { PipelineMetrics } from '../pipelineSchedule';
+import type { CudaProblem } from '../cudaErrors';
 
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {
