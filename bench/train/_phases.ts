@@ -20,7 +20,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../src/training/backend';
-import { loadDataset } from '../../src/training/data';
+import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/model';
 import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/ring';

@@ -28,7 +28,7 @@ import { fork, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadDataset } from '../../src/training/data';
+import { loadDataset } from '../../src/training/job/data';
 import type { JobMetrics } from '../../src/training/job/events';
 import { runJob } from '../../src/training/job';
 import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';

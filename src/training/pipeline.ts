@@ -30,7 +30,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { LoadedBackend, Tf } from './backend';
 import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './checkpoint';
-import type { Dataset } from './data';
+import type { Dataset } from './job/data';
 import type { JobMetrics } from './job/events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';

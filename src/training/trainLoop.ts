@@ -15,7 +15,7 @@ import type { Tensor } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from './checkpoint';
-import type { Dataset } from './data';
+import type { Dataset } from './job/data';
 import type { JobEvent, JobMetrics } from './job/events';
 import type { JobSpec } from './job/spec';
 import { lossFn } from './model';

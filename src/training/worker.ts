@@ -13,7 +13,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend, type LoadedBackend, type Tf } from './backend';
 import { saveCheckpoint } from './checkpoint';
-import { loadDataset, type Dataset, type Split } from './data';
+import { loadDataset, type Dataset, type Split } from './job/data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './job/events';
 import type { JobSpec } from './job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';

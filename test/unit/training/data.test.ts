@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { loadBackend } from '../../../src/training/backend';
 import { saveCheckpoint } from '../../../src/training/checkpoint';
-import { loadDataset, readIdx } from '../../../src/training/data';
+import { loadDataset, readIdx } from '../../../src/training/job/data';
 import { loadJobFile } from '../../../src/training/job/spec';
 import { buildModel, makeOptimizer } from '../../../src/training/model';
 import { LeakWatch } from '../../../src/training/trainLoop';

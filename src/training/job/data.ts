@@ -7,8 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import type { DataSource } from './job/spec';
-import { permutation } from './sampler';
+import type { DataSource } from './spec';
+import { permutation } from '../sampler';
 
 export interface Split {
   /** count × prod(inputShape) values, row-major. */
