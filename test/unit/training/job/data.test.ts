@@ -3,13 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { loadBackend } from '../../../src/training/backend';
-import { saveCheckpoint } from '../../../src/training/checkpoint';
-import { loadDataset, readIdx } from '../../../src/training/job/data';
-import { loadJobFile } from '../../../src/training/job/spec';
-import { buildModel, makeOptimizer } from '../../../src/training/model';
-import { LeakWatch } from '../../../src/training/trainLoop';
-import { fixtures } from '../../paths';
+import { loadBackend } from '../../../../src/training/backend';
+import { saveCheckpoint } from '../../../../src/training/checkpoint';
+import { loadDataset, readIdx } from '../../../../src/training/job/data';
+import { loadJobFile } from '../../../../src/training/job/spec';
+import { buildModel, makeOptimizer } from '../../../../src/training/model';
+import { LeakWatch } from '../../../../src/training/trainLoop';
+import { fixtures } from '../../../paths';
 
 const jobs = join(fixtures, 'jobs');
 
