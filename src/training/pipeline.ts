@@ -29,7 +29,7 @@ import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { LoadedBackend, Tf } from './backend';
-import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './checkpoint';
+import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './job/checkpoint';
 import type { Dataset } from './job/data';
 import type { JobMetrics } from './job/events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';

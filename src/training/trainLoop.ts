@@ -14,7 +14,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from './checkpoint';
+import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from './job/checkpoint';
 import type { Dataset } from './job/data';
 import type { JobEvent, JobMetrics } from './job/events';
 import type { JobSpec } from './job/spec';

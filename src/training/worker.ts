@@ -12,7 +12,7 @@
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend, type LoadedBackend, type Tf } from './backend';
-import { saveCheckpoint } from './checkpoint';
+import { saveCheckpoint } from './job/checkpoint';
 import { loadDataset, type Dataset, type Split } from './job/data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './job/events';
 import type { JobSpec } from './job/spec';

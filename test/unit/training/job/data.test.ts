@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { loadBackend } from '../../../../src/training/backend';
-import { saveCheckpoint } from '../../../../src/training/checkpoint';
+import { saveCheckpoint } from '../../../../src/training/job/checkpoint';
 import { loadDataset, readIdx } from '../../../../src/training/job/data';
 import { loadJobFile } from '../../../../src/training/job/spec';
 import { buildModel, makeOptimizer } from '../../../../src/training/model';
