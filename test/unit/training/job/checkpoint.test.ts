@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Tensor } from '@tensorflow/tfjs-core';
-import { CheckpointError, mergeOptimizerStates, sliceOptimizerState, type OptimizerState } from '../../../src/training/job/checkpoint';
+import { CheckpointError, mergeOptimizerStates, sliceOptimizerState, type OptimizerState } from '../../../../src/training/job/checkpoint';
 
 /** An Adam-like state: the iteration count, then the m slot of each weight, then the v slot. */
 const state = (...names: string[]): OptimizerState => ({
