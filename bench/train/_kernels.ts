@@ -8,7 +8,7 @@ import { loadBackend } from '../../src/training/backend';
 import { useOurGemm } from '../../src/training/backends/gemm';
 import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
-import { buildModel, lossFn } from '../../src/training/model';
+import { buildModel, lossFn } from '../../src/training/job/model';
 import { jobFileFor } from './_phases';
 
 async function main(): Promise<void> {

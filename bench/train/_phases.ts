@@ -22,7 +22,7 @@ import type { Tensor, Variable } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../src/training/backend';
 import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
-import { buildModel, lossFn, makeOptimizer } from '../../src/training/model';
+import { buildModel, lossFn, makeOptimizer } from '../../src/training/job/model';
 import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/ring';
 import { shardIndices } from '../../src/training/sampler';
 import { GradientBuffer } from '../../src/training/worker';

@@ -32,7 +32,7 @@ import type { LoadedBackend, Tf } from './backend';
 import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './job/checkpoint';
 import type { Dataset } from './job/data';
 import type { JobMetrics } from './job/events';
-import { lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
+import { lossFn, makeOptimizer, optimizerSlots, summarize } from './job/model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
 import { connectWithRetry, RingError, ringSocketPath } from './ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';

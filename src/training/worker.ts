@@ -16,7 +16,7 @@ import { saveCheckpoint } from './job/checkpoint';
 import { loadDataset, type Dataset, type Split } from './job/data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './job/events';
 import type { JobSpec } from './job/spec';
-import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './model';
+import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from './oom';
 import { BucketedAllReduce, Ring, RingError } from './ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';

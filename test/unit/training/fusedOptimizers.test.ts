@@ -3,7 +3,7 @@ import type { Optimizer } from '@tensorflow/tfjs-core';
 import type { Tf } from '../../../src/training/backend';
 import { createAdam, createMomentum, createSgd } from '../../../src/training/fusedOptimizers';
 import { simdKernelsFor } from '../../../src/training/simdUpdate';
-import { makeOptimizer } from '../../../src/training/model';
+import { makeOptimizer } from '../../../src/training/job/model';
 import { initBackends, pseudoRandom, tf } from './wasmKernels/tfHarness';
 
 const tfAll = tf as unknown as Tf;

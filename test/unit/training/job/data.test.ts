@@ -7,7 +7,7 @@ import { loadBackend } from '../../../../src/training/backend';
 import { saveCheckpoint } from '../../../../src/training/job/checkpoint';
 import { loadDataset, readIdx } from '../../../../src/training/job/data';
 import { loadJobFile } from '../../../../src/training/job/spec';
-import { buildModel, makeOptimizer } from '../../../../src/training/model';
+import { buildModel, makeOptimizer } from '../../../../src/training/job/model';
 import { LeakWatch } from '../../../../src/training/trainLoop';
 import { fixtures } from '../../../paths';
 
