@@ -37,7 +37,7 @@ import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSche
 import { connectWithRetry, RingError, ringSocketPath } from './ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from './star';
-import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './strategies/trainLoop';
 import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
 
 type Layer = LayersModel['layers'][number];

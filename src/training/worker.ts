@@ -22,7 +22,7 @@ import { BucketedAllReduce, Ring, RingError } from './ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from './star';
 import { trainPipeline } from './pipeline';
-import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './strategies/trainLoop';
 
 export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
 

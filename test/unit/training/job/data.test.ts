@@ -8,7 +8,7 @@ import { saveCheckpoint } from '../../../../src/training/job/checkpoint';
 import { loadDataset, readIdx } from '../../../../src/training/job/data';
 import { loadJobFile } from '../../../../src/training/job/spec';
 import { buildModel, makeOptimizer } from '../../../../src/training/job/model';
-import { LeakWatch } from '../../../../src/training/trainLoop';
+import { LeakWatch } from '../../../../src/training/strategies/trainLoop';
 import { fixtures } from '../../../paths';
 
 const jobs = join(fixtures, 'jobs');
