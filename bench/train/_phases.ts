@@ -25,7 +25,7 @@ import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/job/model';
 import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/ring';
 import { shardIndices } from '../../src/training/sampler';
-import { GradientBuffer } from '../../src/training/worker';
+import { GradientBuffer } from '../../src/training/strategies/worker';
 import { repoRoot } from '../../test/paths';
 
 const phases = ['batch', 'grads', 'reduce', 'apply'] as const;

@@ -8,7 +8,7 @@
  */
 import { parseHostCommand, type JobEvent } from './job/events';
 import { runJob, workerRoleEnv, type JobHandle } from './job';
-import { workerMain } from './worker';
+import { workerMain } from './strategies/worker';
 
 function hostMain(): void {
   let current: JobHandle | undefined;

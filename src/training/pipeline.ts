@@ -38,7 +38,7 @@ import { connectWithRetry, RingError, ringSocketPath } from './ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from './star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './strategies/trainLoop';
-import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
+import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './strategies/worker';
 
 type Layer = LayersModel['layers'][number];
 

@@ -19,7 +19,7 @@ import type { Dataset } from '../job/data';
 import type { JobEvent, JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { lossFn } from '../job/model';
-import type { Batcher } from '../worker';
+import type { Batcher } from './worker';
 
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
 export class LeakWatch {

@@ -7,7 +7,7 @@ import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, t
 import { parseJob } from '../../../src/training/job/spec';
 import type { Tf } from '../../../src/training/backend';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/oom';
-import { hintFor } from '../../../src/training/worker';
+import { hintFor } from '../../../src/training/strategies/worker';
 import { fixtures, repoRoot } from '../../paths';
 import { alive, tinyJob, until } from './helpers';
 

@@ -11,18 +11,18 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend, type LoadedBackend, type Tf } from './backend';
-import { saveCheckpoint } from './job/checkpoint';
-import { loadDataset, type Dataset, type Split } from './job/data';
-import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from './job/events';
-import type { JobSpec } from './job/spec';
-import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from './job/model';
-import { isOutOfMemory, wasmCrashAsOutOfMemory } from './oom';
-import { BucketedAllReduce, Ring, RingError } from './ring';
-import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
-import { Star, Tag } from './star';
-import { trainPipeline } from './pipeline';
-import { alone, evaluate, resumeIfAsked, trainLoop } from './strategies/trainLoop';
+import { loadBackend, type LoadedBackend, type Tf } from '../backend';
+import { saveCheckpoint } from '../job/checkpoint';
+import { loadDataset, type Dataset, type Split } from '../job/data';
+import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from '../job/events';
+import type { JobSpec } from '../job/spec';
+import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
+import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
+import { BucketedAllReduce, Ring, RingError } from '../ring';
+import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from '../sampler';
+import { Star, Tag } from '../star';
+import { trainPipeline } from '../pipeline';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 
 export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
 
