@@ -21,7 +21,7 @@ import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
 import { BucketedAllReduce, Ring, RingError } from '../ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from '../sampler';
 import { Star, Tag } from '../star';
-import { trainPipeline } from '../pipeline';
+import { trainPipeline } from './pipeline';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 
 export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;

@@ -28,17 +28,17 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { LoadedBackend, Tf } from './backend';
-import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from './job/checkpoint';
-import type { Dataset } from './job/data';
-import type { JobMetrics } from './job/events';
-import { lossFn, makeOptimizer, optimizerSlots, summarize } from './job/model';
-import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
-import { connectWithRetry, RingError, ringSocketPath } from './ring';
-import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
-import { FrameLink, type Tag } from './star';
-import { alone, evaluate, resumeIfAsked, trainLoop } from './strategies/trainLoop';
-import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './strategies/worker';
+import type { LoadedBackend, Tf } from '../backend';
+import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from '../job/checkpoint';
+import type { Dataset } from '../job/data';
+import type { JobMetrics } from '../job/events';
+import { lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
+import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from '../pipelineSchedule';
+import { connectWithRetry, RingError, ringSocketPath } from '../ring';
+import { batchRows, epochOrder, stepsPerEpoch } from '../sampler';
+import { FrameLink, type Tag } from '../star';
+import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
+import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
 
 type Layer = LayersModel['layers'][number];
 
