@@ -9,7 +9,7 @@
  *   device). Only control and metrics travel here; gradients go peer to peer over the ring.
  */
 import type { JobOverrides, JobSpec, Strategy } from './spec';
-import type { PipelineMetrics } from '../pipelineSchedule';
+import type { PipelineMetrics } from '../strategies/pipelineSchedule';
 import type { CudaProblem } from '../cudaErrors';
 
 /** One worker process of a job, as `job/started` lists it. */
