@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JobFileError, parseJob } from '../../../src/training/job/spec';
-import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, slowestStage, stageSchedule, type PipelineOp } from '../../../src/training/strategies/pipelineSchedule';
-import { alive, checkpointWeights, run, tinyJob, until } from './helpers';
+import { JobFileError, parseJob } from '../../../../src/training/job/spec';
+import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, slowestStage, stageSchedule, type PipelineOp } from '../../../../src/training/strategies/pipelineSchedule';
+import { alive, checkpointWeights, run, tinyJob, until } from '../helpers';
 
 const show = (ops: PipelineOp[]) => ops.map((o) => `${o.kind}${o.micro}`).join(' ');
 
