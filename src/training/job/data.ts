@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { DataSource } from './spec';
-import { permutation } from '../sampler';
+import { permutation } from '../strategies/sampler';
 
 export interface Split {
   /** count × prod(inputShape) values, row-major. */

@@ -19,7 +19,7 @@ import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
 import { BucketedAllReduce, Ring, RingError } from '../ring';
-import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from '../sampler';
+import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../star';
 import { trainPipeline } from './pipeline';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';

@@ -4,7 +4,7 @@ import fs, { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ring, RingError } from '../../../src/training/ring';
-import { seededRandom } from '../../../src/training/sampler';
+import { seededRandom } from '../../../src/training/strategies/sampler';
 
 /**
  * The shm transport in a shared folder too small for the gradients (Docker's /dev/shm is 64 MB):

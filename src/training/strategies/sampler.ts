@@ -8,7 +8,7 @@
  * With a local batch of B/W, global step k of W workers reads exactly the indices that step
  * k of a single worker with batch B reads, which is what makes ddp equal to single.
  */
-import { mulberry32 } from '../common/random';
+import { mulberry32 } from '../../common/random';
 
 /** The sampler's stream: mulberry32 from the seed mixed with the golden-ratio constant. */
 export function seededRandom(seed: number): () => number {
