@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { batchRows, epochOrder, permutation, shardIndices, stepsPerEpoch } from '../../../src/training/strategies/sampler';
+import { batchRows, epochOrder, permutation, shardIndices, stepsPerEpoch } from '../../../../src/training/strategies/sampler';
 
 const shards = (datasetSize: number, worldSize: number, epoch: number, seed = 42): Int32Array[] =>
   Array.from({ length: worldSize }, (_, rank) => shardIndices({ datasetSize, worldSize, rank, seed, epoch }));
