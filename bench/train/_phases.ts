@@ -23,7 +23,7 @@ import { loadBackend } from '../../src/training/backend';
 import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/job/model';
-import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/ring';
+import { BucketedAllReduce, Ring, type RingTransport } from '../../src/training/transport/ring';
 import { shardIndices } from '../../src/training/strategies/sampler';
 import { GradientBuffer } from '../../src/training/strategies/worker';
 import { repoRoot } from '../../test/paths';

@@ -32,7 +32,7 @@ import { loadDataset } from '../../src/training/job/data';
 import type { JobMetrics } from '../../src/training/job/events';
 import { runJob } from '../../src/training/job';
 import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';
-import { Ring, type RingTransport } from '../../src/training/ring';
+import { Ring, type RingTransport } from '../../src/training/transport/ring';
 import { repoRoot } from '../../test/paths';
 import { formatPhases, jobFileFor, measurePhases, sps, type PhaseReport } from './_phases';
 

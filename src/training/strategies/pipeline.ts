@@ -34,7 +34,7 @@ import type { Dataset } from '../job/data';
 import type { JobMetrics } from '../job/events';
 import { lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
-import { connectWithRetry, RingError, ringSocketPath } from '../ring';
+import { connectWithRetry, RingError, ringSocketPath } from '../transport/ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from '../star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';

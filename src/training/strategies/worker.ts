@@ -18,7 +18,7 @@ import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from '..
 import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
-import { BucketedAllReduce, Ring, RingError } from '../ring';
+import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../star';
 import { trainPipeline } from './pipeline';

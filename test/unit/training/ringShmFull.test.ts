@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs, { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Ring, RingError } from '../../../src/training/ring';
+import { Ring, RingError } from '../../../src/training/transport/ring';
 import { seededRandom } from '../../../src/training/strategies/sampler';
 
 /**

@@ -28,8 +28,8 @@ import { closeSync, existsSync, mkdirSync, openSync, readSync, statfsSync, statS
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { SimdAdder } from './backends/simdAdd';
-import { mib } from '../common/units';
+import { SimdAdder } from '../backends/simdAdd';
+import { mib } from '../../common/units';
 
 export const magic = 0x52575047; // 'GPWR': a frame with its payload
 const doorbellMagic = 0x44575047; // 'GPWD': the payload is in the sender's shared file
