@@ -5,7 +5,7 @@
  * and answers with the result's first value. Never exits by itself: the tests kill it.
  */
 import { readdirSync } from 'node:fs';
-import { Ring, type RingTransport } from '../../../src/training/transport/ring';
+import { Ring, type RingTransport } from '../../../../src/training/transport/ring';
 
 async function main(): Promise<void> {
   const [dir, rank, worldSize, transport] = process.argv.slice(2);

@@ -4,8 +4,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BucketedAllReduce, Ring, RingError, ringSocketPath, type RingTransport } from '../../../src/training/transport/ring';
-import { seededRandom } from '../../../src/training/strategies/sampler';
+import { BucketedAllReduce, Ring, RingError, ringSocketPath, type RingTransport } from '../../../../src/training/transport/ring';
+import { seededRandom } from '../../../../src/training/strategies/sampler';
 
 function ringOf(worldSize: number, dir: string, transport?: RingTransport, shmDir?: string): Promise<Ring[]> {
   return Promise.all(Array.from({ length: worldSize }, (_, rank) => Ring.join({ rank, worldSize, dir, connectTimeoutMs: 5000, ...(transport ? { transport } : {}), ...(shmDir ? { shmDir } : {}) })));
