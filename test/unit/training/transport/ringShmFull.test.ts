@@ -3,8 +3,8 @@ import { execFileSync } from 'node:child_process';
 import fs, { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Ring, RingError } from '../../../src/training/transport/ring';
-import { seededRandom } from '../../../src/training/strategies/sampler';
+import { Ring, RingError } from '../../../../src/training/transport/ring';
+import { seededRandom } from '../../../../src/training/strategies/sampler';
 
 /**
  * The shm transport in a shared folder too small for the gradients (Docker's /dev/shm is 64 MB):
