@@ -36,7 +36,7 @@ import { lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { balanceStages, bubbleFraction, idealBubble, microBatchBounds, stageSchedule, type PipelineMetrics, type StageTime } from './pipelineSchedule';
 import { connectWithRetry, RingError, ringSocketPath } from '../transport/ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
-import { FrameLink, type Tag } from '../star';
+import { FrameLink, type Tag } from '../transport/star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
 

@@ -20,7 +20,7 @@ import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '..
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
-import { Star, Tag } from '../star';
+import { Star, Tag } from '../transport/star';
 import { trainPipeline } from './pipeline';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 

@@ -10,7 +10,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { connectWithRetry, headerBytes, magic, RingError, ringSocketPath } from './transport/ring';
+import { connectWithRetry, headerBytes, magic, RingError, ringSocketPath } from './ring';
 
 export const enum Tag {
   /** Rank 0 → replica: one slice of a batch, [labels..., features...]. */
