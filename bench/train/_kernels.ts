@@ -4,7 +4,7 @@
  * (GEMM=xnnpack: the shipped matMul instead of ours, to compare)
  */
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend } from '../../src/training/backend';
+import { loadBackend } from '../../src/training/backends/backend';
 import { useOurGemm } from '../../src/training/backends/gemm';
 import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';

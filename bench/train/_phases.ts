@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend } from '../../src/training/backend';
+import { loadBackend } from '../../src/training/backends/backend';
 import { loadDataset } from '../../src/training/job/data';
 import { loadJobFile } from '../../src/training/job/spec';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/job/model';

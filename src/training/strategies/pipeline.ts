@@ -28,7 +28,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { LoadedBackend, Tf } from '../backend';
+import type { LoadedBackend, Tf } from '../backends/backend';
 import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from '../job/checkpoint';
 import type { Dataset } from '../job/data';
 import type { JobMetrics } from '../job/events';

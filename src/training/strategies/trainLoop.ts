@@ -12,7 +12,7 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor } from '@tensorflow/tfjs-core';
-import type { Tf } from '../backend';
+import type { Tf } from '../backends/backend';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from '../job/checkpoint';
 import type { Dataset } from '../job/data';

@@ -11,7 +11,7 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend, type LoadedBackend, type Tf } from '../backend';
+import { loadBackend, type LoadedBackend, type Tf } from '../backends/backend';
 import { saveCheckpoint } from '../job/checkpoint';
 import { loadDataset, type Dataset, type Split } from '../job/data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from '../job/events';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { loadBackend } from '../../../../src/training/backend';
+import { loadBackend } from '../../../../src/training/backends/backend';
 import { saveCheckpoint } from '../../../../src/training/job/checkpoint';
 import { loadDataset, readIdx } from '../../../../src/training/job/data';
 import { loadJobFile } from '../../../../src/training/job/spec';

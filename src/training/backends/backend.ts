@@ -14,9 +14,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { BackendChoice } from './job/spec';
-import { gemmOffByEnvironment, relaxedSimdAvailable } from './backends/gemm';
-import { guardWasmHeap } from './oom';
+import type { BackendChoice } from '../job/spec';
+import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
+import { guardWasmHeap } from '../oom';
 
 /** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
 export type Tf = typeof tf & typeof tfl;
@@ -84,7 +84,7 @@ function registerOurWasmKernels(notes: string[]): void {
   let mod: { registerWasmKernels?: () => void } | undefined;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    mod = require('./backends/wasmKernels/index') as { registerWasmKernels?: () => void };
+    mod = require('./wasmKernels/index') as { registerWasmKernels?: () => void };
   } catch {
     return; // not built: the shipped wasm kernels only
   }
