@@ -17,7 +17,7 @@
 import type { JobEvent } from './job/events';
 import { runJob, type JobHandle } from './job';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
-import { isOutOfMemory } from './oom';
+import { isOutOfMemory } from './backends/oom';
 import { isTorchrunJob } from './torchrun';
 
 export type TrialOutcome =

@@ -16,7 +16,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
-import { guardWasmHeap } from '../oom';
+import { guardWasmHeap } from './oom';
 
 /** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
 export type Tf = typeof tf & typeof tfl;

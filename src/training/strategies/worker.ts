@@ -17,7 +17,7 @@ import { loadDataset, type Dataset, type Split } from '../job/data';
 import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
-import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../oom';
+import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';

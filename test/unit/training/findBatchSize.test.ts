@@ -6,7 +6,7 @@ import { formatBatchEvent, parseTrainArgs } from '../../../src/cli/train';
 import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/findBatchSize';
 import { parseJob } from '../../../src/training/job/spec';
 import type { Tf } from '../../../src/training/backends/backend';
-import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/oom';
+import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/backends/oom';
 import { hintFor } from '../../../src/training/strategies/worker';
 import { fixtures, repoRoot } from '../../paths';
 import { alive, tinyJob, until } from './helpers';
