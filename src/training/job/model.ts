@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Tf } from '../backends/backend';
 import type { LayerSummary } from './events';
-import { createAdam, createMomentum, createSgd } from '../fusedOptimizers';
+import { createAdam, createMomentum, createSgd } from '../backends/fusedOptimizers';
 import type { JobSpec, LossName, ModelSource } from './spec';
 
 export class ModelError extends Error {

@@ -24,9 +24,9 @@
  */
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
-import type { Tf } from './backends/backend';
-import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
-import { heapMemory } from './backends/wasmKernels/wasmData';
+import type { Tf } from './backend';
+import { simdKernelsFor, type UpdateKernels } from '../simdUpdate';
+import { heapMemory } from './wasmKernels/wasmData';
 
 type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
 interface Slot { originalName: string; variable: Variable }
