@@ -1,10 +1,10 @@
 import * as assert from 'node:assert/strict';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import type { Tf } from '../../../src/training/backends/backend';
-import { createAdam, createMomentum, createSgd } from '../../../src/training/backends/fusedOptimizers';
-import { simdKernelsFor } from '../../../src/training/simdUpdate';
-import { makeOptimizer } from '../../../src/training/job/model';
-import { initBackends, pseudoRandom, tf } from './wasmKernels/tfHarness';
+import type { Tf } from '../../../../src/training/backends/backend';
+import { createAdam, createMomentum, createSgd } from '../../../../src/training/backends/fusedOptimizers';
+import { simdKernelsFor } from '../../../../src/training/simdUpdate';
+import { makeOptimizer } from '../../../../src/training/job/model';
+import { initBackends, pseudoRandom, tf } from '../wasmKernels/tfHarness';
 
 const tfAll = tf as unknown as Tf;
 let unique = 0;
