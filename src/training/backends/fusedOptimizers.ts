@@ -25,7 +25,7 @@
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
 import type { Tf } from './backend';
-import { simdKernelsFor, type UpdateKernels } from '../simdUpdate';
+import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 import { heapMemory } from './wasmKernels/wasmData';
 
 type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];

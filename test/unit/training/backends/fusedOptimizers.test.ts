@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import type { Tf } from '../../../../src/training/backends/backend';
 import { createAdam, createMomentum, createSgd } from '../../../../src/training/backends/fusedOptimizers';
-import { simdKernelsFor } from '../../../../src/training/simdUpdate';
+import { simdKernelsFor } from '../../../../src/training/backends/simdUpdate';
 import { makeOptimizer } from '../../../../src/training/job/model';
 import { initBackends, pseudoRandom, tf } from '../wasmKernels/tfHarness';
 
