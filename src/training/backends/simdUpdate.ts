@@ -17,7 +17,7 @@
  * no kernel and callers keep the JS loop.
  */
 
-import { ModuleOverMemory, wasmApi } from '../wasmApi';
+import { ModuleOverMemory, wasmApi } from './wasmApi';
 
 export type AdamKernel = (x: number, out: number, m: number, v: number, g: number, n: number, b1: number, b2: number, c1: number, c2: number, oma1: number, oma2: number, eps: number, negLr: number) => void;
 export type SgdKernel = (x: number, out: number, g: number, n: number, negLr: number) => void;
