@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { SimdAdder } from '../../../src/training/backends/simdAdd';
-import { seededRandom } from '../../../src/training/strategies/sampler';
+import { SimdAdder } from '../../../../src/training/backends/simdAdd';
+import { seededRandom } from '../../../../src/training/strategies/sampler';
 
 describe('ring reduce step in WebAssembly SIMD', () => {
   it('computes (dst + incoming) * scale like the JS loop, for lengths with a tail, across memory growth', () => {
