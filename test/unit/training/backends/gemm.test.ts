@@ -3,12 +3,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import wabt from 'wabt';
 import * as tf from '@tensorflow/tfjs-core';
-import { gemmBlockColumns, gemmKernelsFor, relaxedSimdAvailable, setGemmBlockBudget, useOurGemm } from '../../../src/training/backends/gemm';
-import { gemmModuleBase64 } from '../../../src/training/backends/gemm/gemmModule';
-import { gemmWat } from '../../../src/training/backends/gemm/wat';
-import { repoRoot } from '../../paths';
-import { registerWasmKernels } from '../../../src/training/backends/wasmKernels/index';
-import { compareWithCpu, initBackends, ourKernelsRegistered, pseudoRandom, runOn } from './wasmKernels/tfHarness';
+import { gemmBlockColumns, gemmKernelsFor, relaxedSimdAvailable, setGemmBlockBudget, useOurGemm } from '../../../../src/training/backends/gemm';
+import { gemmModuleBase64 } from '../../../../src/training/backends/gemm/gemmModule';
+import { gemmWat } from '../../../../src/training/backends/gemm/wat';
+import { repoRoot } from '../../../paths';
+import { registerWasmKernels } from '../../../../src/training/backends/wasmKernels/index';
+import { compareWithCpu, initBackends, ourKernelsRegistered, pseudoRandom, runOn } from '../wasmKernels/tfHarness';
 
 const moduleFile = join(repoRoot, 'src', 'training', 'backends', 'gemm', 'gemmModule.ts');
 
@@ -32,7 +32,7 @@ describe('our wasm GEMM (relaxed SIMD) for matMul', function () {
       writeFileSync(moduleFile, text);
       return;
     }
-    assert.equal(gemmModuleBase64, bytes, 'src/training/backends/gemm/gemmModule.ts is stale: run UPDATE_WASM=1 npx mocha out/test/unit/training/gemm.test.js');
+    assert.equal(gemmModuleBase64, bytes, 'src/training/backends/gemm/gemmModule.ts is stale: run UPDATE_WASM=1 npx mocha out/test/unit/training/backends/gemm.test.js');
   });
 
   // After a rewrite the module loaded in this process is the stale one: the rest runs next time.
