@@ -4,7 +4,7 @@ import type { Tf } from '../../../../src/training/backends/backend';
 import { createAdam, createMomentum, createSgd } from '../../../../src/training/backends/fusedOptimizers';
 import { simdKernelsFor } from '../../../../src/training/backends/simdUpdate';
 import { makeOptimizer } from '../../../../src/training/job/model';
-import { initBackends, pseudoRandom, tf } from '../wasmKernels/tfHarness';
+import { initBackends, pseudoRandom, tf } from './wasmKernels/tfHarness';
 
 const tfAll = tf as unknown as Tf;
 let unique = 0;

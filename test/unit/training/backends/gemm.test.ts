@@ -8,7 +8,7 @@ import { gemmModuleBase64 } from '../../../../src/training/backends/gemm/gemmMod
 import { gemmWat } from '../../../../src/training/backends/gemm/wat';
 import { repoRoot } from '../../../paths';
 import { registerWasmKernels } from '../../../../src/training/backends/wasmKernels/index';
-import { compareWithCpu, initBackends, ourKernelsRegistered, pseudoRandom, runOn } from '../wasmKernels/tfHarness';
+import { compareWithCpu, initBackends, ourKernelsRegistered, pseudoRandom, runOn } from './wasmKernels/tfHarness';
 
 const moduleFile = join(repoRoot, 'src', 'training', 'backends', 'gemm', 'gemmModule.ts');
 

@@ -4,8 +4,8 @@ import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
 // tfjs-core's node bundle registers no gradients; tfjs-layers' bundle registers them all.
 import '@tensorflow/tfjs-layers';
-import { relaxedSimdAvailable } from '../../../../src/training/backends/gemm';
-import { registerWasmKernels, unregisterWasmKernels, wasmKernelNames } from '../../../../src/training/backends/wasmKernels/index';
+import { relaxedSimdAvailable } from '../../../../../src/training/backends/gemm';
+import { registerWasmKernels, unregisterWasmKernels, wasmKernelNames } from '../../../../../src/training/backends/wasmKernels/index';
 
 /** Reproducible values in [-1, 1): the same inputs on both backends, run after run. */
 export function pseudoRandom(size: number, seed: number): Float32Array {

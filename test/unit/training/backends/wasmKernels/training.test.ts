@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import type * as tfl from '@tensorflow/tfjs-layers';
-import { setColumnChunkFloats } from '../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
+import { setColumnChunkFloats } from '../../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
 import { embeddingNet, mlp, quadrantBatch, randomBatch, richCnn, separableCnn, setDeterministicWeights, smallCnn } from './models';
 import { assertClose, initBackends, registerWasmKernels, runOn, tf, unregisterWasmKernels, withShippedWasm, type Result } from './tfHarness';
 

@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { useOurGemm } from '../../../../src/training/backends/gemm';
-import { setColumnChunkFloats } from '../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
+import { useOurGemm } from '../../../../../src/training/backends/gemm';
+import { setColumnChunkFloats } from '../../../../../src/training/backends/wasmKernels/conv2dBackpropFilter';
 import { compareWithCpu, initBackends, pseudoRandom, registerWasmKernels, runOn, tf } from './tfHarness';
 
 type Pad = 'same' | 'valid' | [[number, number], [number, number], [number, number], [number, number]];
