@@ -27,8 +27,8 @@ module.exports = (_env, argv) => {
     entry: {
       extension: './src/extension.ts',
       cli: './src/cli.ts',
-      // Forked by the extension (and by itself, as the worker of each rank): src/training/host.ts.
-      trainingHost: './src/training/host.ts',
+      // Forked by the extension (and by itself, as the worker of each rank): src/training/launchers/host.ts.
+      trainingHost: './src/training/launchers/host.ts',
       server: './src/server/server.ts',
     },
     output: {

@@ -39,7 +39,7 @@ export interface JobHandle {
 /** The environment variable that makes the training host bundle run as a worker. */
 export const workerRoleEnv = 'GPU_WORKBENCH_TRAINING_ROLE';
 
-/** dist/trainingHost.js next to the bundle, or out/src/training/host.js next to this module when run from tsc output. */
+/** dist/trainingHost.js next to the bundle, or out/src/training/launchers/host.js next to this module when run from tsc output. */
 export function defaultWorkerScript(): string {
   for (const candidate of [join(__dirname, 'trainingHost.js'), join(__dirname, 'host.js'), join(__dirname, '..', 'training', 'host.js')]) {
     if (existsSync(candidate)) return candidate;

@@ -153,7 +153,7 @@ describe('training jobs (worker processes)', function () {
   });
 
   it('runs in the forked training host and streams typed events over IPC', async () => {
-    const host = fork(join(repoRoot, 'out', 'src', 'training', 'host.js'), [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const host = fork(join(repoRoot, 'out', 'src', 'training', 'launchers', 'host.js'), [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
     const events: JobEvent[] = [];
     try {
       const done = new Promise<void>((resolve) => host.on('message', (m: JobEvent) => { events.push(m); if (m.type === 'job/done' || m.type === 'job/failed') resolve(); }));
@@ -169,7 +169,7 @@ describe('training jobs (worker processes)', function () {
 describe('training host process', function () {
   this.timeout(60_000);
   it('takes its workers down with it when it is killed', async () => {
-    const host = fork(join(repoRoot, 'out', 'src', 'training', 'host.js'), [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const host = fork(join(repoRoot, 'out', 'src', 'training', 'launchers', 'host.js'), [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
     const pids = await new Promise<number[]>((resolve) => {
       host.on('message', (m: JobEvent) => { if (m.type === 'job/step') resolve(started); });
       let started: number[] = [];

@@ -6,9 +6,9 @@
  * The same bundle is the worker process: forked by the coordinator with
  * GPU_WORKBENCH_TRAINING_ROLE=worker, it runs one rank instead.
  */
-import { parseHostCommand, type JobEvent } from './job/events';
-import { runJob, workerRoleEnv, type JobHandle } from './job';
-import { workerMain } from './strategies/worker';
+import { parseHostCommand, type JobEvent } from '../job/events';
+import { runJob, workerRoleEnv, type JobHandle } from '../job';
+import { workerMain } from '../strategies/worker';
 
 function hostMain(): void {
   let current: JobHandle | undefined;
