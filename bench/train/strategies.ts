@@ -30,7 +30,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadDataset } from '../../src/training/job/data';
 import type { JobMetrics } from '../../src/training/job/events';
-import { runJob } from '../../src/training/job';
+import { runJob } from '../../src/training/launchers/coordinator';
 import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';
 import { Ring, type RingTransport } from '../../src/training/transport/ring';
 import { repoRoot } from '../../test/paths';

@@ -15,7 +15,7 @@
  * memory); CPU "devices" share the host's memory, so one search answers for all.
  */
 import type { JobEvent } from './job/events';
-import { runJob, type JobHandle } from './job';
+import { runJob, type JobHandle } from './launchers/coordinator';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isOutOfMemory } from './backends/oom';
 import { isTorchrunJob } from './torchrun';

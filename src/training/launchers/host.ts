@@ -7,7 +7,7 @@
  * GPU_WORKBENCH_TRAINING_ROLE=worker, it runs one rank instead.
  */
 import { parseHostCommand, type JobEvent } from '../job/events';
-import { runJob, workerRoleEnv, type JobHandle } from '../job';
+import { runJob, workerRoleEnv, type JobHandle } from './coordinator';
 import { workerMain } from '../strategies/worker';
 
 function hostMain(): void {

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
-import { runJob, type RunJobOptions } from '../../../src/training/job';
+import { runJob, type RunJobOptions } from '../../../src/training/launchers/coordinator';
 import { fixtures } from '../../paths';
 
 export const tinyJob = join(fixtures, 'jobs', 'tiny-mnist.job.json');

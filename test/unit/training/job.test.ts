@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/job';
+import { runJob } from '../../../src/training/launchers/coordinator';
 import { fixtures, repoRoot } from '../../paths';
 import { alive, checkpointWeights, run, tinyJob, until } from './helpers';
 

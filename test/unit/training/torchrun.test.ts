@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseCudaErrors, rootCauseRank } from '../../../src/training/cudaErrors';
 import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/job';
+import { runJob } from '../../../src/training/launchers/coordinator';
 import { loadTorchrunJob, torchrunCommand } from '../../../src/training/torchrun';
 import { fixtures } from '../../paths';
 

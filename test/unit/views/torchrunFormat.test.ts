@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CudaErrorParser, parseCudaErrors } from '../../../src/training/cudaErrors';
 import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/job';
+import { runJob } from '../../../src/training/launchers/coordinator';
 import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrunFormat';
 import { fixtures, repoRoot } from '../../paths';
 

@@ -12,9 +12,9 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from './job/events';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
-import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
+import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from '../job/events';
+import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
+import { isTorchrunJob, loadTorchrunJob, runTorchrun } from '../torchrun';
 
 export interface RunJobOptions {
   readonly file: string;
