@@ -3,10 +3,10 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/launchers/coordinator';
-import { fixtures, repoRoot } from '../../paths';
-import { alive, checkpointWeights, run, tinyJob, until } from './helpers';
+import type { JobEvent } from '../../../../src/training/job/events';
+import { runJob } from '../../../../src/training/launchers/coordinator';
+import { fixtures, repoRoot } from '../../../paths';
+import { alive, checkpointWeights, run, tinyJob, until } from '../helpers';
 
 describe('training jobs (worker processes)', function () {
   this.timeout(60_000);
