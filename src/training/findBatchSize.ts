@@ -18,7 +18,7 @@ import type { JobEvent } from './job/events';
 import { runJob, type JobHandle } from './launchers/coordinator';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
 import { isOutOfMemory } from './backends/oom';
-import { isTorchrunJob } from './torchrun';
+import { isTorchrunJob } from './launchers/torchrun';
 
 export type TrialOutcome =
   | { readonly kind: 'fits' }

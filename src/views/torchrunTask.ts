@@ -28,7 +28,7 @@ import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { CudaProblem } from '../training/cudaErrors';
 import type { JobEvent } from '../training/job/events';
 import type { JobOverrides } from '../training/job/spec';
-import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/torchrun';
+import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/launchers/torchrun';
 import { trainingJobFeed } from './trainingFeed';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,

@@ -19,7 +19,7 @@ import type { Disposable, GpuMonitor } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
 import type { HostCommand, JobEvent } from '../training/job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/job/spec';
-import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/torchrun';
+import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/launchers/torchrun';
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
 import { trainingJobFeed } from './trainingFeed';

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from '../job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
-import { isTorchrunJob, loadTorchrunJob, runTorchrun } from '../torchrun';
+import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 
 export interface RunJobOptions {
   readonly file: string;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parseCudaErrors, rootCauseRank } from '../../../src/training/cudaErrors';
 import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/launchers/coordinator';
-import { loadTorchrunJob, torchrunCommand } from '../../../src/training/torchrun';
+import { loadTorchrunJob, torchrunCommand } from '../../../src/training/launchers/torchrun';
 import { fixtures } from '../../paths';
 
 const dir = join(fixtures, 'torchrun');

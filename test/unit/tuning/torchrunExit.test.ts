@@ -6,7 +6,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
-import { runTorchrun } from '../../../src/training/torchrun';
+import { runTorchrun } from '../../../src/training/launchers/torchrun';
 
 async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
   const end = Date.now() + ms;
