@@ -3,11 +3,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseCudaErrors, rootCauseRank } from '../../../src/training/cudaErrors';
-import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/launchers/coordinator';
-import { loadTorchrunJob, torchrunCommand } from '../../../src/training/launchers/torchrun';
-import { fixtures } from '../../paths';
+import { parseCudaErrors, rootCauseRank } from '../../../../src/training/cudaErrors';
+import type { JobEvent } from '../../../../src/training/job/events';
+import { runJob } from '../../../../src/training/launchers/coordinator';
+import { loadTorchrunJob, torchrunCommand } from '../../../../src/training/launchers/torchrun';
+import { fixtures } from '../../../paths';
 
 const dir = join(fixtures, 'torchrun');
 const text = (name: string) => readFileSync(join(dir, name), 'utf8');
