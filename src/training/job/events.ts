@@ -10,7 +10,7 @@
  */
 import type { JobOverrides, JobSpec, Strategy } from './spec';
 import type { PipelineMetrics } from '../strategies/pipelineSchedule';
-import type { CudaProblem } from '../cudaErrors';
+import type { CudaProblem } from '../launchers/cudaErrors';
 
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {

@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
-import { CudaErrorParser, rankPrefix, rootCauseRank, type CudaProblem } from '../cudaErrors';
+import { CudaErrorParser, rankPrefix, rootCauseRank, type CudaProblem } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CudaErrorParser, parseCudaErrors } from '../../../src/training/cudaErrors';
+import { CudaErrorParser, parseCudaErrors } from '../../../src/training/launchers/cudaErrors';
 import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/launchers/coordinator';
 import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrunFormat';

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseCudaErrors, rootCauseRank } from '../../../../src/training/cudaErrors';
+import { parseCudaErrors, rootCauseRank } from '../../../../src/training/launchers/cudaErrors';
 import type { JobEvent } from '../../../../src/training/job/events';
 import { runJob } from '../../../../src/training/launchers/coordinator';
 import { loadTorchrunJob, torchrunCommand } from '../../../../src/training/launchers/torchrun';
