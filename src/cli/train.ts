@@ -6,7 +6,7 @@
 import { basename, relative } from 'node:path';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/job/events';
-import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
+import { findMaxBatchSize, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 

@@ -3,7 +3,7 @@ import { fork, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../src/cli/train';
-import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/findBatchSize';
+import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/launchers/findBatchSize';
 import { parseJob } from '../../../src/training/job/spec';
 import type { Tf } from '../../../src/training/backends/backend';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/backends/oom';

@@ -14,11 +14,11 @@
  * reported as it is. On a GPU machine each device gets its own search (they may differ in
  * memory); CPU "devices" share the host's memory, so one search answers for all.
  */
-import type { JobEvent } from './job/events';
-import { runJob, type JobHandle } from './launchers/coordinator';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from './job/spec';
-import { isOutOfMemory } from './backends/oom';
-import { isTorchrunJob } from './launchers/torchrun';
+import type { JobEvent } from '../job/events';
+import { runJob, type JobHandle } from './coordinator';
+import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
+import { isOutOfMemory } from '../backends/oom';
+import { isTorchrunJob } from './torchrun';
 
 export type TrialOutcome =
   | { readonly kind: 'fits' }
