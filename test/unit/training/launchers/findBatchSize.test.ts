@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { fork, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatBatchEvent, parseTrainArgs } from '../../../src/cli/train';
-import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../src/training/launchers/findBatchSize';
-import { parseJob } from '../../../src/training/job/spec';
-import type { Tf } from '../../../src/training/backends/backend';
-import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../src/training/backends/oom';
-import { hintFor } from '../../../src/training/strategies/worker';
-import { fixtures, repoRoot } from '../../paths';
-import { alive, tinyJob, until } from './helpers';
+import { formatBatchEvent, parseTrainArgs } from '../../../../src/cli/train';
+import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../../src/training/launchers/findBatchSize';
+import { parseJob } from '../../../../src/training/job/spec';
+import type { Tf } from '../../../../src/training/backends/backend';
+import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../../src/training/backends/oom';
+import { hintFor } from '../../../../src/training/strategies/worker';
+import { fixtures, repoRoot } from '../../../paths';
+import { alive, tinyJob, until } from '../helpers';
 
 /** The pids of every live process below `pid`, from /proc. */
 function descendants(pid: number): number[] {
