@@ -10,7 +10,7 @@
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { formatBatchEvent } from '../cli/train';
-import { editConfigInEditor } from './configEdit';
+import { editConfigInEditor } from './common/configEdit';
 import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
 
 let log: vscode.LogOutputChannel;

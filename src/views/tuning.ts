@@ -12,7 +12,7 @@ import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 import { gpuMonitorOptions } from '../config';
 import { sampleOnce, type GpuMonitor } from '../gpu/monitor';
 import { log } from '../log';
-import { editConfigInEditor } from './configEdit';
+import { editConfigInEditor } from './common/configEdit';
 import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, experimentDir } from '../tuning/experiment';
 import { readJournal } from '../tuning/journal';

@@ -4,8 +4,8 @@
  * VS Code saves at once: files.refactoring.autoSave.) Used by Apply Best Config and Find Max Batch Size.
  */
 import * as vscode from 'vscode';
-import { ApplyConfigError, applyConfigToJson } from '../tuning/applyConfig';
-import type { Config } from '../tuning/space';
+import { ApplyConfigError, applyConfigToJson } from '../../tuning/applyConfig';
+import type { Config } from '../../tuning/space';
 
 /**
  * The keys it changed; [] when the file has these values already; undefined when it could not
