@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { initLog, log } from './log';
 import { gpuMonitorOptions } from './config';
 import { GpuMonitor } from './gpu/monitor';
-import { registerGpuPanel } from './views/gpuPanel';
+import { registerGpuPanel } from './views/gpu/gpuPanel';
 import { registerGpuStatusBar } from './views/statusBar';
 import { registerTraining } from './views/training';
 import { registerFindBatchSize } from './views/batchSize';

@@ -4,13 +4,13 @@
  * the page's `panel/ready` (a hidden view's page is torn down, so the flag resets on hide).
  */
 import * as vscode from 'vscode';
-import { parsePanelMessage, type HostToPanelMessage } from '../common/protocol';
-import { gpuMonitorSettings } from '../config';
-import type { Disposable, GpuMonitor } from '../gpu/monitor';
-import type { GpuHint, GpuInventoryEntry, GpuSnapshot } from '../gpu/types';
-import { log } from '../log';
-import { makeNonce, renderPanelHtml } from './panelHtml';
-import { trainingJobFeed } from './trainingFeed';
+import { parsePanelMessage, type HostToPanelMessage } from '../../common/protocol';
+import { gpuMonitorSettings } from '../../config';
+import type { Disposable, GpuMonitor } from '../../gpu/monitor';
+import type { GpuHint, GpuInventoryEntry, GpuSnapshot } from '../../gpu/types';
+import { log } from '../../log';
+import { makeNonce, renderPanelHtml } from '../panelHtml';
+import { trainingJobFeed } from '../trainingFeed';
 
 export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disposable {
   static readonly viewId = 'gpuWorkbench.gpuPanel';
