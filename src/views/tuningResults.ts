@@ -7,7 +7,7 @@
 import * as vscode from 'vscode';
 import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } from '../common/tuningProtocol';
 import { log } from '../log';
-import { makeNonce } from './panelHtml';
+import { makeNonce } from './gpu/panelHtml';
 import { renderResultsHtml } from './resultsHtml';
 import type { ResultsModel } from './tuningModel';
 

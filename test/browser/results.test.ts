@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, sep } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { HostToResultsMessage, ResultsExperiment, ResultsToHostMessage, ResultsTrial } from '../../src/common/tuningProtocol';
-import { makeNonce } from '../../src/views/panelHtml';
+import { makeNonce } from '../../src/views/gpu/panelHtml';
 import { renderResultsHtml } from '../../src/views/resultsHtml';
 import { repoRoot } from '../paths';
 import { eventually, pageSuite } from './harness';

@@ -9,7 +9,7 @@ import { gpuMonitorSettings } from '../../config';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot } from '../../gpu/types';
 import { log } from '../../log';
-import { makeNonce, renderPanelHtml } from '../panelHtml';
+import { makeNonce, renderPanelHtml } from './panelHtml';
 import { trainingJobFeed } from '../trainingFeed';
 
 export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disposable {

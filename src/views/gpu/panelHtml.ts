@@ -2,9 +2,9 @@
  * The GPU panel's page, as a pure function of its resource URIs, so that the browser tests load
  * exactly what VS Code loads (same CSP, same markup) without a `vscode` import.
  */
-import { renderWebviewPage, type WebviewPageOptions } from './common/webviewHtml';
+import { renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
 
-export { makeNonce } from './common/webviewHtml';
+export { makeNonce } from '../common/webviewHtml';
 
 export interface PanelHtmlOptions extends WebviewPageOptions {
   /**
