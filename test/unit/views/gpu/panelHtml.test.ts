@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { makeNonce, renderPanelHtml } from '../../../src/views/gpu/panelHtml';
+import { makeNonce, renderPanelHtml } from '../../../../src/views/gpu/panelHtml';
 
 const base = {
   cspSource: 'https://file+.vscode-resource.vscode-cdn.net',
