@@ -9,7 +9,7 @@ import { initLog, log } from './log';
 import { gpuMonitorOptions } from './config';
 import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpu/gpuPanel';
-import { registerGpuStatusBar } from './views/statusBar';
+import { registerGpuStatusBar } from './views/gpu/statusBar';
 import { registerTraining } from './views/training';
 import { registerFindBatchSize } from './views/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning';

@@ -5,11 +5,11 @@
  * panel, takes one reading of its own shortly after start, off the activation path.
  */
 import * as vscode from 'vscode';
-import { gpuMonitorSettings, statusBarEnabled } from '../config';
-import { sampleOnce, type GpuMonitor } from '../gpu/monitor';
-import type { GpuSnapshot } from '../gpu/types';
-import { log } from '../log';
-import { formatStatusSummary, formatStatusTooltip } from './format';
+import { gpuMonitorSettings, statusBarEnabled } from '../../config';
+import { sampleOnce, type GpuMonitor } from '../../gpu/monitor';
+import type { GpuSnapshot } from '../../gpu/types';
+import { log } from '../../log';
+import { formatStatusSummary, formatStatusTooltip } from '../format';
 
 /** Long enough for activation and the first editors to settle before we spawn a tool. */
 const firstReadingDelayMs = 1500;
