@@ -9,7 +9,7 @@ import { gpuMonitorSettings, statusBarEnabled } from '../../config';
 import { sampleOnce, type GpuMonitor } from '../../gpu/monitor';
 import type { GpuSnapshot } from '../../gpu/types';
 import { log } from '../../log';
-import { formatStatusSummary, formatStatusTooltip } from '../format';
+import { formatStatusSummary, formatStatusTooltip } from './format';
 
 /** Long enough for activation and the first editors to settle before we spawn a tool. */
 const firstReadingDelayMs = 1500;

@@ -2,7 +2,7 @@
  * Text for the status bar item, as pure functions of a snapshot (no `vscode` import, so they are
  * unit-tested in Node). A value the tool did not report reads "—", never 0.
  */
-import type { GpuDevice, GpuSnapshot } from '../gpu/types';
+import type { GpuDevice, GpuSnapshot } from '../../gpu/types';
 
 const missing = '—';
 /** More devices than this and the one-liner sums them instead of listing each. */
