@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import type { GpuDevice, GpuSnapshot } from '../../../src/gpu/types';
-import { escapeMarkdown, formatStatusSummary, formatStatusTooltip } from '../../../src/views/gpu/format';
+import type { GpuDevice, GpuSnapshot } from '../../../../src/gpu/types';
+import { escapeMarkdown, formatStatusSummary, formatStatusTooltip } from '../../../../src/views/gpu/format';
 
 function device(index: number, usedMiB: number | null, totalMiB: number | null = 24576, extra: Partial<GpuDevice> = {}): GpuDevice {
   return {
