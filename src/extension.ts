@@ -10,7 +10,7 @@ import { gpuMonitorOptions } from './config';
 import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpu/gpuPanel';
 import { registerGpuStatusBar } from './views/gpu/statusBar';
-import { registerTraining } from './views/training';
+import { registerTraining } from './views/training/training';
 import { registerFindBatchSize } from './views/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning';
 import { registerLintClient } from './client/lintClient';

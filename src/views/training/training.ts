@@ -13,20 +13,20 @@ import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 import * as vscode from 'vscode';
-import { formatEvent } from '../cli/train';
-import type { PanelJob } from '../common/protocol';
-import type { Disposable, GpuMonitor } from '../gpu/monitor';
-import type { GpuSnapshot } from '../gpu/types';
-import type { HostCommand, JobEvent } from '../training/job/events';
-import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../training/job/spec';
-import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../training/launchers/torchrun';
-import { chooseInterpreter, jobPythonField, type InterpreterChoice } from './torchrunFormat';
-import { specLoader, TorchrunTasks, torchrunTaskType } from './torchrunTask';
-import { trainingJobFeed } from './trainingFeed';
+import { formatEvent } from '../../cli/train';
+import type { PanelJob } from '../../common/protocol';
+import type { Disposable, GpuMonitor } from '../../gpu/monitor';
+import type { GpuSnapshot } from '../../gpu/types';
+import type { HostCommand, JobEvent } from '../../training/job/events';
+import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../../training/job/spec';
+import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../training/launchers/torchrun';
+import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrunFormat';
+import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrunTask';
+import { trainingJobFeed } from '../trainingFeed';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem,
-} from './trainingFormat';
+} from '../trainingFormat';
 
 /** How long a cancelled job gets to stop its workers before the host is killed. */
 const cancelGraceMs = 5000;
