@@ -29,7 +29,7 @@ import type { CudaProblem } from '../training/launchers/cudaErrors';
 import type { JobEvent } from '../training/job/events';
 import type { JobOverrides } from '../training/job/spec';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/launchers/torchrun';
-import { trainingJobFeed } from './trainingFeed';
+import { trainingJobFeed } from './training/trainingFeed';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,

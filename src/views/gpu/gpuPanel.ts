@@ -10,7 +10,7 @@ import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot } from '../../gpu/types';
 import { log } from '../../log';
 import { makeNonce, renderPanelHtml } from './panelHtml';
-import { trainingJobFeed } from '../trainingFeed';
+import { trainingJobFeed } from '../training/trainingFeed';
 
 export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disposable {
   static readonly viewId = 'gpuWorkbench.gpuPanel';

@@ -22,7 +22,7 @@ import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strate
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../training/launchers/torchrun';
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrunTask';
-import { trainingJobFeed } from '../trainingFeed';
+import { trainingJobFeed } from './trainingFeed';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem,

@@ -4,7 +4,7 @@
  * many times a second; listeners hear at most one change per `intervalMs`, and every change of
  * state (started, done, failed) at once.
  */
-import type { PanelJob } from '../common/protocol';
+import type { PanelJob } from '../../common/protocol';
 
 export class JobFeed {
   private job: PanelJob | null = null;
