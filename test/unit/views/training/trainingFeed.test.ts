@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import type { PanelJob } from '../../../src/common/protocol';
-import { JobFeed } from '../../../src/views/training/trainingFeed';
+import type { PanelJob } from '../../../../src/common/protocol';
+import { JobFeed } from '../../../../src/views/training/trainingFeed';
 
 function job(extra: Partial<PanelJob> = {}): PanelJob {
   return { name: 'mnist-ddp', strategy: 'ddp', state: 'running', status: '', workers: [{ rank: 0, gpuIndex: 0, device: 'gpu:0' }], lossSteps: [], loss: [], ...extra };
