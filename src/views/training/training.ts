@@ -26,7 +26,7 @@ import { trainingJobFeed } from './trainingFeed';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem,
-} from '../trainingFormat';
+} from './trainingFormat';
 
 /** How long a cancelled job gets to stop its workers before the host is killed. */
 const cancelGraceMs = 5000;

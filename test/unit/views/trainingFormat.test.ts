@@ -4,7 +4,7 @@ import type { JobEvent } from '../../../src/training/job/events';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
-} from '../../../src/views/trainingFormat';
+} from '../../../src/views/training/trainingFormat';
 import { parseJob } from '../../../src/training/job/spec';
 
 type Step = Extract<JobEvent, { type: 'job/step' }>;

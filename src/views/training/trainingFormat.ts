@@ -4,10 +4,10 @@
  * a job. `training.ts` turns them into VS Code calls.
  */
 import { basename } from 'node:path';
-import type { PanelJobWorker } from '../common/protocol';
-import type { GpuSnapshot } from '../gpu/types';
-import type { JobEvent, JobMetrics, WorkerInfo } from '../training/job/events';
-import type { Strategy } from '../training/job/spec';
+import type { PanelJobWorker } from '../../common/protocol';
+import type { GpuSnapshot } from '../../gpu/types';
+import type { JobEvent, JobMetrics, WorkerInfo } from '../../training/job/events';
+import type { Strategy } from '../../training/job/spec';
 
 type StepEvent = Extract<JobEvent, { type: 'job/step' }>;
 type FailedEvent = Extract<JobEvent, { type: 'job/failed' }>;
