@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import type { GpuDevice, GpuSnapshot } from '../../../src/gpu/types';
-import type { JobEvent } from '../../../src/training/job/events';
+import type { GpuDevice, GpuSnapshot } from '../../../../src/gpu/types';
+import type { JobEvent } from '../../../../src/training/job/events';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
-} from '../../../src/views/training/trainingFormat';
-import { parseJob } from '../../../src/training/job/spec';
+} from '../../../../src/views/training/trainingFormat';
+import { parseJob } from '../../../../src/training/job/spec';
 
 type Step = Extract<JobEvent, { type: 'job/step' }>;
 
