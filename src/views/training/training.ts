@@ -21,7 +21,7 @@ import type { HostCommand, JobEvent } from '../../training/job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../../training/job/spec';
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../training/launchers/torchrun';
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrunFormat';
-import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrunTask';
+import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {
   appendLoss, deviceChoices, doneMessage, failureMessage, hostExitMessage, panelWorkers, problemPath, progressPercent, progressText,

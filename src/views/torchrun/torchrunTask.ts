@@ -24,16 +24,16 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
-import type { Disposable, GpuMonitor } from '../gpu/monitor';
-import type { CudaProblem } from '../training/launchers/cudaErrors';
-import type { JobEvent } from '../training/job/events';
-import type { JobOverrides } from '../training/job/spec';
-import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../training/launchers/torchrun';
-import { trainingJobFeed } from './training/trainingFeed';
+import type { Disposable, GpuMonitor } from '../../gpu/monitor';
+import type { CudaProblem } from '../../training/launchers/cudaErrors';
+import type { JobEvent } from '../../training/job/events';
+import type { JobOverrides } from '../../training/job/spec';
+import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../../training/launchers/torchrun';
+import { trainingJobFeed } from '../training/trainingFeed';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,
-} from './torchrunFormat';
+} from '../torchrunFormat';
 
 export const torchrunTaskType = 'gpuWorkbench.torchrun';
 
