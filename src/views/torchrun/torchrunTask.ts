@@ -33,7 +33,7 @@ import { trainingJobFeed } from '../training/trainingFeed';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,
-} from '../torchrunFormat';
+} from './torchrunFormat';
 
 export const torchrunTaskType = 'gpuWorkbench.torchrun';
 

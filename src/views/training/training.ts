@@ -20,7 +20,7 @@ import type { GpuSnapshot } from '../../gpu/types';
 import type { HostCommand, JobEvent } from '../../training/job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../../training/job/spec';
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../training/launchers/torchrun';
-import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrunFormat';
+import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrun/torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
 import {

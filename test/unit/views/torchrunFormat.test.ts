@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { CudaErrorParser, parseCudaErrors } from '../../../src/training/launchers/cudaErrors';
 import type { JobEvent } from '../../../src/training/job/events';
 import { runJob } from '../../../src/training/launchers/coordinator';
-import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrunFormat';
+import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrun/torchrunFormat';
 import { fixtures, repoRoot } from '../../paths';
 
 const recorded = (name: string) => readFileSync(join(fixtures, 'torchrun', name), 'utf8');

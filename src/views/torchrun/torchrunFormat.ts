@@ -5,8 +5,8 @@
  * `torchrunTask.ts` turns them into VS Code calls.
  */
 import { basename, isAbsolute, resolve } from 'node:path';
-import type { CudaProblem, CudaProblemKind } from '../training/launchers/cudaErrors';
-import type { JobEvent } from '../training/job/events';
+import type { CudaProblem, CudaProblemKind } from '../../training/launchers/cudaErrors';
+import type { JobEvent } from '../../training/job/events';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
