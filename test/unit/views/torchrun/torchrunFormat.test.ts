@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CudaErrorParser, parseCudaErrors } from '../../../src/training/launchers/cudaErrors';
-import type { JobEvent } from '../../../src/training/job/events';
-import { runJob } from '../../../src/training/launchers/coordinator';
-import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../src/views/torchrun/torchrunFormat';
-import { fixtures, repoRoot } from '../../paths';
+import { CudaErrorParser, parseCudaErrors } from '../../../../src/training/launchers/cudaErrors';
+import type { JobEvent } from '../../../../src/training/job/events';
+import { runJob } from '../../../../src/training/launchers/coordinator';
+import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../../src/views/torchrun/torchrunFormat';
+import { fixtures, repoRoot } from '../../../paths';
 
 const recorded = (name: string) => readFileSync(join(fixtures, 'torchrun', name), 'utf8');
 const script = '/home/user/project/train.py';
