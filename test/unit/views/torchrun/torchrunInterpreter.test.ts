@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/job/events';
-import { loadTorchrunJob, runTorchrun } from '../../../src/training/launchers/torchrun';
-import { chooseInterpreter, jobPythonField, terminalText, torchrunEndMessage, torchrunRefusal, untrustedTorchrunMessage, withInterpreterHint, type InterpreterChoice } from '../../../src/views/torchrun/torchrunFormat';
+import type { JobEvent } from '../../../../src/training/job/events';
+import { loadTorchrunJob, runTorchrun } from '../../../../src/training/launchers/torchrun';
+import { chooseInterpreter, jobPythonField, terminalText, torchrunEndMessage, torchrunRefusal, untrustedTorchrunMessage, withInterpreterHint, type InterpreterChoice } from '../../../../src/views/torchrun/torchrunFormat';
 
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
