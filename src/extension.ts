@@ -11,7 +11,7 @@ import { GpuMonitor } from './gpu/monitor';
 import { registerGpuPanel } from './views/gpu/gpuPanel';
 import { registerGpuStatusBar } from './views/gpu/statusBar';
 import { registerTraining } from './views/training/training';
-import { registerFindBatchSize } from './views/batchSize';
+import { registerFindBatchSize } from './views/batchSize/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning';
 import { registerLintClient } from './client/lintClient';
 
