@@ -11,7 +11,7 @@ import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { formatBatchEvent } from '../../cli/train';
 import { editConfigInEditor } from '../common/configEdit';
-import { searchMessage, startSearch, type SearchEnding } from '../batchSizeSearch';
+import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
 
 let log: vscode.LogOutputChannel;
 

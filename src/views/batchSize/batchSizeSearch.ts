@@ -5,7 +5,7 @@
  */
 import { fork } from 'node:child_process';
 import { dirname } from 'node:path';
-import { suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../training/launchers/findBatchSize';
+import { suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../training/launchers/findBatchSize';
 
 /** How long the search gets to stop its trial after a cancel before it is killed. */
 const cancelGraceMs = 5000;
