@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { FindBatchSizeEvent, FindBatchSizeResult } from '../../../src/training/launchers/findBatchSize';
-import { searchMessage, startSearch, type Cancellation } from '../../../src/views/batchSize/batchSizeSearch';
-import { fixtures, repoRoot } from '../../paths';
-import { alive, tinyJob, until } from '../training/helpers';
+import type { FindBatchSizeEvent, FindBatchSizeResult } from '../../../../src/training/launchers/findBatchSize';
+import { searchMessage, startSearch, type Cancellation } from '../../../../src/views/batchSize/batchSizeSearch';
+import { fixtures, repoRoot } from '../../../paths';
+import { alive, tinyJob, until } from '../../training/helpers';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');
 
