@@ -12,7 +12,7 @@ import { registerGpuPanel } from './views/gpu/gpuPanel';
 import { registerGpuStatusBar } from './views/gpu/statusBar';
 import { registerTraining } from './views/training/training';
 import { registerFindBatchSize } from './views/batchSize/batchSize';
-import { registerTuning, stopAllTuning } from './views/tuning';
+import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {
