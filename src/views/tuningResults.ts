@@ -9,7 +9,7 @@ import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } fro
 import { log } from '../log';
 import { makeNonce } from './gpu/panelHtml';
 import { renderResultsHtml } from './resultsHtml';
-import type { ResultsModel } from './tuningModel';
+import type { ResultsModel } from './tuning/tuningModel';
 
 /** What the panel shows and what its buttons do. */
 export interface ResultsSource {

@@ -7,7 +7,7 @@ import { Experiment } from '../../../src/tuning/experiment';
 import { readJournal } from '../../../src/tuning/journal';
 import { parseSpec } from '../../../src/tuning/spec';
 import { compactNumber } from '../../../src/common/tuningProtocol';
-import { ResultsModel, setupFromSpec, trialTaskName } from '../../../src/views/tuningModel';
+import { ResultsModel, setupFromSpec, trialTaskName } from '../../../src/views/tuning/tuningModel';
 import { fixtures } from '../../paths';
 
 describe('tuning: trial task names', () => {

@@ -3,12 +3,12 @@
  * the results model that folds an experiment's events, live or replayed from its journal, into
  * the rows the results page draws.
  */
-import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial } from '../common/tuningProtocol';
-import type { TuneEvent } from '../tuning/events';
-import type { TrialView } from '../tuning/experiment';
-import type { JournalRecord } from '../tuning/journal';
-import type { Config, Params } from '../tuning/space';
-import type { TuneSpec } from '../tuning/spec';
+import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial } from '../../common/tuningProtocol';
+import type { TuneEvent } from '../../tuning/events';
+import type { TrialView } from '../../tuning/experiment';
+import type { JournalRecord } from '../../tuning/journal';
+import type { Config, Params } from '../../tuning/space';
+import type { TuneSpec } from '../../tuning/spec';
 
 /**
  * `Trial 7 · lr=3.2e-3 batch=64`: the trial's number and its searched values, each under the last
