@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TuneEvent } from '../../../src/tuning/events';
-import { Experiment } from '../../../src/tuning/experiment';
-import { readJournal } from '../../../src/tuning/journal';
-import { parseSpec } from '../../../src/tuning/spec';
-import { compactNumber } from '../../../src/common/tuningProtocol';
-import { ResultsModel, setupFromSpec, trialTaskName } from '../../../src/views/tuning/tuningModel';
-import { fixtures } from '../../paths';
+import type { TuneEvent } from '../../../../src/tuning/events';
+import { Experiment } from '../../../../src/tuning/experiment';
+import { readJournal } from '../../../../src/tuning/journal';
+import { parseSpec } from '../../../../src/tuning/spec';
+import { compactNumber } from '../../../../src/common/tuningProtocol';
+import { ResultsModel, setupFromSpec, trialTaskName } from '../../../../src/views/tuning/tuningModel';
+import { fixtures } from '../../../paths';
 
 describe('tuning: trial task names', () => {
   it('formats numbers compactly', () => {
