@@ -19,7 +19,7 @@ import { readJournal } from '../../tuning/journal';
 import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../../tuning/spec';
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
-import { ResultsPanel, type ResultsSource } from '../tuningResults';
+import { ResultsPanel, type ResultsSource } from './tuningResults';
 import { restoreTarget, type JournalEntry } from '../tuningRestore';
 
 export const trialTaskType = 'gpuWorkbench.trial';

@@ -5,11 +5,11 @@
  * retainContextWhenHidden), so the flag resets and the page asks again when shown.
  */
 import * as vscode from 'vscode';
-import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } from '../common/tuningProtocol';
-import { log } from '../log';
-import { makeNonce } from './gpu/panelHtml';
-import { renderResultsHtml } from './resultsHtml';
-import type { ResultsModel } from './tuning/tuningModel';
+import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } from '../../common/tuningProtocol';
+import { log } from '../../log';
+import { makeNonce } from '../gpu/panelHtml';
+import { renderResultsHtml } from '../resultsHtml';
+import type { ResultsModel } from './tuningModel';
 
 /** What the panel shows and what its buttons do. */
 export interface ResultsSource {
