@@ -10,7 +10,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { HostToResultsMessage, ResultsExperiment, ResultsToHostMessage, ResultsTrial } from '../../src/common/tuningProtocol';
 import { makeNonce } from '../../src/views/gpu/panelHtml';
-import { renderResultsHtml } from '../../src/views/resultsHtml';
+import { renderResultsHtml } from '../../src/views/tuning/resultsHtml';
 import { repoRoot } from '../paths';
 import { eventually, pageSuite } from './harness';
 import { dark, highContrast, light, type Theme } from './themes';

@@ -8,7 +8,7 @@ import * as vscode from 'vscode';
 import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } from '../../common/tuningProtocol';
 import { log } from '../../log';
 import { makeNonce } from '../gpu/panelHtml';
-import { renderResultsHtml } from '../resultsHtml';
+import { renderResultsHtml } from './resultsHtml';
 import type { ResultsModel } from './tuningModel';
 
 /** What the panel shows and what its buttons do. */

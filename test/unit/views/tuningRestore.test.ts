@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { restoreTarget } from '../../../src/views/tuningRestore';
-import { renderResultsHtml } from '../../../src/views/resultsHtml';
+import { renderResultsHtml } from '../../../src/views/tuning/resultsHtml';
 
 describe('restoring a Tuning Results tab after a window reload', () => {
   const root = mkdtempSync(join(tmpdir(), 'tune-restore-'));

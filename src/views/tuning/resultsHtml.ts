@@ -4,7 +4,7 @@
  * own styles are adopted by its script (constructable style sheets, which CSP does not govern),
  * so the only style sheet it links is uPlot's.
  */
-import { escapeHtml, renderWebviewPage, type WebviewPageOptions } from './common/webviewHtml';
+import { escapeHtml, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
 
 export interface ResultsHtmlOptions extends WebviewPageOptions {
   /** The experiment's name, for the document title. */
