@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { renderResultsHtml } from '../../../src/views/tuning/resultsHtml';
+import { renderResultsHtml } from '../../../../src/views/tuning/resultsHtml';
 
 const base = {
   cspSource: 'https://file+.vscode-resource.vscode-cdn.net',
