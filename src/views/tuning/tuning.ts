@@ -20,7 +20,7 @@ import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../.
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
-import { restoreTarget, type JournalEntry } from '../tuningRestore';
+import { restoreTarget, type JournalEntry } from './tuningRestore';
 
 export const trialTaskType = 'gpuWorkbench.trial';
 
