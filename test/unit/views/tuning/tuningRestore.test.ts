@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { restoreTarget } from '../../../src/views/tuning/tuningRestore';
-import { renderResultsHtml } from '../../../src/views/tuning/resultsHtml';
+import { restoreTarget } from '../../../../src/views/tuning/tuningRestore';
+import { renderResultsHtml } from '../../../../src/views/tuning/resultsHtml';
 
 describe('restoring a Tuning Results tab after a window reload', () => {
   const root = mkdtempSync(join(tmpdir(), 'tune-restore-'));
