@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { parse } from 'jsonc-parser';
-import { applyConfigToJson, ApplyConfigError, detectFormatting, minimalReplacement } from '../../../src/tuning/applyConfig';
+import { applyConfigToJson, ApplyConfigError, detectFormatting, minimalReplacement } from '../../../../src/tuning/applyConfig';
 
 const job = `{
   // The MNIST digits, small.
