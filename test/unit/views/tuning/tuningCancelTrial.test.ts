@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TuneEvent } from '../../../src/tuning/events';
-import { Experiment } from '../../../src/tuning/experiment';
-import { parseSpec } from '../../../src/tuning/spec';
-import { fixtures } from '../../paths';
+import type { TuneEvent } from '../../../../src/tuning/events';
+import { Experiment } from '../../../../src/tuning/experiment';
+import { parseSpec } from '../../../../src/tuning/spec';
+import { fixtures } from '../../../paths';
 
 async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
