@@ -6,7 +6,7 @@
  * strategies — how one optimizer step is computed, how the ranks meet to evaluate, what a
  * checkpoint holds — comes in as functions.
  *
- * Cancellation is the coordinator's: it kills the worker processes (see `job.ts`), so the loop
+ * Cancellation is the coordinator's: it kills the worker processes (see `launchers/coordinator.ts`), so the loop
  * needs no flag of its own; a step that is cut off mid-way never reaches a checkpoint, which is
  * written whole or not at all (`checkpoint.ts`).
  */
