@@ -17,22 +17,7 @@ import { dirname, join } from 'node:path';
 import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
-
-/** The TF.js a job's code sees: tfjs-core and tfjs-layers in one namespace, as `@tensorflow/tfjs` has them. */
-export type Tf = typeof tf & typeof tfl;
-
-export interface LoadedBackend {
-  readonly tf: Tf;
-  /** The TF.js backend name: `tensorflow`, `wasm` or `cpu`. */
-  readonly name: string;
-  /** Which package provides it, for people: `@tensorflow/tfjs-node-gpu`, `wasm`, ... */
-  readonly label: string;
-  /** `gpu:1 (CUDA_VISIBLE_DEVICES=1)` or `cpu`. */
-  readonly device: string;
-  readonly gpu: boolean;
-  /** Why better backends were skipped, e.g. `no GPU: @tensorflow/tfjs-node-gpu is not installed`. */
-  readonly note: string;
-}
+import type { LoadedBackend, Tf } from './types';
 
 const runtimeRequire = createRequire(__filename);
 

@@ -24,7 +24,7 @@
  */
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
-import type { Tf } from './backend';
+import type { Tf } from './types';
 import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 import { heapMemory } from './wasmKernels/wasmData';
 

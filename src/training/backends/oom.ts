@@ -19,7 +19,7 @@
  *   from JS, so `wasmCrashAsOutOfMemory` reads a wasm trap with the heap within one allocation
  *   of its maximum as out of memory, naming the heap.
   */
-import type { Tf } from './backend';
+import type { Tf } from './types';
 
 /** Words that mean a process ran out of memory, in the messages of the backends (and of `guardWasmHeap`). */
 const oomPattern = /out of memory|\bOOM\b|failed to allocate|Cannot enlarge memory|Array buffer allocation failed|Invalid typed array length|Resource ?exhausted/i;

@@ -16,7 +16,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { Tf } from '../backends/backend';
+import type { Tf } from '../backends/types';
 
 type WeightsManifestEntry = Parameters<Tf['io']['decodeWeights']>[1][number];
 type NamedTensor = Awaited<ReturnType<Optimizer['getWeights']>>[number];

@@ -8,7 +8,7 @@ import type { Optimizer, Scalar, Tensor } from '@tensorflow/tfjs-core';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Tf } from '../backends/backend';
+import type { Tf } from '../backends/types';
 import type { LayerSummary } from './events';
 import { createAdam, createMomentum, createSgd } from '../backends/fusedOptimizers';
 import type { JobSpec, LossName, ModelSource } from './spec';

@@ -28,7 +28,7 @@ import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs-core';
 import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { LoadedBackend, Tf } from '../backends/backend';
+import type { LoadedBackend, Tf } from '../backends/types';
 import { checkpointFolder, loadOptimizerState, mergeOptimizerStates, optimizerState, saveCheckpoint, saveStageOptimizer, takeStageOptimizers } from '../job/checkpoint';
 import type { Dataset } from '../job/data';
 import type { JobMetrics } from '../job/events';
@@ -38,7 +38,7 @@ import { connectWithRetry, RingError, ringSocketPath } from '../transport/ring';
 import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from '../transport/star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
-import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './worker';
+import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
 
 type Layer = LayersModel['layers'][number];
 

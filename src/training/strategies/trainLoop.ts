@@ -12,14 +12,14 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor } from '@tensorflow/tfjs-core';
-import type { Tf } from '../backends/backend';
+import type { Tf } from '../backends/types';
 import type { Optimizer } from '@tensorflow/tfjs-core';
 import { latestCheckpoint, loadCheckpoint, loadWeights, type TrainerState } from '../job/checkpoint';
 import type { Dataset } from '../job/data';
 import type { JobEvent, JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { lossFn } from '../job/model';
-import type { Batcher } from './worker';
+import type { Batcher } from './rank';
 
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
 export class LeakWatch {

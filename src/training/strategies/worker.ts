@@ -11,40 +11,20 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend, type LoadedBackend, type Tf } from '../backends/backend';
+import { loadBackend } from '../backends/backend';
+import type { LoadedBackend, Tf } from '../backends/types';
 import { saveCheckpoint } from '../job/checkpoint';
 import { loadDataset, type Dataset, type Split } from '../job/data';
-import type { CoordinatorMessage, JobEvent, JobMetrics, WorkerMessage } from '../job/events';
+import type { JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
+import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
 import { trainPipeline } from './pipeline';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
-
-export type Init = Extract<CoordinatorMessage, { type: 'worker/init' }>;
-
-export function send(m: WorkerMessage): Promise<void> {
-  return new Promise((resolve) => {
-    if (!process.send || !process.connected) return resolve();
-    process.send(m, undefined, {}, () => resolve());
-  });
-}
-
-export const emit = (event: JobEvent): Promise<void> => send({ type: 'worker/event', event });
-
-export function nextMessage<T extends CoordinatorMessage['type']>(type: T): Promise<Extract<CoordinatorMessage, { type: T }>> {
-  return new Promise((resolve) => {
-    const on = (m: CoordinatorMessage) => {
-      if (m?.type !== type) return;
-      process.off('message', on);
-      resolve(m as Extract<CoordinatorMessage, { type: T }>);
-    };
-    process.on('message', on);
-  });
-}
 
 export function hintFor(message: string): string | undefined {
   if (isOutOfMemory(message)) return 'The worker ran out of memory: try a smaller batchSize, more pipeline micro-batches, or ddp instead of dp (dp keeps every gradient on the coordinator).';
@@ -52,33 +32,6 @@ export function hintFor(message: string): string | undefined {
   if (kernel) return `The ${kernel[2]} backend has no ${kernel[1]} kernel: set "backend": "cpu" in the job, or install @tensorflow/tfjs-node.`;
   if (/CUDA|cuDNN|CUDNN/.test(message)) return 'A CUDA error: check that CUDA 11.2 and cuDNN 8.1 are installed for @tensorflow/tfjs-node-gpu, or set "backend": "cpu".';
   return undefined;
-}
-
-export class Batcher {
-  private xbuf: Float32Array;
-  private readonly width: number;
-
-  constructor(private readonly tf: Tf, private readonly data: Dataset, maxRows: number) {
-    this.width = data.inputShape.reduce((a, b) => a * b, 1);
-    this.xbuf = new Float32Array(maxRows * this.width);
-  }
-
-  /** x and one-hot y for `rows` of `split`. */
-  batch(split: Split, rows: ArrayLike<number>): { x: Tensor; y: Tensor } {
-    const n = rows.length;
-    if (this.xbuf.length < n * this.width) this.xbuf = new Float32Array(n * this.width);
-    const labels = new Int32Array(n);
-    for (let i = 0; i < n; i++) {
-      const r = rows[i];
-      this.xbuf.set(split.xs.subarray(r * this.width, (r + 1) * this.width), i * this.width);
-      labels[i] = split.labels[r];
-    }
-    const tf = this.tf;
-    // tf.tensor copies (or takes) the values; a fresh slice keeps the reused buffer ours.
-    const x = tf.tensor(this.xbuf.slice(0, n * this.width), [n, ...this.data.inputShape]);
-    const y = tf.tidy(() => tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), this.data.numClasses), 'float32'));
-    return { x, y };
-  }
 }
 
 /** The mean loss over (x, y) and its gradients for `vars`, as tensors; disposes x and y. */
@@ -142,17 +95,6 @@ export class GradientBuffer {
   view(buf: Float32Array, i: number): Float32Array {
     return buf.subarray(this.offsets[i], this.offsets[i] + this.sizes[i]);
   }
-}
-
-export function flatten(arrays: Float32Array[], extra: number[] = []): Float32Array {
-  const out = new Float32Array(arrays.reduce((n, a) => n + a.length, 0) + extra.length);
-  let off = 0;
-  for (const a of arrays) {
-    out.set(a, off);
-    off += a.length;
-  }
-  out.set(extra, off);
-  return out;
 }
 
 function assignFlat(tf: Tf, vars: Variable[], flat: Float32Array): void {
@@ -346,22 +288,6 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   } finally {
     star.close();
   }
-}
-
-export function readyMessage(init: Init, backend: LoadedBackend, data: Dataset, startEpoch: number): Extract<WorkerMessage, { type: 'worker/ready' }> {
-  const localBatch = init.spec.batchSize / init.worldSize;
-  return {
-    type: 'worker/ready',
-    rank: init.rank,
-    pid: process.pid,
-    device: backend.device,
-    backend: backend.name,
-    backendNote: backend.note,
-    stepsPerEpoch: stepsPerEpoch(Math.ceil(data.train.count / init.worldSize), localBatch, init.spec.maxStepsPerEpoch),
-    trainSamples: data.train.count,
-    testSamples: data.test.count,
-    startEpoch,
-  };
 }
 
 /** The wasm backend as shipped has no Conv2DBackpropFilter: a conv net falls back to cpu rather than fail at step 1. */

@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import type { Tf } from '../../../../src/training/backends/backend';
+import type { Tf } from '../../../../src/training/backends/types';
 import { createAdam, createMomentum, createSgd } from '../../../../src/training/backends/fusedOptimizers';
 import { simdKernelsFor } from '../../../../src/training/backends/simdUpdate';
 import { makeOptimizer } from '../../../../src/training/job/model';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../../src/cli/train';
 import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../../src/training/launchers/findBatchSize';
 import { parseJob } from '../../../../src/training/job/spec';
-import type { Tf } from '../../../../src/training/backends/backend';
+import type { Tf } from '../../../../src/training/backends/types';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../../src/training/backends/oom';
 import { hintFor } from '../../../../src/training/strategies/worker';
 import { fixtures, repoRoot } from '../../../paths';
