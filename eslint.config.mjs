@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'out/**', 'node_modules/**', '.e2e-cache/**', 'test/fixtures/**', '**/*.js', '**/*.mjs', 'scripts/**'] },
+  { ignores: ['dist/**', 'out/**', 'node_modules/**', '.e2e-cache/**', 'test/fixtures/**', '**/*.js', '**/*.mjs', '**/*.cjs', 'scripts/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

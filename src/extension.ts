@@ -8,11 +8,11 @@ import { performance } from 'node:perf_hooks';
 import { initLog, log } from './log';
 import { gpuMonitorOptions } from './config';
 import { GpuMonitor } from './gpu/monitor';
-import { registerGpuPanel } from './views/gpuPanel';
-import { registerGpuStatusBar } from './views/statusBar';
-import { registerTraining } from './views/training';
-import { registerFindBatchSize } from './views/batchSize';
-import { registerTuning, stopAllTuning } from './views/tuning';
+import { registerGpuPanel } from './views/gpu/gpuPanel';
+import { registerGpuStatusBar } from './views/gpu/statusBar';
+import { registerTraining } from './views/training/training';
+import { registerFindBatchSize } from './views/batchSize/batchSize';
+import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
 
 export function activate(context: vscode.ExtensionContext): void {

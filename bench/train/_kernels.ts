@@ -4,11 +4,11 @@
  * (GEMM=xnnpack: the shipped matMul instead of ours, to compare)
  */
 import type { Tensor, Variable } from '@tensorflow/tfjs-core';
-import { loadBackend } from '../../src/training/backend';
+import { loadBackend } from '../../src/training/backends/backend';
 import { useOurGemm } from '../../src/training/backends/gemm';
-import { loadDataset } from '../../src/training/data';
-import { loadJobFile } from '../../src/training/jobSpec';
-import { buildModel, lossFn } from '../../src/training/model';
+import { loadDataset } from '../../src/training/job/data';
+import { loadJobFile } from '../../src/training/job/spec';
+import { buildModel, lossFn } from '../../src/training/job/model';
 import { jobFileFor } from './_phases';
 
 async function main(): Promise<void> {

@@ -28,11 +28,11 @@ import { fork, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadDataset } from '../../src/training/data';
-import type { JobMetrics } from '../../src/training/events';
-import { runJob } from '../../src/training/job';
-import { loadJobFile, type JobOverrides } from '../../src/training/jobSpec';
-import { Ring, type RingTransport } from '../../src/training/ring';
+import { loadDataset } from '../../src/training/job/data';
+import type { JobMetrics } from '../../src/training/job/events';
+import { runJob } from '../../src/training/launchers/coordinator';
+import { loadJobFile, type JobOverrides } from '../../src/training/job/spec';
+import { Ring, type RingTransport } from '../../src/training/transport/ring';
 import { repoRoot } from '../../test/paths';
 import { formatPhases, jobFileFor, measurePhases, sps, type PhaseReport } from './_phases';
 

@@ -23,7 +23,8 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { GpSearcher } from '../../src/tuning/gp';
-import { VariantSearcher, type Observation, type Searcher } from '../../src/tuning/search';
+import type { Observation, Searcher } from '../../src/tuning/searcher';
+import { VariantSearcher } from '../../src/tuning/variant';
 import { Space, type Params } from '../../src/tuning/space';
 import { TpeSearcher } from '../../src/tuning/tpe';
 

@@ -24,7 +24,7 @@ import '@tensorflow/tfjs-backend-cpu';
 import * as wasmBackend from '@tensorflow/tfjs-backend-wasm';
 import { relaxedSimdAvailable, useOurGemm } from '../../src/training/backends/gemm';
 import { registerWasmKernels, unregisterWasmKernels } from '../../src/training/backends/wasmKernels/index';
-import { mlp, randomBatch, setDeterministicWeights, smallCnn } from '../../test/unit/training/wasmKernels/models';
+import { mlp, randomBatch, setDeterministicWeights, smallCnn } from '../../test/unit/training/backends/wasmKernels/models';
 
 type Config = 'cpu' | 'wasm as shipped' | 'wasm + our kernels' | 'wasm + ours, XNNPACK matMul';
 const configs: Config[] = ['cpu', 'wasm as shipped', 'wasm + ours, XNNPACK matMul', 'wasm + our kernels'];

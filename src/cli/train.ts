@@ -5,10 +5,10 @@
  */
 import { basename, relative } from 'node:path';
 import { mib } from '../common/units';
-import type { JobEvent } from '../training/events';
-import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/findBatchSize';
-import { runJob } from '../training/job';
-import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/jobSpec';
+import type { JobEvent } from '../training/job/events';
+import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
+import { runJob } from '../training/launchers/coordinator';
+import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 

@@ -1,6 +1,6 @@
 /**
  * Messages between the extension host and the "Tuning Results" webview panel, typed once and
- * imported by both ends (src/views/tuningResults.ts and webview-ui/results/). The host folds the
+ * imported by both ends (src/views/tuning/tuningResults.ts and webview-ui/results/). The host folds the
  * experiment's events (live, or replayed from its journal) into these rows; the page only draws.
  * Self-contained on purpose: the page's bundle must not pull in the engine.
  */

@@ -12,7 +12,8 @@ import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
 import { JournalWriter, readJournal } from './journal';
 import { JobTrialError, parseJobLine, prepareJobTrial } from './jobTrial';
 import { killTree, signalGroup, signalSnapshot, snapshot, snapshotAlive, type TreeSnapshot } from './processTree';
-import { createSearcher, toLoss, type Observation, type Searcher } from './search';
+import { createSearcher } from './search';
+import { toLoss, type Observation, type Searcher } from './searcher';
 import type { Config, Params } from './space';
 import { totalTrials, type TuneSpec } from './spec';
 

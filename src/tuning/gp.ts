@@ -16,7 +16,7 @@
 import { CholeskyDecomposition, Matrix } from 'ml-matrix';
 import { Rng, normalCdf, normalPdf, streams } from './rng';
 import { fromUnit, toUnit, type Params, type Space } from './space';
-import type { Observation, Searcher } from './search';
+import type { Observation, Searcher } from './searcher';
 
 export interface GpOptions {
   readonly seed: number;

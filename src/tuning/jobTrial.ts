@@ -13,8 +13,8 @@
  */
 import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import type { JobEvent } from '../training/events';
-import { JobFileError, parseJob } from '../training/jobSpec';
+import type { JobEvent } from '../training/job/events';
+import { JobFileError, parseJob } from '../training/job/spec';
 import type { TrialResult } from './events';
 import type { Config } from './space';
 

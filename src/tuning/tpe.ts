@@ -10,7 +10,7 @@
  */
 import { Rng, normalCdf, normalQuantile, streams } from './rng';
 import { sampleDim, type Dim, type Params, type Space } from './space';
-import type { Observation, Searcher } from './search';
+import type { Observation, Searcher } from './searcher';
 
 const eps = 1e-12;
 

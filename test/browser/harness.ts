@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, sep } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { HostToPanelMessage, PanelToHostMessage } from '../../src/common/protocol';
-import { makeNonce, renderPanelHtml } from '../../src/views/panelHtml';
+import { makeNonce, renderPanelHtml } from '../../src/views/gpu/panelHtml';
 import { repoRoot } from '../paths';
 import type { Theme } from './themes';
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatEvent, parseTrainArgs } from '../../../src/cli/train';
-import type { JobEvent } from '../../../src/training/events';
+import type { JobEvent } from '../../../src/training/job/events';
 import { fixtures, repoRoot } from '../../paths';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');

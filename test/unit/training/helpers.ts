@@ -1,8 +1,8 @@
 /** Helpers shared by the training job tests: run a job to its end, read its checkpoint, wait on worker processes. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
-import { runJob, type RunJobOptions } from '../../../src/training/job';
+import type { JobEvent } from '../../../src/training/job/events';
+import { runJob, type RunJobOptions } from '../../../src/training/launchers/coordinator';
 import { fixtures } from '../../paths';
 
 export const tinyJob = join(fixtures, 'jobs', 'tiny-mnist.job.json');

@@ -1,7 +1,8 @@
 import * as assert from 'node:assert/strict';
 import { fitHyper, GpModel, GpSearcher, logMarginalLikelihood } from '../../../src/tuning/gp';
 import { Rng } from '../../../src/tuning/rng';
-import { VariantSearcher, type Observation, type Searcher } from '../../../src/tuning/search';
+import type { Observation, Searcher } from '../../../src/tuning/searcher';
+import { VariantSearcher } from '../../../src/tuning/variant';
 import { Space, type Params } from '../../../src/tuning/space';
 import { defaultWeights, gamma, splitTrials, TpeSearcher } from '../../../src/tuning/tpe';
 

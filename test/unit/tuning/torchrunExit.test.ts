@@ -5,8 +5,8 @@ import * as assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/events';
-import { runTorchrun } from '../../../src/training/torchrun';
+import type { JobEvent } from '../../../src/training/job/events';
+import { runTorchrun } from '../../../src/training/launchers/torchrun';
 
 async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
   const end = Date.now() + ms;

@@ -1,5 +1,5 @@
 /**
- * The assembled wat.ts (generated: `UPDATE_WASM=1 npx mocha out/test/unit/training/gemm.test.js`
+ * The assembled wat.ts (generated: `UPDATE_WASM=1 npx mocha out/test/unit/training/backends/gemm.test.js`
  * after `npx tsc -p .`; that test fails when this copy is stale). Do not edit by hand.
  */
 export const gemmModuleBase64 =

@@ -9,7 +9,7 @@
  * keeps the shipped XNNPACK path.
  */
 import { setFlagsFromString } from 'node:v8';
-import { ModuleOverMemory, wasmApi as api } from '../../wasmApi';
+import { ModuleOverMemory, wasmApi as api } from '../wasmApi';
 import { gemmModuleBase64 } from './gemmModule';
 
 export interface GemmKernels {

@@ -1,6 +1,6 @@
 /**
  * The WebAssembly text of our float32 GEMM for the wasm backend (`gemmModule.ts` holds it
- * assembled; `test/unit/training/gemm.test.ts` checks the two agree and, with UPDATE_WASM=1,
+ * assembled; `test/unit/training/backends/gemm.test.ts` checks the two agree and, with UPDATE_WASM=1,
  * rewrites the assembled copy). Only tests import this file: the bundle carries the bytes.
  *
  * C[M×N] = opA · B (+ bias per column) (then max(·, 0) for relu), all row-major float32 on the

@@ -1,0 +1,206 @@
+/** Grad guards of a file's model (../model.ts): `no_grad`, `inference_mode`, `set_grad_enabled`, guard wrappers. */
+import { ancestors, child, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { type Contribution, enableGradNames, type FunctionInfo, type GradState, inferenceModeNames, lastName, noGradNames, setGradNames, torchFamily } from './types';
+import { ModelScopes } from './scopes';
+
+export abstract class ModelGuards extends ModelScopes {
+  // ---------------------------------------------------------------- grad guards
+
+  /**
+   * Classifies an expression used as a context manager or decorator:
+   * 'off' for a grad guard (or a grad mode that is not literally on), 'on' for an explicit
+   * `enable_grad`, undefined for anything else.
+   */
+  classifyGuard(expr: SyntaxNode, depth = 0): 'off' | 'on' | undefined {
+    const n = unparen(expr);
+    if (depth > 4) return undefined;
+    if (n.type === 'conditional_expression') {
+      const parts = namedChildren(n).map((c) => this.classifyGuard(c, depth + 1));
+      return parts.includes('off') ? 'off' : undefined;
+    }
+    if (n.type === 'call') {
+      const callee = this.callee(n);
+      if (!callee) return undefined;
+      const q = this.qualify(callee);
+      const firstArg = this.positionalArgs(n)[0] ?? this.keywordArg(n, 'mode');
+      if (q && noGradNames.has(q)) return 'off';
+      if (q && inferenceModeNames.has(q)) return firstArg && this.src(firstArg) === 'False' ? undefined : 'off';
+      if (q && setGradNames.has(q)) return firstArg && this.src(firstArg) === 'True' ? 'on' : 'off';
+      if (q && enableGradNames.has(q)) return 'on';
+      // `torch.no_grad()(fn)` and the like: the callee itself is a guard.
+      if (callee.type === 'call') return this.classifyGuard(callee, depth + 1);
+      if ((callee.type === 'identifier' || callee.type === 'attribute') && !(q && torchFamily.test(q)) && this.facts.isGuardWrapper(lastName(this.src(callee)))) return 'off';
+      if (callee.type === 'identifier') {
+        // `ng = torch.no_grad` ... `with ng():`
+        const b = this.binding(this.src(callee), n);
+        if (b?.value && !b.unpacked && b.value.type !== 'call') return this.classifyGuard(b.value, depth + 1);
+      }
+      return undefined;
+    }
+    if (n.type === 'identifier' || n.type === 'attribute') {
+      const q = this.qualify(n);
+      if (q && (noGradNames.has(q) || inferenceModeNames.has(q))) return 'off';
+      if (q && enableGradNames.has(q)) return 'on';
+      if (!(q && torchFamily.test(q)) && this.facts.isGuardWrapper(lastName(this.src(n)))) return 'off';
+      if (n.type === 'identifier') {
+        const b = this.binding(this.src(n), n);
+        if (b?.value && !b.unpacked && b.value !== n) return this.classifyGuard(b.value, depth + 1);
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The grad mode in force at `node` as far as this file shows: 'off' under a guard,
+   * 'on' under an explicit enable_grad, 'default' when only the callers can tell.
+   */
+  gradState(node: SyntaxNode): GradState {
+    let prev: SyntaxNode = node;
+    for (const a of ancestors(node)) {
+      if (a.type === 'with_statement' && prev.field === 'body') {
+        const clause = a.children.find((c) => c.type === 'with_clause');
+        const items = clause ? clause.children.filter((c) => c.type === 'with_item') : [];
+        for (let i = items.length - 1; i >= 0; i--) {
+          const value = child(items[i], 'value');
+          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+          const g = expr && this.classifyGuard(expr);
+          if (g) return g;
+        }
+      }
+      if (a.type === 'block' || a.type === 'module') {
+        const g = this.toggleBefore(a, prev);
+        if (g) return g;
+      }
+      if (a.type === 'function_definition') {
+        const info = this.functionByNode.get(a);
+        if (info) {
+          for (let i = info.decorators.length - 1; i >= 0; i--) {
+            const g = this.classifyGuard(info.decorators[i]);
+            if (g) return g;
+          }
+          if (info.cls && /^(validation_step|test_step|predict_step)$/.test(info.name)) return 'off';
+        }
+        return 'default';
+      }
+      if (a.type === 'class_definition') return 'default';
+      prev = a;
+    }
+    return 'default';
+  }
+
+  /** A statement before `stmt` in `block` that switches grad mode: `set_grad_enabled(False)`, `stack.enter_context(no_grad())`. */
+  protected toggleBefore(block: SyntaxNode, stmt: SyntaxNode): 'off' | 'on' | undefined {
+    let found: 'off' | 'on' | undefined;
+    for (const t of this.togglesIn(block)) {
+      if (t.start >= stmt.start) break;
+      found = t.state;
+    }
+    return found;
+  }
+
+  /** The grad-mode switches among a block's statements, in order, computed once per block. */
+  protected togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[] {
+    // The module's switches are shared by every statement: compared by value (sharedFacts), not recorded.
+    if (block === this.root) {
+      return this.shared('toggles', () => {
+        const aliases = this.aliasSignature();
+        const out: { start: number; state: 'off' | 'on' }[] = [];
+        for (const top of this.root.children) for (const state of this.contribution(top, aliases).toggles) out.push({ start: top.start, state });
+        return out;
+      });
+    }
+    return this.memo(`toggles:${block.order}`, () => this.togglesOf(block.children));
+  }
+
+  protected togglesOfStatement(top: SyntaxNode): ('off' | 'on')[] {
+    return this.togglesOf([top]).map((t) => t.state);
+  }
+
+  protected togglesOf(statements: readonly SyntaxNode[]): { start: number; state: 'off' | 'on' }[] {
+    {
+      const out: { start: number; state: 'off' | 'on' }[] = [];
+      for (const s of statements) {
+        if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
+        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
+        for (const c of calls) {
+          if (c.type !== 'call') continue;
+          const q = this.qualify(this.callee(c));
+          if (q && setGradNames.has(q)) {
+            const arg = this.positionalArgs(c)[0];
+            out.push({ start: s.start, state: arg && this.src(arg) === 'True' ? 'on' : 'off' });
+          } else {
+            const mc = this.methodCall(c);
+            if (mc?.method === 'enter_context') {
+              const arg = this.positionalArgs(c)[0];
+              const g = arg && this.classifyGuard(arg);
+              if (g) out.push({ start: s.start, state: g });
+            }
+          }
+        }
+      }
+      return out;
+    }
+  }
+
+  /** This function is a `@contextmanager` that yields under a guard, or a decorator that calls its argument under one. */
+  isGuardWrapper(fn: FunctionInfo): boolean {
+    return this.memo(`wrapper:${fn.node.order}`, () => {
+      const body = fn.body;
+      if (!body) return false;
+      const isCm = fn.decorators.some((d) => /(^|\.)(contextmanager|asynccontextmanager)$/.test(this.qualify(d) ?? ''));
+      if (isCm) {
+        for (const n of descendants(body, (x) => x.type === 'function_definition')) {
+          if (n.type === 'yield' && this.gradStateWithin(n, fn.node) === 'off') return true;
+        }
+        return false;
+      }
+      const wrapped = fn.params[0];
+      if (!wrapped) return false;
+      for (const n of descendants(body)) {
+        if (n.type === 'call') {
+          const callee = this.callee(n);
+          // A nested wrapper that calls the wrapped function under a guard.
+          if (callee?.type === 'identifier' && this.src(callee) === wrapped && this.scopeOf(n) !== fn.node) {
+            if (this.gradStateWithin(n, fn.node) === 'off') return true;
+          }
+          // `return torch.no_grad()(fn)`
+          if (n.parent?.type === 'return_statement' && this.positionalArgs(n).some((a) => this.src(a) === wrapped) && callee && this.classifyGuard(callee) === 'off') return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  /** Like gradState, but stops at `outer` (inclusive of functions nested in it). */
+  protected gradStateWithin(node: SyntaxNode, outer: SyntaxNode): GradState {
+    let prev: SyntaxNode = node;
+    for (const a of ancestors(node)) {
+      if (a === outer) return 'default';
+      if (a.type === 'with_statement' && prev.field === 'body') {
+        const clause = a.children.find((c) => c.type === 'with_clause');
+        for (const item of clause ? clause.children.filter((c) => c.type === 'with_item') : []) {
+          const value = child(item, 'value');
+          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+          const g = expr && this.classifyGuard(expr);
+          if (g) return g;
+        }
+      }
+      if (a.type === 'block') {
+        const g = this.toggleBefore(a, prev);
+        if (g) return g;
+      }
+      if (a.type === 'function_definition') {
+        const info = this.functionByNode.get(a);
+        for (const d of info?.decorators ?? []) {
+          const g = this.classifyGuard(d);
+          if (g) return g;
+        }
+      }
+      prev = a;
+    }
+    return 'default';
+  }
+
+  // Defined by models.ts, used by the guards of module-level statements.
+  protected abstract contribution(top: SyntaxNode, aliases?: string): Contribution;
+}

@@ -1,0 +1,433 @@
+/**
+ * The first layer of a file's model (../model.ts): the source text and, per top-level statement,
+ * its imports and aliases, functions, classes, calls and references, kept across edits for every
+ * statement whose syntax tree was reused.
+ */
+import { child, childrenOf, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, lastBindingIn, lastName, type ScopeData, torchFamily, type WorkspaceFacts } from './types';
+
+export abstract class ModelImports {
+  readonly aliases = new Map<string, string>();
+  readonly functions: FunctionInfo[] = [];
+  readonly classes: ClassInfo[] = [];
+  protected allCalls: SyntaxNode[] | undefined;
+  protected allReferences: SyntaxNode[] | undefined;
+  readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
+  /** True when the file imports torch or a library built on it: the rules only run then. */
+  usesTorch = false;
+  /**
+   * The top-level statement the rules look at (the incremental linter analyses one at a time);
+   * undefined: the whole file.
+   */
+  focus: SyntaxNode | undefined;
+  protected readonly scopes = new Map<SyntaxNode, ScopeData>();
+  protected readonly chunks = new Map<SyntaxNode, ChunkIndex>();
+  protected readonly lines: string[];
+  protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
+  /** `functionFact`s, kept across edits while their function's statement is reused and no lookup they made is stale. */
+  protected functionFacts = new Map<FunctionInfo, Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>>();
+  protected factsGeneration = -1;
+
+  constructor(
+    readonly path: string,
+    readonly text: string,
+    readonly root: SyntaxNode,
+    readonly facts: WorkspaceFacts & { readonly generation: number; changedOutside(path: string): number },
+    previous?: ModelImports,
+  ) {
+    this.lines = text.split('\n');
+    this.index(previous);
+    if (previous) this.carryFunctionFacts(previous);
+  }
+
+  src(node: SyntaxNode): string {
+    return this.text.slice(node.start, node.end);
+  }
+
+  line(row: number): string {
+    return this.lines[row] ?? '';
+  }
+
+  get lineCount(): number {
+    return this.lines.length;
+  }
+
+  // ---------------------------------------------------------------- indexing
+
+  /** Builds the index from each top-level statement's, reusing those of `previous` whose subtree was reused. */
+  protected index(previous: ModelImports | undefined): void {
+    const rootData = this.newScope();
+    this.scopes.set(this.root, rootData);
+    for (const node of this.root.children) {
+      let chunk = previous?.chunks.get(node);
+      if (chunk) this.adopt(chunk);
+      else chunk = this.indexChunk(node);
+      this.chunks.set(node, chunk);
+      for (const [k, v] of chunk.aliases) this.aliases.set(k, v);
+      for (const f of chunk.functions) {
+        this.functions.push(f);
+        this.functionByNode.set(f.node, f);
+      }
+      for (const c of chunk.classes) this.classes.push(c);
+      for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
+      for (const c of chunk.root.calls) rootData.calls.push(c);
+      for (const [key, list] of chunk.root.bindings) {
+        const all = rootData.bindings.get(key);
+        if (all) all.push(...list);
+        else rootData.bindings.set(key, [...list]);
+      }
+      for (const g of chunk.root.globals) rootData.globals.add(g);
+      for (const e of chunk.root.modeEvents) rootData.modeEvents.push(e);
+    }
+    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q));
+  }
+
+  /** Takes over a previous model's statement index: its facts were computed in that model. */
+  protected adopt(chunk: ChunkIndex): void {
+    type Owned = { model: ModelImports };
+    for (const f of chunk.functions) (f as unknown as Owned).model = this;
+    for (const c of chunk.classes) (c as unknown as Owned).model = this;
+    for (const d of chunk.scopes.values()) {
+      d.reachesBackward = undefined;
+      d.scalarBackward = undefined;
+      d.trainingSignal = undefined;
+      d.backwardDeps = undefined;
+    }
+  }
+
+  protected indexChunk(top: SyntaxNode): ChunkIndex {
+    const chunk: ChunkIndex = { node: top, aliases: [], functions: [], classes: [], calls: [], references: [], scopes: new Map(), root: this.newScope() };
+    const dataOf = (scope: SyntaxNode): ScopeData => {
+      if (scope === this.root) return chunk.root;
+      let d = chunk.scopes.get(scope);
+      if (!d) chunk.scopes.set(scope, (d = this.newScope()));
+      return d;
+    };
+    const bind = (scope: SyntaxNode, target: SyntaxNode, value: SyntaxNode | undefined, at: SyntaxNode, unpacked: boolean): void => {
+      const key = this.src(target);
+      const data = dataOf(scope);
+      const list = data.bindings.get(key) ?? [];
+      list.push({ target, value, at, unpacked });
+      data.bindings.set(key, list);
+    };
+    const classStack: { node: SyntaxNode; info: ClassInfo }[] = [];
+    // Nodes inside an ERROR are tree-sitter's best guess (a `def f(:` can come out as a call
+    // `f(...)`); they are not linted and not indexed.
+    const broken = new Set<SyntaxNode>();
+    const walk = function* (): Generator<SyntaxNode> {
+      yield top;
+      yield* descendants(top);
+    };
+    for (const node of walk()) {
+      const parent = node.parent as SyntaxNode;
+      node.scope = undefined;
+      if (node.type === 'ERROR' || broken.has(parent)) {
+        broken.add(node);
+        continue;
+      }
+      const scope = parent.type === 'function_definition' ? parent : (parent.scope ?? this.root);
+      // The module's scope is left unset: a reused statement moves to a new root node.
+      node.scope = scope === this.root ? undefined : scope;
+      switch (node.type) {
+        case 'import_statement':
+        case 'import_from_statement':
+          this.addImport(node, chunk.aliases);
+          break;
+        case 'function_definition': {
+          dataOf(node);
+          while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
+          const enclosingClass = classStack.length && this.isDirectMethod(node, classStack[classStack.length - 1].node) ? classStack[classStack.length - 1].info : undefined;
+          const info = this.functionInfo(node, enclosingClass);
+          chunk.functions.push(info);
+          if (enclosingClass) enclosingClass.methods.set(info.name, info);
+          const data = dataOf(node);
+          for (const p of info.params) data.params.add(p);
+          break;
+        }
+        case 'class_definition': {
+          const nameNode = child(node, 'name');
+          const superclasses = child(node, 'superclasses');
+          const info: ClassInfo = { node, name: nameNode ? this.src(nameNode) : '', bases: superclasses ? namedChildren(superclasses).filter((b) => b.type !== 'keyword_argument') : [], methods: new Map(), model: this as ModelImports as FunctionInfo['model'] };
+          chunk.classes.push(info);
+          while (classStack.length && !contains(classStack[classStack.length - 1].node, node)) classStack.pop();
+          classStack.push({ node, info });
+          break;
+        }
+        case 'call': {
+          chunk.calls.push(node);
+          dataOf(scope).calls.push(node);
+          const callee = child(node, 'function');
+          if (callee?.type === 'attribute') {
+            const method = child(callee, 'attribute');
+            const receiver = child(callee, 'object');
+            if (method && receiver) {
+              const name = this.src(method);
+              if (name === 'eval' || name === 'train') {
+                const args = this.positionalArgs(node);
+                const inference = name === 'eval' || (args.length === 1 && this.src(args[0]) === 'False');
+                dataOf(scope).modeEvents.push({ at: node, receiver: this.src(receiver), inference });
+              }
+            }
+          }
+          break;
+        }
+        case 'identifier':
+          if (node.field !== 'function' && parent.type !== 'attribute' && parent.type !== 'function_definition' && parent.type !== 'keyword_argument') chunk.references.push(node);
+          break;
+        case 'assignment':
+        case 'augmented_assignment': {
+          const left = child(node, 'left');
+          const right = child(node, 'right');
+          const unpacked = left?.type === 'pattern_list' || left?.type === 'tuple_pattern' || left?.type === 'list_pattern';
+          if (left && node.type === 'assignment') for (const t of this.targets(left)) bind(scope, t, right, node, unpacked);
+          break;
+        }
+        case 'for_statement':
+        case 'for_in_clause': {
+          const left = child(node, 'left');
+          if (left) for (const t of this.targets(left)) bind(scope, t, undefined, node, false);
+          break;
+        }
+        case 'with_item': {
+          const value = child(node, 'value');
+          if (value?.type === 'as_pattern') {
+            const expr = namedChildren(value)[0];
+            const alias = child(value, 'alias');
+            if (alias) for (const t of this.targets(alias)) bind(scope, t, expr, node, false);
+          }
+          break;
+        }
+        case 'named_expression': {
+          const name = child(node, 'name');
+          if (name) bind(scope, name, child(node, 'value'), node, false);
+          break;
+        }
+        case 'global_statement':
+        case 'nonlocal_statement':
+          for (const id of namedChildren(node)) dataOf(scope).globals.add(this.src(id));
+          break;
+      }
+    }
+    return chunk;
+  }
+
+  /**
+   * The keys a top-level statement answers lookups for (see deps.ts): the functions, classes
+   * and call sites it defines by name, the bindings it makes by key, the attribute names it
+   * reads, and `root*` when it adds anything to the module's own scope. Other statements'
+   * cached findings that looked any of these up are stale once it changes.
+   */
+  exportsOf(top: SyntaxNode): Set<string> {
+    const chunk = this.chunks.get(top);
+    if (!chunk) return new Set(['*']);
+    if (chunk.exports) return chunk.exports;
+    const out = new Set<string>();
+    for (const f of chunk.functions) out.add(`fn:${f.name}`);
+    for (const c of chunk.classes) {
+      out.add(`cls:${c.name}`);
+      for (const m of c.methods.keys()) out.add(`method:${m}`);
+    }
+    for (const call of chunk.calls) {
+      const callee = this.callee(call);
+      if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) out.add(`site:${lastName(this.src(callee))}`);
+    }
+    for (const n of [top, ...descendants(top)]) {
+      if (n.type === 'attribute') {
+        const a = child(n, 'attribute');
+        if (a) out.add(`attr:${this.src(a)}`);
+      }
+    }
+    for (const data of [chunk.root, ...chunk.scopes.values()]) {
+      for (const [key, list] of data.bindings) {
+        out.add(`any:${key}`);
+        out.add(`ctor:${key}`);
+        if (list.some((b) => this.setsAttributeToNone(b))) out.add(`none:${key}`);
+      }
+    }
+    for (const key of chunk.root.bindings.keys()) out.add(`root:${key}`);
+    for (const key of chunk.root.globals) out.add(`root:${key}`);
+    if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
+    chunk.exports = out;
+    return out;
+  }
+
+  /**
+   * For a key whose lookup is compared by value: what this top-level statement contributes to
+   * the answer, as a string; two versions of a statement in the same place with the same
+   * signature give every lookup of the key the same answer. Undefined for other keys.
+   * The module's scope comes first in lookups that walk all scopes, then the functions' in
+   * document order; a statement's share of each is compared separately.
+   */
+  signatureOf(top: SyntaxNode, key: string): string | undefined {
+    const chunk = this.chunks.get(top);
+    if (!chunk) return undefined;
+    const functions = [...chunk.scopes.values()];
+    if (key.startsWith('ctor:')) {
+      const text = key.slice(5);
+      return JSON.stringify([this.constructedIn([chunk.root], text) ?? null, this.constructedIn(functions, text) ?? null]);
+    }
+    if (key.startsWith('any:')) {
+      const text = key.slice(4);
+      const show = (b: Binding | undefined): string | null => (b ? `${b.target.type} ${b.unpacked} ${b.value ? this.src(b.value) : ''}` : null);
+      return JSON.stringify([show(lastBindingIn([chunk.root], text)), show(lastBindingIn(functions, text))]);
+    }
+    return undefined;
+  }
+
+  /** Every call in the file, in document order (gathered from the statements on first use). */
+  get calls(): readonly SyntaxNode[] {
+    this.allCalls ??= [...this.chunks.values()].flatMap((c) => c.calls);
+    return this.allCalls;
+  }
+
+  /** All nodes of type `identifier` that are not call targets, for references to functions. */
+  get references(): readonly SyntaxNode[] {
+    this.allReferences ??= [...this.chunks.values()].flatMap((c) => c.references);
+    return this.allReferences;
+  }
+
+  /** Calls by the last name of their callee (`f(...)`, `x.f(...)`), for the workspace's call-site index. */
+  *callSiteNames(): Generator<{ name: string; call: SyntaxNode }> {
+    for (const chunk of this.chunks.values()) {
+      if (!chunk.sites) {
+        chunk.sites = [];
+        for (const call of chunk.calls) {
+          const callee = this.callee(call);
+          if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) chunk.sites.push({ name: lastName(this.src(callee)), call });
+        }
+      }
+      yield* chunk.sites;
+    }
+  }
+
+  /** The calls the rules look at: those of the focused statement, or all. */
+  targetCalls(): readonly SyntaxNode[] {
+    return this.focus ? (this.chunks.get(this.focus)?.calls ?? []) : this.calls;
+  }
+
+  /** The nodes the rules look at, in document order: the focused statement and its descendants, or the whole file's. */
+  *targetNodes(skip?: (n: SyntaxNode) => boolean): Generator<SyntaxNode> {
+    if (!this.focus) {
+      yield* descendants(this.root, skip);
+      return;
+    }
+    yield this.focus;
+    if (!skip?.(this.focus)) yield* descendants(this.focus, skip);
+  }
+
+  protected newScope(): ScopeData {
+    return { calls: [], bindings: new Map(), globals: new Set(), params: new Set(), modeEvents: [] };
+  }
+
+  protected isDirectMethod(fn: SyntaxNode, cls: SyntaxNode): boolean {
+    // function_definition -> (decorated_definition) -> block -> class_definition
+    let p = fn.parent;
+    if (p?.type === 'decorated_definition') p = p.parent;
+    return p?.type === 'block' && p.parent === cls;
+  }
+
+  protected functionInfo(node: SyntaxNode, cls: ClassInfo | undefined): FunctionInfo {
+    const nameNode = child(node, 'name');
+    const paramsNode = child(node, 'parameters');
+    const params: string[] = [];
+    for (const p of paramsNode ? namedChildren(paramsNode) : []) {
+      const id = p.type === 'identifier' ? p : (child(p, 'name') ?? namedChildren(p).find((c) => c.type === 'identifier'));
+      if (id?.type === 'identifier') params.push(this.src(id));
+    }
+    const decorators = node.parent?.type === 'decorated_definition' ? node.parent.children.filter((c) => c.type === 'decorator') : [];
+    return { node, name: nameNode ? this.src(nameNode) : '', params, decorators: decorators.map((d) => namedChildren(d)[0]).filter((d): d is SyntaxNode => !!d), cls, body: child(node, 'body'), model: this as ModelImports as FunctionInfo['model'] };
+  }
+
+  protected addImport(node: SyntaxNode, aliases: [string, string][]): void {
+    const set = (alias: string, q: string): void => {
+      aliases.push([alias, q]);
+    };
+    if (node.type === 'import_statement') {
+      for (const n of childrenOf(node, 'name')) {
+        if (n.type === 'dotted_name') {
+          const full = this.src(n);
+          const head = full.split('.')[0];
+          set(head, head);
+        } else if (n.type === 'aliased_import') {
+          const name = child(n, 'name');
+          const alias = child(n, 'alias');
+          if (name && alias) set(this.src(alias), this.src(name));
+        }
+      }
+      return;
+    }
+    const moduleNode = child(node, 'module_name');
+    if (!moduleNode) return;
+    const module = this.src(moduleNode);
+    for (const n of childrenOf(node, 'name')) {
+      if (n.type === 'dotted_name') set(this.src(n), `${module}.${this.src(n)}`);
+      else if (n.type === 'aliased_import') {
+        const name = child(n, 'name');
+        const alias = child(n, 'alias');
+        if (name && alias) set(this.src(alias), `${module}.${this.src(name)}`);
+      }
+    }
+  }
+
+  /** Names bound by an assignment target (`a`, `a, (b, c)`, `self.x`, `*rest`). */
+  protected targets(node: SyntaxNode): SyntaxNode[] {
+    const n = unparen(node);
+    switch (n.type) {
+      case 'identifier':
+      case 'attribute':
+        return [n];
+      case 'pattern_list':
+      case 'tuple_pattern':
+      case 'list_pattern':
+      case 'tuple':
+      case 'list':
+      case 'as_pattern_target':
+        return namedChildren(n).flatMap((c) => this.targets(c));
+      case 'list_splat_pattern':
+      case 'list_splat':
+        return namedChildren(n).flatMap((c) => this.targets(c));
+      default:
+        return [];
+    }
+  }
+
+  scopeOf(node: SyntaxNode): SyntaxNode {
+    return node.scope ?? this.root;
+  }
+
+  protected scopeData(scope: SyntaxNode): ScopeData {
+    let d = this.scopes.get(scope);
+    if (!d) {
+      d = this.newScope();
+      this.scopes.set(scope, d);
+    }
+    return d;
+  }
+
+  functionOf(node: SyntaxNode): FunctionInfo | undefined {
+    return this.functionByNode.get(this.scopeOf(node));
+  }
+
+  /** Takes over the previous version's function facts that are still valid (see `functionFact`). */
+  protected carryFunctionFacts(previous: ModelImports): void {
+    const stale = new Set<string>();
+    for (const [node, chunk] of previous.chunks) {
+      if (this.chunks.get(node) !== chunk) for (const k of previous.exportsOf(node)) stale.add(k);
+    }
+    for (const [node, chunk] of this.chunks) {
+      if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
+    }
+    const keys = [...stale];
+    for (const [fn, facts] of previous.functionFacts) {
+      if (this.functionByNode.get(fn.node) !== fn) continue;
+      const kept = new Map([...facts].filter(([, f]) => !hasAny(f.deps, keys)));
+      if (kept.size) this.functionFacts.set(fn, kept);
+    }
+  }
+
+  // Defined by the later layers (scopes.ts, models.ts), used by the index.
+  abstract positionalArgs(call: SyntaxNode): SyntaxNode[];
+  abstract callee(call: SyntaxNode): SyntaxNode | undefined;
+  protected abstract setsAttributeToNone(b: Binding): boolean;
+  protected abstract constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined;
+}

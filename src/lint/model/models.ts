@@ -1,0 +1,222 @@
+/** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
+import { recordRoot, track } from '../deps';
+import { unparen, type SyntaxNode } from '../syntax';
+import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily } from './types';
+import { ModelGuards } from './guards';
+
+export abstract class ModelModels extends ModelGuards {
+  // ---------------------------------------------------------------- models
+
+  /** Is this class an nn.Module (directly or through workspace classes)? */
+  isModuleClassInfo(cls: ClassInfo): boolean {
+    return this.memo(`moduleClass:${cls.node.order}`, () => cls.bases.some((b) => {
+      const q = this.qualify(b) ?? '';
+      if (moduleBases.test(q)) return true;
+      if (torchFamily.test(q)) return /\.(Module|LightningModule|PreTrainedModel|[A-Z]\w*Model)$/.test(q) && !/Dataset|DataLoader|Sampler|Optimizer/.test(q);
+      return this.facts.isModuleClass(lastName(q));
+    }));
+  }
+
+  /** The names bound to models, losses and RemoteModules in this version of the file (not recorded). */
+  moduleNames(): { readonly models: ReadonlySet<string>; readonly losses: ReadonlySet<string>; readonly remotes: ReadonlySet<string> } {
+    return this.moduleTexts;
+  }
+
+  /** Text keys (`model`, `self.encoder`) bound to models anywhere in the file. */
+  protected get moduleTexts(): { models: Set<string>; losses: Set<string>; remotes: Set<string> } {
+    return this.shared('moduleTexts', () => {
+      const models = new Set<string>();
+      const losses = new Set<string>();
+      const remotes = new Set<string>();
+      const aliases = this.aliasSignature();
+      for (const top of this.root.children) {
+        const c = this.contribution(top, aliases);
+        for (const m of c.models) models.add(m);
+        for (const l of c.losses) losses.add(l);
+        for (const r of c.remotes) remotes.add(r);
+      }
+      for (const l of losses) models.delete(l);
+      return { models, losses, remotes };
+    });
+  }
+
+  /**
+   * What one top-level statement adds to the file-wide facts (names bound to models, losses,
+   * RemoteModules; module-level grad switches). Kept with the statement's index across edits
+   * until `dropStaleContributions` finds it stale, so that a re-lint does not walk the file.
+   */
+  protected contribution(top: SyntaxNode, aliases = this.aliasSignature()): Contribution {
+    const chunk = this.chunks.get(top);
+    if (chunk?.contribution && chunk.contribution.aliases === aliases) return chunk.contribution;
+    const r = recordRoot(() => {
+      const models: string[] = [];
+      const losses: string[] = [];
+      const remotes: string[] = [];
+      for (const call of chunk?.calls ?? []) {
+        const mc = this.methodCall(call);
+        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.push(this.src(mc.receiver));
+      }
+      for (const data of chunk ? [chunk.root, ...chunk.scopes.values()] : []) {
+        for (const [key, list] of data.bindings) {
+          for (const b of list) {
+            if (!b.value) continue;
+            const kind = this.constructs(b.value);
+            if (kind === 'model') models.push(key);
+            else if (kind === 'loss') losses.push(key);
+          }
+          if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
+        }
+      }
+      return { models, losses, remotes, toggles: this.togglesOfStatement(top) };
+    });
+    const c: Contribution = { ...r.value, deps: r.deps, aliases };
+    if (chunk) chunk.contribution = c;
+    return c;
+  }
+
+  aliasSignature(): string {
+    return this.shared('aliases', () => JSON.stringify([...this.aliases]));
+  }
+
+  /**
+   * Drops the statements' contributions that may be stale: all of them, or those whose
+   * lookups hit one of `keys` (exported by statements changed since they were computed).
+   */
+  dropStaleContributions(keys: ReadonlySet<string> | 'all'): void {
+    if (keys !== 'all' && keys.size === 0) return;
+    const list = keys === 'all' ? undefined : [...keys];
+    for (const chunk of this.chunks.values()) {
+      const c = chunk.contribution;
+      if (!c) continue;
+      if (!list || hasAny(c.deps, list)) chunk.contribution = undefined;
+    }
+  }
+
+  /** Does this expression build a model or a loss module? */
+  protected constructs(expr: SyntaxNode, depth = 0): 'model' | 'loss' | undefined {
+    const n = unparen(expr);
+    if (n.type !== 'call' || depth > 5) return undefined;
+    const callee = this.callee(n);
+    if (!callee) return undefined;
+    const mc = this.methodCall(n);
+    if (mc && passThroughMethods.has(mc.method)) return this.constructs(mc.receiver, depth + 1);
+    const q = this.qualify(callee) ?? '';
+    if (/^torch\.nn\.(parallel\.)?(DataParallel|DistributedDataParallel)$|^torch\.compile$|^copy\.deepcopy$/.test(q) || /^(DDP|DP|FSDP|FullyShardedDataParallel)$/.test(q)) {
+      const arg = this.positionalArgs(n)[0];
+      if (!arg) return undefined;
+      const inner = this.constructs(arg, depth + 1);
+      if (inner) return inner;
+      return arg.type === 'identifier' || arg.type === 'attribute' ? 'model' : undefined;
+    }
+    if (/^torch\.nn\.(modules\.\w+\.)?[A-Z]\w*$/.test(q)) return /Loss$/.test(q) ? 'loss' : /^torch\.nn\.(Parameter|ParameterList|ParameterDict|init)/.test(q) ? undefined : 'model';
+    if (/^torchvision\.models\.|^timm\.create_model$|^transformers\.\w+\.from_pretrained$|^transformers\.\w*Model\w*$/.test(q)) return 'model';
+    if (/\.from_pretrained$/.test(q) && /Model|AutoModel/.test(q)) return 'model';
+    const cls = lastName(q);
+    if (/^[A-Z]/.test(cls) && this.facts.isModuleClass(cls)) return /Loss$/.test(cls) ? 'loss' : 'model';
+    return undefined;
+  }
+
+  /** Is the callee of this call a model (not a loss)? */
+  isModelCall(call: SyntaxNode): boolean {
+    const callee = this.callee(call);
+    if (!callee) return false;
+    const mc = this.methodCall(call);
+    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call);
+    return this.isModelExpr(callee, call);
+  }
+
+  isModelExpr(expr: SyntaxNode, at: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    if (text === 'self') {
+      const fn = this.functionOf(at);
+      return !!fn?.cls && this.isModuleClassInfo(fn.cls);
+    }
+    if (this.isClassName(expr, at)) return false;
+    track(`mt:${text}`);
+    const { models, losses, remotes } = this.moduleTexts;
+    // A name bound anywhere in the file to a RemoteModule.
+    if (remotes.has(text)) return false;
+    if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
+    if (models.has(text)) return true;
+    const q = this.qualify(expr) ?? text;
+    if (torchFamily.test(q)) return false;
+    return modelNamePattern.test(lastName(text));
+  }
+
+  /**
+   * Does this name a class (`Net` after `class Net(nn.Module)`, here or in the workspace)?
+   * Calling it constructs a module; it runs no forward pass.
+   */
+  protected isClassName(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const text = this.src(expr);
+    const name = lastName(text);
+    if (!/^[A-Z]/.test(name)) return false;
+    if (expr.type === 'identifier' && this.binding(text, at)) return false;
+    track(`cls:${name}`);
+    return this.classes.some((c) => c.name === name) || this.facts.isModuleClass(name);
+  }
+
+  /**
+   * Is this expression known to hold a module: built from an `nn` class, a model zoo or a
+   * workspace `nn.Module` subclass, or the receiver of a module-only method (`.parameters()`,
+   * `.eval()`), or `self` / `self.x` bound to one? Unlike `isModelExpr`, a name alone is not enough.
+   */
+  isKnownModule(expr: SyntaxNode, at: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    if (text === 'self') return this.isModelExpr(expr, at);
+    track(`mt:${text}`);
+    const { models, losses } = this.moduleTexts;
+    return models.has(text) && !losses.has(text);
+  }
+
+  /**
+   * Is this binding a `RemoteModule` (torch.distributed.nn)? Its forward runs on another
+   * worker over RPC: no activations are kept in this process.
+   */
+  protected buildsRemoteModule(b: Binding): boolean {
+    const call = this.constructorCall(b);
+    return call !== undefined && /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(call)) ?? '');
+  }
+
+  /**
+   * The call that builds a binding's value, under pass-through methods
+   * (`nn.LSTM(...).to(device)` -> `nn.LSTM(...)`), at most 5 deep; undefined when the value is no call.
+   */
+  protected constructorCall(b: Binding): SyntaxNode | undefined {
+    let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+    for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
+      const mc = this.methodCall(v);
+      if (!mc || !passThroughMethods.has(mc.method)) return v;
+      v = unparen(mc.receiver);
+    }
+    return undefined;
+  }
+
+  /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
+  constructedClass(text: string): string | undefined {
+    track(`ctor:${text}`);
+    return this.constructedIn(this.scopes.values(), text);
+  }
+
+  /** `constructedClass` over some scopes, in order. */
+  protected constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined {
+    for (const data of scopes) {
+      for (const b of data.bindings.get(text) ?? []) {
+        const call = this.constructorCall(b);
+        const q = call && this.qualify(this.callee(call));
+        if (q) return q;
+      }
+    }
+    return undefined;
+  }
+
+  isLossExpr(expr: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const text = this.src(expr);
+    track(`mt:${text}`);
+    return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
+  }
+
+}

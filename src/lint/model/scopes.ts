@@ -1,0 +1,209 @@
+/**
+ * Scopes and assignments of a file's model (../model.ts): names qualified through the imports,
+ * calls and their arguments, bindings per scope, and the caches of facts derived from them.
+ */
+import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
+import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { type Binding, type FunctionInfo, lastBindingIn } from './types';
+import { ModelImports } from './imports';
+
+export abstract class ModelScopes extends ModelImports {
+  // ---------------------------------------------------------------- names
+
+  /** The dotted name an expression refers to, with import aliases expanded. */
+  qualify(node: SyntaxNode | undefined): string | undefined {
+    if (!node) return undefined;
+    const n = unparen(node);
+    if (n.type === 'identifier') {
+      const name = this.src(n);
+      return this.aliases.get(name) ?? name;
+    }
+    if (n.type === 'attribute') {
+      const object = child(n, 'object');
+      const attr = child(n, 'attribute');
+      const base = this.qualify(object);
+      return base && attr ? `${base}.${this.src(attr)}` : undefined;
+    }
+    return undefined;
+  }
+
+  positionalArgs(call: SyntaxNode): SyntaxNode[] {
+    const args = child(call, 'arguments');
+    if (!args || args.type !== 'argument_list') return [];
+    return namedChildren(args).filter((a) => a.type !== 'keyword_argument' && a.type !== 'dictionary_splat' && a.type !== 'list_splat');
+  }
+
+  keywordArg(call: SyntaxNode, name: string): SyntaxNode | undefined {
+    const args = child(call, 'arguments');
+    if (!args) return undefined;
+    for (const a of namedChildren(args)) {
+      if (a.type === 'keyword_argument') {
+        const k = child(a, 'name');
+        if (k && this.src(k) === name) return child(a, 'value');
+      }
+    }
+    return undefined;
+  }
+
+  callee(call: SyntaxNode): SyntaxNode | undefined {
+    const f = child(call, 'function');
+    return f ? unparen(f) : undefined;
+  }
+
+  /** For `recv.method(...)`: the receiver and method name. */
+  methodCall(call: SyntaxNode): { receiver: SyntaxNode; method: string } | undefined {
+    const f = this.callee(call);
+    if (f?.type !== 'attribute') return undefined;
+    const receiver = child(f, 'object');
+    const attr = child(f, 'attribute');
+    return receiver && attr ? { receiver, method: this.src(attr) } : undefined;
+  }
+
+  /** The closest binding of `key` visible at `at`: the nearest one before it in its scope, else any, else the module's. */
+  binding(key: string, at: SyntaxNode): Binding | undefined {
+    const scope = this.scopeOf(at);
+    if (scope === this.root) track(`root:${key}`);
+    const own = this.scopeData(scope).bindings.get(key);
+    const pick = (list: Binding[] | undefined): Binding | undefined => {
+      if (!list?.length) return undefined;
+      let best: Binding | undefined;
+      for (const b of list) if (b.at.order < at.order && (!best || b.at.order > best.at.order)) best = b;
+      return best ?? list[list.length - 1];
+    };
+    const found = pick(own);
+    if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
+    track(`root:${key}`);
+    return pick(this.scopeData(this.root).bindings.get(key));
+  }
+
+  /**
+   * A binding of `key` in any scope of the file (for `self.meter`, bound in `__init__`): the
+   * last one of the first scope that has one. Callers may read the binding's text, not its
+   * context: after an edit, a statement answers `any:<key>` only if its own answer's text
+   * changed (`signatureOf`).
+   */
+  bindingAnywhere(key: string): Binding | undefined {
+    track(`any:${key}`);
+    return lastBindingIn(this.scopes.values(), key);
+  }
+
+  /** `self.x = None`: the binding `attributeSetToNone` looks for, and that makes a statement answer `none:<key>`. */
+  protected setsAttributeToNone(b: Binding): boolean {
+    return b.target.type === 'attribute' && b.value !== undefined && this.src(b.value) === 'None';
+  }
+
+  /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
+  attributeSetToNone(key: string): boolean {
+    // Only a statement that sets an attribute to None answers this (`exportsOf`).
+    track(`none:${key}`);
+    for (const data of this.scopes.values()) {
+      if ((data.bindings.get(key) ?? []).some((b) => this.setsAttributeToNone(b))) return true;
+    }
+    return false;
+  }
+
+  bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
+    if (scope === this.root) track(`root:${key}`);
+    return this.scopeData(scope).bindings.get(key) ?? [];
+  }
+
+  isParam(scope: SyntaxNode, name: string): boolean {
+    if (scope === this.root) track(`root:${name}`);
+    return this.scopeData(scope).params.has(name);
+  }
+
+  isGlobalIn(scope: SyntaxNode, name: string): boolean {
+    if (scope === this.root) track(`root:${name}`);
+    return this.scopeData(scope).globals.has(name);
+  }
+
+  callsIn(scope: SyntaxNode): readonly SyntaxNode[] {
+    if (scope === this.root) track('root*');
+    return this.scopeData(scope).calls;
+  }
+
+  // ---------------------------------------------------------------- facts cache
+
+  protected memo<T>(key: string, compute: () => T): T {
+    if (this.factsGeneration !== this.facts.generation) {
+      this.factsCache = new Map();
+      this.factsGeneration = this.facts.generation;
+    }
+    const hit = this.factsCache.get(key);
+    // A fact computed outside any recording has no keys to replay: compute it again inside one.
+    if (hit && (hit.deps || !recordingNow())) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    // A cycle sees the in-progress answer (undefined) and stops.
+    this.factsCache.set(key, { v: undefined, deps: new Set() });
+    const r = recorded(compute);
+    this.factsCache.set(key, { v: r.value, deps: r.deps });
+    return r.value;
+  }
+
+  /**
+   * A fact of one function that a rule computes once and the incremental linter keeps across
+   * edits: while the function's statement is reused, the imports are the same, no other file
+   * changed, and no lookup it recorded is answered by a statement changed since. Only for facts
+   * of the function's own text and recorded lookups (not the file-wide shared facts) that
+   * cannot see themselves in a cycle. Without a recording (the CLI) it is an ordinary `fact`.
+   */
+  functionFact<T>(fn: FunctionInfo, key: string, compute: () => T): T | undefined {
+    if (!recordingNow()) return this.fact(`fn${fn.node.order}:${key}`, compute);
+    const aliases = this.aliasSignature();
+    const outside = this.facts.changedOutside(this.path);
+    let facts = this.functionFacts.get(fn);
+    const hit = facts?.get(key);
+    if (hit && hit.aliases === aliases && hit.outside === outside) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    const r = recorded(compute);
+    if (!facts) this.functionFacts.set(fn, (facts = new Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>()));
+    facts.set(key, { v: r.value, deps: r.deps ?? new Set(), aliases, outside });
+    return r.value;
+  }
+
+  /** A fact a rule computes once per file version (undefined while it is being computed: a cycle). */
+  fact<T>(key: string, compute: () => T): T | undefined {
+    return this.memo<T | undefined>(`rule:${key}`, compute);
+  }
+
+  /**
+   * A fact of the whole file that every statement's analysis shares (the module-level grad
+   * switches, which names hold models): not recorded as a dependency, because the incremental
+   * linter compares it by value after each edit (`sharedFacts`) and starts over when it changed.
+   */
+  protected shared<T>(key: string, compute: () => T): T {
+    if (this.factsGeneration !== this.facts.generation) {
+      this.factsCache = new Map();
+      this.factsGeneration = this.facts.generation;
+    }
+    const hit = this.factsCache.get(`shared:${key}`);
+    if (hit) return hit.v as T;
+    this.factsCache.set(`shared:${key}`, { v: undefined, deps: undefined });
+    const v = unrecorded(compute);
+    this.factsCache.set(`shared:${key}`, { v, deps: undefined });
+    return v;
+  }
+
+  /**
+   * The file-wide facts every statement's findings may depend on, as one comparable string.
+   * The names bound to models, losses and RemoteModules are not in it: a lookup of one records
+   * `mt:<name>`, and the linter compares the sets (`moduleNames`) name by name.
+   */
+  sharedFacts(): string {
+    const switches = this.togglesIn(this.root);
+    let toggles: string[] = [];
+    if (switches.length) {
+      const tops = new Map(this.root.children.map((c, i) => [c.start, i]));
+      toggles = switches.map((t) => `${tops.get(t.start) ?? -1}:${t.state}`);
+    }
+    return `${this.aliasSignature()}|${JSON.stringify([this.usesTorch, toggles])}`;
+  }
+
+  // Defined by the later layers (guards.ts, models.ts), used by the shared facts.
+  abstract aliasSignature(): string;
+  protected abstract togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[];
+}

@@ -1,0 +1,164 @@
+/**
+ * The types and name tables the layers of a file's model share (see ../model.ts). The `model` of
+ * a FunctionInfo, ClassInfo or CallSite is the whole FileModel: ../model.ts adds that field by
+ * declaration merging, so this module does not import the class that imports it.
+ */
+import { contains, type SyntaxNode } from '../syntax';
+
+export interface FunctionInfo {
+  readonly node: SyntaxNode;
+  readonly name: string;
+  readonly params: readonly string[];
+  readonly decorators: readonly SyntaxNode[];
+  readonly cls: ClassInfo | undefined;
+  readonly body: SyntaxNode | undefined;
+}
+
+export interface ClassInfo {
+  readonly node: SyntaxNode;
+  readonly name: string;
+  readonly bases: readonly SyntaxNode[];
+  readonly methods: Map<string, FunctionInfo>;
+  /** Which methods accumulate which parameters (the workspace's cache, valid for these imports). */
+  accumulating?: { aliases: string; params: Map<string, readonly number[] | undefined> };
+}
+
+export interface CallSite {
+  readonly call: SyntaxNode;
+}
+
+/** Cross-file facts, answered by the workspace index. */
+export interface WorkspaceFacts {
+  /** A function by that name wraps a grad guard (a `@contextmanager` or a decorator). */
+  isGuardWrapper(name: string): boolean;
+  /** A class by that name subclasses `nn.Module` (directly or through workspace classes). */
+  isModuleClass(name: string): boolean;
+  /** Indexes of the parameters (without `self`) that `className.method` accumulates into `self`. */
+  accumulatingParams(className: string, method: string): readonly number[] | undefined;
+  /** Whether any workspace class has a method by that name that accumulates a parameter. */
+  isAccumulatingMethod(method: string): boolean;
+  /** Calls of functions or methods named `name`, across the workspace. */
+  callSites(name: string): readonly CallSite[];
+  /** Functions and methods named `name`, across the workspace. */
+  functionsNamed(name: string): readonly FunctionInfo[];
+}
+
+export type GradState = 'off' | 'on' | 'default';
+
+export interface Binding {
+  /** The node being bound (identifier, attribute, or parameter name). */
+  readonly target: SyntaxNode;
+  /** The value, when the binding is `target = value` (or `with value as target`). */
+  readonly value: SyntaxNode | undefined;
+  /** `a, b = value`: the target holds a part of the value. */
+  readonly unpacked: boolean;
+  /** The binding statement or clause; its `order` places the binding in the document. */
+  readonly at: SyntaxNode;
+}
+
+export interface ModeEvent {
+  readonly at: SyntaxNode;
+  readonly receiver: string;
+  readonly inference: boolean;
+}
+
+export interface ScopeData {
+  readonly calls: SyntaxNode[];
+  readonly bindings: Map<string, Binding[]>;
+  readonly globals: Set<string>;
+  readonly params: Set<string>;
+  /** `x.eval()` / `x.train()` calls in document order. */
+  readonly modeEvents: ModeEvent[];
+  /** Text keys (`loss`, `self.total`) of values that flow into `.backward()` or `autograd.grad`. */
+  reachesBackward?: Set<string>;
+  /** Names on which `.backward()` is called without arguments: scalars with history. */
+  scalarBackward?: Set<string>;
+  trainingSignal?: boolean;
+  backwardDeps?: Set<string>;
+}
+
+/**
+ * What one top-level statement of a file contributes to the file's index. A statement whose
+ * syntax tree was reused after an edit (see `toSyntax`) keeps its index too.
+ */
+export interface Contribution {
+  readonly models: readonly string[];
+  readonly losses: readonly string[];
+  readonly remotes: readonly string[];
+  /** The module-level grad switches this statement makes, in order. */
+  readonly toggles: readonly ('off' | 'on')[];
+  readonly deps: Set<string>;
+  /** The file's imports when computed: names qualify through them. */
+  readonly aliases: string;
+}
+
+export interface ChunkIndex {
+  readonly node: SyntaxNode;
+  readonly aliases: [string, string][];
+  readonly functions: FunctionInfo[];
+  readonly classes: ClassInfo[];
+  readonly calls: SyntaxNode[];
+  readonly references: SyntaxNode[];
+  /** Scopes of the functions defined in the statement. */
+  readonly scopes: Map<SyntaxNode, ScopeData>;
+  /** What the statement adds to the module's scope. */
+  readonly root: ScopeData;
+  exports?: Set<string>;
+  contribution?: Contribution;
+  sites?: { name: string; call: SyntaxNode }[];
+}
+
+export const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);
+export const inferenceModeNames = new Set(['torch.inference_mode', 'torch.autograd.inference_mode', 'torch.autograd.grad_mode.inference_mode']);
+export const setGradNames = new Set(['torch.set_grad_enabled', 'torch.autograd.set_grad_enabled', 'torch.autograd.grad_mode.set_grad_enabled']);
+export const enableGradNames = new Set(['torch.enable_grad', 'torch.autograd.enable_grad', 'torch.autograd.grad_mode.enable_grad']);
+export const torchFamily = /^(torch|torchvision|torchaudio|torchtext|pytorch_lightning|lightning|transformers|timm|accelerate|torchmetrics)(\.|$)/;
+export const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lightning|lightning|lightning\.pytorch)(\.core)?(\.module)?\.LightningModule|transformers\.(modeling_utils\.)?PreTrainedModel)$/;
+/** Methods that only exist on `nn.Module`s: their receiver is a model. */
+export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
+/** Wrappers that return a model: `.to(device)`, `DDP(model)`, `torch.compile(model)`. */
+export const passThroughMethods = new Set(['to', 'cuda', 'cpu', 'half', 'float', 'double', 'bfloat16', 'eval', 'train', 'requires_grad_', 'share_memory']);
+export const modelNamePattern = /^(model|net|network|backbone|encoder|decoder|classifier|generator|discriminator|teacher|student|unet|vae|ema_model)$|_model$|^model_|_net$|^net_/i;
+export const lossNamePattern = /loss|criterion|^crit$/i;
+/** Results that carry no autograd history whatever their input. */
+export const historyFreeMethods = new Set(['item', 'tolist', 'detach', 'detach_', 'numpy', 'argmax', 'argmin', 'argsort', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'isnan', 'isinf', 'isfinite', 'size', 'dim', 'numel', 'nelement', 'long', 'int', 'bool', 'byte', 'backward', 'nonzero', 'count_nonzero', 'sign', 'round', 'floor', 'ceil', 'topk_indices', 'data_ptr', 'element_size', 'all', 'any', 'zero_']);
+export const historyFreeTorch = /^torch\.(argmax|argmin|argsort|eq|ne|lt|le|gt|ge|isnan|isinf|isfinite|zeros|ones|zeros_like|ones_like|empty|empty_like|full|full_like|tensor|as_tensor|from_numpy|arange|linspace|randn|rand|randint|randperm|no_grad|is_tensor|numel|count_nonzero|sign|round|floor|ceil|manual_seed)$/;
+export const historyFreeBuiltins = new Set(['float', 'int', 'bool', 'len', 'str', 'repr', 'round', 'isinstance', 'type', 'id', 'hash', 'print', 'format']);
+export const lossFunction = /^torch\.nn\.functional\.([a-z_]*loss|cross_entropy|nll_loss|kl_div|binary_cross_entropy(_with_logits)?|mse_loss|l1_loss|smooth_l1_loss|huber_loss|cosine_embedding_loss|margin_ranking_loss|triplet_margin_loss|ctc_loss|poisson_nll_loss|gaussian_nll_loss|hinge_embedding_loss|multi_margin_loss|soft_margin_loss|multilabel_soft_margin_loss|multilabel_margin_loss)$/;
+export const accumulateMutators = new Set(['append', 'add_', 'extend', 'insert']);
+export const backwardOwners = /(^|\.)(accelerator|fabric|engine|model_engine|trainer)$/;
+export const optimizerLike = /optim|(^|\.)opt$|scaler/i;
+
+/** The last name of a dotted expression: `self.model` -> `model`. */
+/**
+ * The calls that can reach `fn`: any `x.name(...)`, and plain `name(...)` only in its own
+ * file or in files that import that name (two scripts may each define `evaluate`).
+ */
+export function callSitesOf(fn: FunctionInfo): CallSite[] {
+  return fn.model.facts.callSites(fn.name).filter((s) => {
+    if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
+    if (s.model.callee(s.call)?.type === 'attribute') return true;
+    return s.model.aliases.has(fn.name);
+  });
+}
+
+/** The last binding of `key` in the first of `scopes` that has one. */
+export function lastBindingIn(scopes: Iterable<ScopeData>, key: string): Binding | undefined {
+  for (const data of scopes) {
+    const list = data.bindings.get(key);
+    if (list?.length) return list[list.length - 1];
+  }
+  return undefined;
+}
+
+/** Whether `set` holds any of `keys`. */
+export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boolean {
+  if (set.size === 0) return false;
+  for (const k of keys) if (set.has(k)) return true;
+  return false;
+}
+
+export function lastName(text: string): string {
+  const i = text.lastIndexOf('.');
+  return i === -1 ? text : text.slice(i + 1);
+}

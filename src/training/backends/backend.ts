@@ -1,0 +1,164 @@
+/**
+ * Picks the TF.js backend a worker really runs on, best first: tfjs-node-gpu (libtensorflow
+ * with CUDA), tfjs-node (libtensorflow on CPU), wasm, cpu. The two native packages are optional
+ * dependencies whose install downloads libtensorflow and fails offline, so they are loaded with
+ * a guarded require at run time (through `createRequire`, which webpack leaves alone) and the
+ * reason each one was skipped is kept for the job's start line. Nothing here claims a GPU the
+ * process cannot see.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import * as tfl from '@tensorflow/tfjs-layers';
+import '@tensorflow/tfjs-backend-cpu';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { BackendChoice } from '../job/spec';
+import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
+import { guardWasmHeap } from './oom';
+import type { LoadedBackend, Tf } from './types';
+
+const runtimeRequire = createRequire(__filename);
+
+/** Loads an optional package, or says in a few words why it cannot be loaded. */
+function tryRequire(pkg: string): { ok: true } | { ok: false; why: string } {
+  try {
+    runtimeRequire(pkg);
+    return { ok: true };
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'MODULE_NOT_FOUND' && e.message.includes(pkg)) return { ok: false, why: `${pkg} is not installed` };
+    return { ok: false, why: `${pkg} failed to load: ${(e.message ?? String(err)).split('\n')[0]}` };
+  }
+}
+
+/** The folder holding tfjs-backend-wasm's .wasm files: next to the bundle (dist/) or in node_modules. */
+export function locateWasmDir(from: string = __dirname): string | undefined {
+  const file = 'tfjs-backend-wasm-simd.wasm';
+  if (existsSync(join(from, file))) return from;
+  let dir = from;
+  for (;;) {
+    const candidate = join(dir, 'node_modules', '@tensorflow', 'tfjs-backend-wasm', 'dist');
+    if (existsSync(join(candidate, file))) return candidate;
+    const up = dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+}
+
+/** Counts the GPUs this process can see (after CUDA_VISIBLE_DEVICES), via `nvidia-smi -L`; 0 without a driver. */
+function visibleGpus(): number {
+  const visible = process.env.CUDA_VISIBLE_DEVICES;
+  if (visible !== undefined && visible.trim() === '') return 0;
+  try {
+    const out = execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+    const all = out.split('\n').filter((l) => l.startsWith('GPU ')).length;
+    return visible === undefined ? all : Math.min(all, visible.split(',').length);
+  } catch {
+    return 0;
+  }
+}
+
+let wasmKernelsRegistered = false;
+
+/** Registers our own wasm kernels (missing gradients, transposed matMul) if that module is built. */
+function registerOurWasmKernels(notes: string[]): void {
+  if (wasmKernelsRegistered) return;
+  wasmKernelsRegistered = true;
+  let mod: { registerWasmKernels?: () => void } | undefined;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    mod = require('./wasmKernels/index') as { registerWasmKernels?: () => void };
+  } catch {
+    return; // not built: the shipped wasm kernels only
+  }
+  try {
+    mod.registerWasmKernels?.();
+  } catch (err) {
+    notes.push(`our wasm kernels were not registered: ${(err as Error).message}`);
+  }
+  // Our matMul's FMA tiles (and the conv gradient's im2col, same module) need WebAssembly relaxed SIMD; Node 20 has it behind a V8 flag, set here (a worker process, before its first matMul).
+  if (gemmOffByEnvironment) notes.push('matMul on XNNPACK without FMA: GPU_WORKBENCH_WASM_GEMM=xnnpack');
+  else if (!relaxedSimdAvailable(true)) notes.push(`matMul on XNNPACK without FMA: this runtime (V8 ${process.versions.v8}) has no WebAssembly relaxed SIMD`);
+}
+
+async function activate(name: string): Promise<boolean> {
+  try {
+    if (!(await tf.setBackend(name))) return false;
+    await tf.ready();
+    return tf.getBackend() === name;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Loads the best backend allowed by `choice`. A forced backend that cannot load is an error
+ * that says why; `auto` falls through to the next one and remembers why.
+ */
+export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend> {
+  // Production mode: no debug checks, and no "install our node backend" banner in the worker's output.
+  tf.enableProdMode();
+  const api = { ...tf, ...tfl } as Tf;
+  const skipped: string[] = [];
+  const extra: string[] = [];
+  const order: Exclude<BackendChoice, 'auto'>[] = choice === 'auto' ? ['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'] : [choice];
+  for (const candidate of order) {
+    switch (candidate) {
+      case 'tensorflow-gpu':
+      case 'tensorflow': {
+        const pkg = candidate === 'tensorflow-gpu' ? '@tensorflow/tfjs-node-gpu' : '@tensorflow/tfjs-node';
+        const loaded = tryRequire(pkg);
+        if (!loaded.ok) {
+          skipped.push(loaded.why);
+          break;
+        }
+        if (!(await activate('tensorflow'))) {
+          skipped.push(`${pkg} loaded but its 'tensorflow' backend did not initialise`);
+          break;
+        }
+        const gpus = candidate === 'tensorflow-gpu' ? visibleGpus() : 0;
+        const cuda = process.env.CUDA_VISIBLE_DEVICES;
+        if (candidate === 'tensorflow-gpu' && gpus === 0) skipped.push(`${pkg} loaded but no GPU is visible to this process (nvidia-smi -L lists none)`);
+        return {
+          tf: api,
+          name: 'tensorflow',
+          label: pkg,
+          gpu: gpus > 0,
+          device: gpus > 0 ? `gpu:${cuda ?? '0'} (CUDA_VISIBLE_DEVICES=${cuda ?? 'unset'})` : 'cpu',
+          note: notes(skipped, extra, gpus > 0),
+        };
+      }
+      case 'wasm': {
+        const dir = locateWasmDir();
+        if (!dir) {
+          skipped.push('the wasm backend\'s .wasm files were not found next to the bundle or in node_modules');
+          break;
+        }
+        try {
+          setWasmPaths(`${dir}/`);
+        } catch {
+          // already set by an earlier call in this process
+        }
+        if (!(await activate('wasm'))) {
+          skipped.push('the wasm backend did not initialise');
+          break;
+        }
+        registerOurWasmKernels(extra);
+        // Every worker on wasm (single, ddp ranks, dp replicas, pipeline stages): a tensor the heap cannot hold is an OutOfMemoryError, not a corrupted heap.
+        guardWasmHeap(api);
+        return { tf: api, name: 'wasm', label: 'wasm', gpu: false, device: 'cpu', note: notes(skipped, extra, false) };
+      }
+      case 'cpu':
+        if (!(await activate('cpu'))) throw new Error('the TF.js cpu backend did not initialise');
+        return { tf: api, name: 'cpu', label: 'cpu', gpu: false, device: 'cpu', note: notes(skipped, extra, false) };
+    }
+  }
+  throw new Error(`backend "${choice}" is not available: ${skipped.join('; ')}`);
+}
+
+function notes(skipped: string[], extra: string[], gpu: boolean): string {
+  const parts = [...(gpu ? [] : skipped.length ? [`no GPU: ${skipped[0]}`, ...skipped.slice(1)] : ['no GPU']), ...extra];
+  return parts.join('; ');
+}

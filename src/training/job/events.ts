@@ -1,0 +1,150 @@
+/**
+ * Messages of the training host, typed once and imported by both ends.
+ *
+ * Three boundaries:
+ * - `JobEvent`: the training host (`dist/trainingHost.js`, or the CLI running the same
+ *   coordinator in-process) to whoever started the job (the extension, `gpu-workbench train`).
+ * - `HostCommand`: the extension to the forked training host.
+ * - `WorkerMessage` / `CoordinatorMessage`: the coordinator and its worker processes (one per
+ *   device). Only control and metrics travel here; gradients go peer to peer over the ring.
+ */
+import type { JobOverrides, JobSpec, Strategy } from './spec';
+import type { PipelineMetrics } from '../strategies/pipelineSchedule';
+import type { ScriptProblem } from '../launchers/pythonErrors';
+
+/** One worker process of a job, as `job/started` lists it. */
+export interface WorkerInfo {
+  readonly rank: number;
+  readonly pid: number;
+  /** What the worker really runs on: `gpu:1 (CUDA_VISIBLE_DEVICES=1)` or `cpu`. */
+  readonly device: string;
+  /** The TF.js backend that loaded: `tensorflow` (tfjs-node or tfjs-node-gpu), `wasm` or `cpu`. */
+  readonly backend: string;
+}
+
+/** Per-layer line of the model summary. */
+export interface LayerSummary {
+  readonly name: string;
+  readonly className: string;
+  readonly outputShape: string;
+  readonly params: number;
+}
+
+export interface JobMetrics {
+  readonly testAccuracy: number;
+  readonly testLoss: number;
+  readonly trainLoss: number;
+  readonly epochs: number;
+  readonly steps: number;
+  /** Training samples per second over the whole job (all workers together). */
+  readonly samplesPerSecond: number;
+  readonly durationMs: number;
+  readonly checkpoint?: string;
+  /** pipeline jobs: the split, per-stage busy and idle time, and the measured bubble. */
+  readonly pipeline?: PipelineMetrics;
+  /** torchrun jobs: the command line, its exit code, and how many problems (CUDA errors, exceptions of the script) its output showed. */
+  readonly torchrun?: { readonly command: readonly string[]; readonly exitCode: number; readonly problems: number };
+}
+
+/** Sent by the training host to its client, in this order: started, summary, (step | memory | epoch | checkpoint | log)*, then done or failed. */
+export type JobEvent =
+  /** Every worker loaded its backend, model and data. Lists what the job REALLY got, e.g. "backend wasm (CPU), 2 workers, no GPU: @tensorflow/tfjs-node-gpu is not installed". */
+  | {
+      readonly type: 'job/started';
+      readonly job: string;
+      readonly file: string;
+      readonly strategy: Strategy;
+      readonly backend: string;
+      /** One line for people: backend, worker count, why there is no GPU. */
+      readonly description: string;
+      readonly workers: readonly WorkerInfo[];
+      readonly epochs: number;
+      readonly stepsPerEpoch: number;
+      readonly globalBatch: number;
+      readonly trainSamples: number;
+      readonly testSamples: number;
+      /** Epoch the job starts at (> 0 when resumed from a checkpoint). */
+      readonly startEpoch: number;
+    }
+  /** Once before the first step, from rank 0: layers, output shapes, parameters and a memory estimate per device. */
+  | { readonly type: 'job/summary'; readonly layers: readonly LayerSummary[]; readonly totalParams: number; readonly trainableParams: number; readonly estimatedBytesPerDevice: number }
+  /** After every optimizer step, from rank 0. `loss` is the mean over the global batch. */
+  | { readonly type: 'job/step'; readonly epoch: number; readonly step: number; readonly stepsPerEpoch: number; readonly globalStep: number; readonly loss: number; readonly samplesPerSecond: number }
+  /** At the end of every epoch, after the evaluation on the test split. */
+  | { readonly type: 'job/epoch'; readonly epoch: number; readonly epochs: number; readonly trainLoss: number; readonly testLoss: number; readonly testAccuracy: number; readonly samplesPerSecond: number; readonly durationMs: number }
+  /** Per worker, every few steps: TF.js tensors and bytes, and the process's resident memory. */
+  | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number }
+  /** A checkpoint (weights and optimizer state) was written after an epoch. */
+  | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
+  /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */
+  /** `problem`: torchrun jobs, a CUDA error line of the script's output, explained, or an exception of the script; with the user's file:line when the traceback had it. */
+  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: ScriptProblem }
+  /** The job finished; every worker process has exited. */
+  | { readonly type: 'job/done'; readonly metrics: JobMetrics }
+  /** The job ended early; every worker process has exited. `rank` is the worker that failed first, when one did. */
+  | { readonly type: 'job/failed'; readonly reason: string; readonly rank?: number; readonly hint?: string; readonly cancelled?: boolean };
+
+/** Sent by the extension to the forked training host. */
+export type HostCommand =
+  /** Run a job file; the host answers with `JobEvent`s. One job at a time: a second start while one runs gets `job/failed`. */
+  | { readonly type: 'host/start'; readonly file: string; readonly overrides?: JobOverrides; readonly resume?: boolean }
+  /** Stop the running job: its workers are killed and `job/failed` with `cancelled: true` follows. */
+  | { readonly type: 'host/cancel' };
+
+/** Sent by the coordinator to one worker. */
+export type CoordinatorMessage =
+  /** First message: who the worker is and what to run. */
+  | { readonly type: 'worker/init'; readonly rank: number; readonly worldSize: number; readonly ringDir: string; readonly spec: JobSpec; readonly resume: boolean }
+  /** Every worker is ready: start training. */
+  | { readonly type: 'worker/go' };
+
+/** Sent by a worker to the coordinator. */
+export type WorkerMessage =
+  | { readonly type: 'worker/ready'; readonly rank: number; readonly pid: number; readonly device: string; readonly backend: string; readonly backendNote: string; readonly stepsPerEpoch: number; readonly trainSamples: number; readonly testSamples: number; readonly startEpoch: number }
+  | { readonly type: 'worker/event'; readonly event: JobEvent }
+  | { readonly type: 'worker/done'; readonly rank: number; readonly metrics: JobMetrics }
+  | { readonly type: 'worker/failed'; readonly rank: number; readonly reason: string; readonly hint?: string; readonly peerLost: boolean };
+
+/** Validates a command that arrives over IPC; undefined for anything malformed. */
+export function parseHostCommand(value: unknown): HostCommand | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const m = value as { type?: unknown; file?: unknown; overrides?: unknown; resume?: unknown };
+  switch (m.type) {
+    case 'host/start':
+      if (typeof m.file !== 'string') return undefined;
+      return { type: 'host/start', file: m.file, resume: m.resume === true, overrides: parseOverrides(m.overrides) };
+    case 'host/cancel':
+      return { type: 'host/cancel' };
+    default:
+      return undefined;
+  }
+}
+
+/** Keeps only well-typed overrides; the job's own validation checks the values. */
+function parseOverrides(value: unknown): JobOverrides {
+  if (typeof value !== 'object' || value === null) return {};
+  const v = value as Record<string, unknown>;
+  const out: JobOverrides = {};
+  const str = (k: string): string | undefined => (typeof v[k] === 'string' ? v[k] : undefined);
+  const int = (k: string): number | undefined => (Number.isInteger(v[k]) ? (v[k] as number) : undefined);
+  const strategy = str('strategy');
+  if (strategy === 'single' || strategy === 'dp' || strategy === 'ddp' || strategy === 'pipeline') out.strategy = strategy;
+  const backend = str('backend');
+  if (backend === 'auto' || backend === 'tensorflow-gpu' || backend === 'tensorflow' || backend === 'wasm' || backend === 'cpu') out.backend = backend;
+  if (int('devices') !== undefined) out.devices = int('devices');
+  else if (Array.isArray(v.devices) && v.devices.every((d) => Number.isInteger(d))) out.devices = v.devices as number[];
+  if (int('epochs') !== undefined) out.epochs = int('epochs');
+  if (int('batchSize') !== undefined) out.batchSize = int('batchSize');
+  if (int('maxStepsPerEpoch') !== undefined) out.maxStepsPerEpoch = int('maxStepsPerEpoch');
+  if (str('checkpointDir') !== undefined) out.checkpointDir = str('checkpointDir');
+  if (str('python') !== undefined) out.python = str('python');
+  if (typeof v.pipeline === 'object' && v.pipeline !== null) {
+    const p = v.pipeline as Record<string, unknown>;
+    const pipeline: NonNullable<JobOverrides['pipeline']> = {};
+    if (Number.isInteger(p.stages)) pipeline.stages = p.stages as number;
+    if (Number.isInteger(p.microBatches)) pipeline.microBatches = p.microBatches as number;
+    if (p.schedule === 'gpipe' || p.schedule === '1f1b') pipeline.schedule = p.schedule;
+    out.pipeline = pipeline;
+  }
+  return out;
+}

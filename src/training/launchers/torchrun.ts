@@ -1,0 +1,309 @@
+/**
+ * `"kind": "torchrun"` jobs: the user's own PyTorch script, launched as
+ *   <python> -m torch.distributed.run --standalone --nproc_per_node N --redirects 2 --tee 2 script.py args...
+ * (`--nproc_per_node` is the spelling every torchrun accepts; 2.x also takes `--nproc-per-node`,
+ * 1.13 — Debian's python3-torch — only the underscore form). Every output line becomes a
+ * `job/log` event; CUDA error lines become problems with an explanation and the script's
+ * file:line (see `cudaErrors.ts`), and every other exception of the script a problem at the
+ * user's innermost frame (see `pythonErrors.ts`); the job ends with `job/done` (exit code 0) or
+ * `job/failed` naming the first failing rank's exception (type: message at file:line, and the
+ * rank), else what torchrun's summary says of the root cause (a signal, an exit code).
+ *
+ * The interpreter: the job's `python`, overridden by `--python`, default `python3`. torchrun
+ * and its workers run in their own process group, so cancel (and the end of this process)
+ * takes all of them down; after torchrun exits the group is killed too, so no worker outlives
+ * the job.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { CudaErrorParser, cudaKind, prefixRank, rankPrefix, rootCauseRank } from './cudaErrors';
+import type { JobEvent } from '../job/events';
+import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
+import { exceptionProblem, exceptionText, isScriptError, PythonTracebackParser, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
+
+export interface TorchrunSpec {
+  readonly file: string;
+  readonly name: string;
+  /** Absolute path of the user's script. */
+  readonly script: string;
+  readonly args: readonly string[];
+  readonly nprocPerNode: number;
+  /** CUDA_VISIBLE_DEVICES for the job, when the job or --devices named devices. */
+  readonly devices?: readonly number[];
+  readonly python: string;
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+}
+
+interface RawTorchrun {
+  kind: 'torchrun';
+  name?: string;
+  script: string;
+  args?: string[];
+  nprocPerNode?: number;
+  devices?: number | number[];
+  python?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+/** Whether a job file asks for torchrun; false for anything unreadable (the TF.js path reports that). */
+export function isTorchrunJob(file: string): boolean {
+  try {
+    const raw = JSON.parse(readFileSync(resolve(file), 'utf8')) as { kind?: unknown };
+    return raw?.kind === 'torchrun';
+  } catch {
+    return false;
+  }
+}
+
+/** Reads and validates a torchrun job file; the interpreter is `python` (the CLI's --python), else the job's, else python3. */
+export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, python?: string): TorchrunSpec {
+  const path = resolve(file);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new JobFileError(path, [err instanceof SyntaxError ? `is not valid JSON: ${err.message}` : `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
+  }
+  const problems = jobProblems(raw);
+  if (problems.length) throw new JobFileError(path, problems);
+  const j = raw as RawTorchrun;
+  const base = dirname(path);
+  const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
+  const devicesRaw = overrides.devices ?? j.devices;
+  const devices = devicesRaw === undefined ? undefined : typeof devicesRaw === 'number' ? undefined : [...devicesRaw];
+  const nproc = typeof devicesRaw === 'number' ? devicesRaw : devices ? devices.length : j.nprocPerNode ?? 1;
+  // Devices given as an override (--devices, the editor's pick) replace the job's count; the job's own list must agree with it.
+  if (devices && overrides.devices === undefined && j.nprocPerNode !== undefined && j.nprocPerNode !== devices.length) throw new JobFileError(path, [`/nprocPerNode (${j.nprocPerNode}) must equal the number of devices listed (${devices.length})`]);
+  return {
+    file: path,
+    name: j.name ?? basename(path).replace(/\.job\.json$|\.json$/, ''),
+    script: abs(j.script),
+    args: j.args ?? [],
+    nprocPerNode: nproc,
+    ...(devices ? { devices } : {}),
+    python: python ?? overrides.python ?? j.python ?? 'python3',
+    cwd: j.cwd ? abs(j.cwd) : base,
+    env: j.env ?? {},
+  };
+}
+
+export function torchrunCommand(spec: TorchrunSpec): string[] {
+  // --redirects 2 --tee 2: each worker's stderr (tracebacks) comes back prefixed "[default<rank>]:", so a problem
+  // names its rank. Also the workaround that makes torchrun 1.13 run on Python 3.11 at all: its default "0"
+  // (Std.NONE) is not found by iterating the Std flag enum there, and the launcher dies in to_map().
+  return [spec.python, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', spec.script, ...spec.args];
+}
+
+type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
+
+export interface TorchrunHandle {
+  readonly finished: Promise<Final>;
+  readonly pids: () => number[];
+  cancel(): void;
+}
+
+function summary(p: ScriptProblem): string {
+  const where = p.file ? ` at ${p.file}${p.line !== undefined ? `:${p.line}` : ''}` : '';
+  return `${p.kind === 'exception' ? exceptionText({ type: p.exceptionType, message: p.message.slice(p.exceptionType.length).replace(/^: /, '') }) : p.message}${where}`;
+}
+
+type Failure = Omit<Extract<JobEvent, { type: 'job/failed' }>, 'type'>;
+
+const signalHints: Record<string, string> = {
+  SIGKILL: 'A SIGKILL that the script did not ask for is most often the kernel\'s out-of-memory killer (host memory, not the GPU\'s): see `dmesg` or `journalctl -k`; use fewer data-loader workers or a smaller batch.',
+  SIGSEGV: 'A segmentation fault is a crash in native code (PyTorch, CUDA, a C extension): run with one process and `python -X faulthandler` to see where.',
+};
+
+/**
+ * Why a torchrun job failed, from its output: the first failing rank's exception (a CUDA error
+ * with its explanation), else torchrun's own error, a signal it got, or its summary's root cause.
+ * Undefined: the output says nothing more than the exit code.
+ */
+export function failureFromOutput(exceptions: readonly ScriptException[], cudaProblems: readonly ScriptProblem[], all: string, lastLines: ReadonlyMap<number, readonly string[]>): Failure | undefined {
+  const ordered = [...exceptions].sort((a, b) => a.seq - b.seq);
+  const ranks = summaryFailures(all);
+  // A rank that lost its peer failed because of another: that one's exception is the cause, wherever it was printed.
+  const failing = ordered.filter(isScriptError);
+  const first = failing.find((e) => !exceptionProblem(e).peerLost) ?? failing[0];
+  // Only lost peers: a rank killed by a signal (no exception of its own) is the cause.
+  const killed = ranks.find((r) => r.exitCode < 0 && !failing.some((e) => e.rank === r.rank));
+  if (first && exceptionProblem(first).peerLost && killed && !cudaProblems.length) {
+    const f = rankEnded(killed, lastLines);
+    return { ...f, reason: `${f.reason}; rank ${first.rank ?? '?'} then lost its connection to it (${exceptionText(first, 200)})` };
+  }
+  if (first && !cudaKind(exceptionText(first))) {
+    const p = exceptionProblem(first);
+    const rank = first.rank ?? rootCauseRank(all);
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}) };
+  }
+  if (cudaProblems.length) {
+    const p = (first && cudaProblems.find((c) => c.rank === first.rank)) || cudaProblems[0];
+    const rank = p.rank ?? rootCauseRank(all);
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}` };
+  }
+  // Nothing of the script's: torchrun's own error (no frame of the user's), a signal it passed on, or its summary.
+  const launcher = ordered.find((e) => !e.userFrame && !/(?:^|\.)(?:ChildFailedError|SignalException|KeyboardInterrupt|SystemExit)$/.test(e.type));
+  if (launcher) {
+    const where = launcher.raisedIn ? ` (in ${shortLibraryPath(launcher.raisedIn.file)}:${launcher.raisedIn.line})` : '';
+    return { reason: `torchrun itself failed: ${exceptionText(launcher)}${where}` };
+  }
+  const signalled = ordered.find((e) => /(?:^|\.)SignalException$/.test(e.type));
+  const sig = signalled && /got signal: (\d+)/.exec(signalled.message);
+  if (sig) {
+    const name = signalName(Number(sig[1]));
+    return { reason: `torchrun was stopped by ${name ? `${name} (signal ${sig[1]})` : `signal ${sig[1]}`} and ended its workers; the script reported no error` };
+  }
+  // A rank killed by a signal before torchrun's "root cause" (its guess, by when it noticed), else that one.
+  const ended = killed ?? ranks.find((r) => r.rootCause) ?? ranks[0];
+  return ended ? rankEnded(ended, lastLines) : undefined;
+}
+
+/** A rank that ended without a Python exception: the signal that killed it or its exit code, and its last output. */
+function rankEnded(r: RankFailure, lastLines: ReadonlyMap<number, readonly string[]>): Failure {
+  const last = (lastLines.get(r.rank) ?? []).join(' | ');
+  const output = last ? `; its last output: ${last}` : '';
+  if (r.exitCode < 0) {
+    const name = r.signal ?? signalName(-r.exitCode);
+    const hint = name ? signalHints[name] : undefined;
+    return { reason: `rank ${r.rank} was killed by ${name ? `${name} (signal ${-r.exitCode})` : `signal ${-r.exitCode}`} without a Python exception${output}`, rank: r.rank, ...(hint ? { hint } : {}) };
+  }
+  return { reason: `rank ${r.rank} exited with code ${r.exitCode} without a Python exception${output}`, rank: r.rank };
+}
+
+function signalName(n: number): string | undefined {
+  const names: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 6: 'SIGABRT', 9: 'SIGKILL', 11: 'SIGSEGV', 15: 'SIGTERM' };
+  return names[n];
+}
+
+/** Runs a torchrun job and turns its output into events. */
+export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void): TorchrunHandle {
+  const argv = torchrunCommand(spec);
+  const started = Date.now();
+  const child = spawn(argv[0], argv.slice(1), {
+    cwd: spec.cwd,
+    env: { ...process.env, ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true, // its own process group: torchrun and every worker it starts
+  });
+  const killGroup = (signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // the group is gone already
+    }
+  };
+  const onProcessExit = () => killGroup('SIGKILL');
+  process.on('exit', onProcessExit);
+  const parser = new CudaErrorParser();
+  const tracebacks = new PythonTracebackParser();
+  const exceptions: ScriptException[] = [];
+  let exceptionProblems = 0;
+  /** Each rank's last non-blank lines, for a rank that ended without an exception. */
+  const lastLines = new Map<number, string[]>();
+  const onException = (ex: ScriptException) => {
+    exceptions.push(ex);
+    // A CUDA error is a problem already, with its explanation; Ctrl-C, torchrun's own errors are none of the script's.
+    if (!isScriptError(ex) || cudaKind(exceptionText(ex))) return;
+    const problem = exceptionProblem(ex);
+    exceptionProblems++;
+    onEvent({ type: 'job/log', level: 'warning', ...(ex.rank !== undefined ? { rank: ex.rank } : {}), message: summary(problem), problem });
+  };
+  let tail: string[] = [];
+  let all = '';
+  let cancelled = false;
+  let spawnError: NodeJS.ErrnoException | undefined;
+  onEvent({ type: 'job/log', level: 'info', message: `torchrun: ${argv.join(' ')}` });
+
+  const lineReader = () => {
+    let partial = '';
+    const flush = (line: string) => {
+      all = (all + line + '\n').slice(-20_000);
+      tail.push(line);
+      if (tail.length > 8) tail = tail.slice(-8);
+      const prefix = rankPrefix.exec(line);
+      const rank = prefix ? prefixRank(prefix) : undefined;
+      if (rank !== undefined && line.length > prefix![0].length) lastLines.set(rank, [...(lastLines.get(rank) ?? []), line.slice(prefix![0].length).trim()].slice(-2));
+      onEvent({ type: 'job/log', level: 'info', ...(rank !== undefined ? { rank } : {}), message: line });
+      for (const problem of parser.push(line)) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
+      for (const ex of tracebacks.push(line)) onException(ex);
+    };
+    return {
+      data: (d: Buffer) => {
+        const lines = (partial + d.toString('utf8')).split('\n');
+        partial = lines.pop() ?? '';
+        for (const l of lines) flush(l.replace(/\r$/, ''));
+      },
+      end: () => {
+        if (partial) flush(partial);
+        partial = '';
+      },
+    };
+  };
+  const out = lineReader();
+  const err = lineReader();
+  child.stdout.on('data', out.data);
+  child.stderr.on('data', err.data);
+  child.on('error', (e: NodeJS.ErrnoException) => { spawnError = e; });
+  // Workers still holding the pipes would keep 'close' away: the group goes when torchrun does.
+  // One that escaped the group (a session of its own) still could: shortly after the exit, the
+  // pipes are closed from our side, so the job ends.
+  let closed = false;
+  let drain: NodeJS.Timeout | undefined;
+  child.on('exit', () => {
+    killGroup('SIGKILL');
+    drain = setTimeout(() => {
+      if (closed) return;
+      onEvent({ type: 'job/log', level: 'warning', message: 'torchrun exited but a process it started still holds its output; output after its exit was dropped' });
+      child.stdout.destroy();
+      child.stderr.destroy();
+    }, 500);
+  });
+
+  const finished = new Promise<Final>((resolveFinished) => {
+    child.on('close', (code, signal) => {
+      closed = true;
+      clearTimeout(drain);
+      out.end();
+      err.end();
+      for (const ex of tracebacks.end()) onException(ex);
+      killGroup('SIGKILL'); // nothing the script started outlives the job
+      process.off('exit', onProcessExit);
+      let event: Final;
+      const problems = parser.problems();
+      const failure = failureFromOutput(exceptions, problems, all, lastLines);
+      if (spawnError) {
+        event = { type: 'job/failed', reason: `cannot run ${spec.python}: ${spawnError.code === 'ENOENT' ? 'no such program' : spawnError.message}`, hint: 'Set the interpreter that has PyTorch: the job\'s "python" field or --python (e.g. /usr/bin/python3 for Debian\'s python3-torch).' };
+      } else if (cancelled) {
+        event = { type: 'job/failed', reason: 'cancelled', cancelled: true };
+      } else if (code === 0) {
+        const durationMs = Date.now() - started;
+        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems } } };
+      } else if (/No module named '?torch(?![\w.])/.test(all)) {
+        event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
+      } else if (failure) {
+        event = { type: 'job/failed', ...failure };
+      } else {
+        const rank = rootCauseRank(all);
+        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+        const last = tail.filter((l) => l.trim() && !/^[=-]{10,}$/.test(l.trim())).slice(-3).join(' | ');
+        event = { type: 'job/failed', reason: `torchrun ${how}${last ? `: ${last}` : ''}`, ...(rank !== undefined ? { rank } : {}) };
+      }
+      onEvent(event);
+      resolveFinished(event);
+    });
+  });
+  return {
+    finished,
+    pids: () => (child.pid !== undefined ? [child.pid] : []),
+    cancel: () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      cancelled = true;
+      killGroup('SIGTERM');
+      setTimeout(() => killGroup('SIGKILL'), 3000).unref();
+    },
+  };
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { FindBatchSizeEvent, FindBatchSizeResult } from '../../../../src/training/launchers/findBatchSize';
+import { searchMessage, startSearch, type Cancellation } from '../../../../src/views/batchSize/batchSizeSearch';
+import { formatBatchEvent } from '../../../../src/cli/train';
+import { fixtures, repoRoot } from '../../../paths';
+import { alive, tinyJob, until } from '../../training/helpers';
+
+const cli = join(repoRoot, 'out', 'src', 'cli.js');
+
+function canceller(): Cancellation & { cancel(): void } {
+  const listeners = new Set<() => void>();
+  return {
+    onCancellationRequested: (l) => { listeners.add(l); return { dispose: () => listeners.delete(l) }; },
+    cancel: () => { for (const l of listeners) l(); },
+  };
+}
+
+const result = (r: Partial<FindBatchSizeResult>): FindBatchSizeResult => ({ job: 'mnist', file: '/w/mnist.job.json', strategy: 'ddp', jobDevices: 2, devices: [], perDevice: 0, ...r });
+
+describe('Find Max Batch Size: the search process and its message', function () {
+  this.timeout(120_000);
+
+  it('runs the search in a child process; when the training set fits, says memory is not the limit and offers nothing', async () => {
+    const events: FindBatchSizeEvent[] = [];
+    const s = startSearch(cli, tinyJob, { onEvent: (e) => events.push(e) });
+    const ending = await s.ended;
+    assert.equal(ending.code, 0, ending.stderr);
+    // tiny-mnist trains on 256 examples from a batch of 32: the training set is the bound.
+    assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind}` : e.type)), ['32 fits', '64 fits', '128 fits', '256 fits', 'batch/done']);
+    assert.deepEqual(searchMessage(ending), { text: 'Memory is not the limit here: for tiny-mnist, a batch of 256 per device (the whole 256-sample training set) fits, measured on CPU (wasm); no batchSize above 256 (the training set) trains on more examples. Nothing to change.', error: false });
+  });
+
+  it('never offers more than the data holds: ddp on 2 devices over 8,000 samples fits 4,000 per device, and that is no offer', () => {
+    // What MNIST (trainSize 8000, ddp on 2 devices) gave on wasm: every trial fit up to the bound.
+    const cpu = { device: 0, deviceLabel: 'cpu', backend: 'wasm', trials: [] };
+    const mnist = result({ trainSamples: 8000, devices: [{ ...cpu, batchSize: 4000, limit: 'max', max: 4000 }], perDevice: 4000 });
+    const m = searchMessage({ code: 0, signal: null, stderr: '', result: mnist });
+    assert.equal(m.offer, undefined, 'no Set "batchSize" button');
+    assert.equal(m.text, 'Memory is not the limit here: for mnist, a batch of 4,000 per device (a device\'s share of the 8,000-sample training set for ddp on 2 devices) fits, measured on CPU (wasm); no batchSize above 8,000 (the training set) trains on more examples. Nothing to change.');
+    assert.deepEqual(formatBatchEvent({ type: 'batch/done', result: mnist }).split('\n'), [
+      'a batch of 4000 fits on CPU (wasm): a device\'s share of the 8,000-sample training set for ddp on 2 devices, the largest worth trying (0 trials)',
+      'memory is not the limit here: every batch the training set can fill fits; keep "batchSize" as it is in mnist.job.json',
+    ]);
+    // On a GPU the message names it.
+    const gpu = searchMessage({ code: 0, signal: null, stderr: '', result: result({ devices: [{ ...cpu, deviceLabel: 'gpu:1 (CUDA_VISIBLE_DEVICES=1)', backend: 'tensorflow', batchSize: 96, limit: 'memory', max: 4000 }], perDevice: 96, suggestedBatchSize: 192 }) });
+    assert.deepEqual(gpu, { text: 'Largest batch that fits for mnist: 96 per device, measured on GPU 1 (tensorflow). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });
+  });
+
+  it('stops on cancel: the search ends at once, says it was cancelled, and offers nothing', async () => {
+    const c = canceller();
+    let trials = 0;
+    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && ++trials === 1) c.cancel(); }, cancel: c });
+    const ending = await s.ended;
+    assert.equal(ending.code, 130, ending.stderr);
+    const m = searchMessage(ending);
+    assert.deepEqual([m.error, m.offer], [false, undefined]);
+    assert.match(m.text, /^Find Max Batch Size for big-activations was cancelled; a batch of 2 fits so far\.$/);
+    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+  });
+
+  it('stop() (the extension disposed) ends the search process like a cancel, and is a no-op once it has ended', async () => {
+    let stopped = false;
+    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && !stopped) { stopped = true; s.stop(); } } });
+    const ending = await s.ended;
+    assert.equal(ending.code, 130, ending.stderr);
+    assert.match(searchMessage(ending).text, /was cancelled/);
+    s.stop();
+    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+  });
+
+  it('says why when the job is refused or the process dies, and never offers a batch it cannot take', () => {
+    assert.deepEqual(searchMessage({ failed: { reason: 'bad.job.json: /batchSize must be an integer ≥ 1', hint: 'Fix the job file.' }, code: 1, signal: null, stderr: '' }), { text: 'Find Max Batch Size failed: bad.job.json: /batchSize must be an integer ≥ 1 Fix the job file.', error: true });
+    assert.equal(searchMessage({ code: null, signal: 'SIGKILL', stderr: 'line 1\nline 2\nlast words\n' }).text, 'Find Max Batch Size failed: the search process was killed by SIGKILL: line 2 | last words');
+    const cpu = { device: 0, deviceLabel: 'cpu', backend: 'wasm', max: 1000, trials: [] };
+    assert.deepEqual(searchMessage({ code: 0, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 96, limit: 'memory' }], perDevice: 96, suggestedBatchSize: 192 }) }), { text: 'Largest batch that fits for mnist: 96 per device, measured on CPU (wasm). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });
+    assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 0, limit: 'memory' }] }) }), { text: 'Not even a batch of 1 fits on CPU (wasm) for mnist: the model alone is too large.', error: true });
+    assert.deepEqual(searchMessage({ code: 1, signal: null, stderr: '', result: result({ devices: [{ ...cpu, batchSize: 32, limit: 'error', error: { reason: "Kernel 'X' not registered" } }], perDevice: 32 }) }), { text: "Find Max Batch Size for mnist stopped: a trial failed for another reason than memory: Kernel 'X' not registered", error: true });
+    // dp: the trials measured one replica's share; rank 0 holds more, so the offer comes with a warning.
+    const dp = searchMessage({ code: 0, signal: null, stderr: '', result: result({ strategy: 'dp', devices: [{ ...cpu, batchSize: 96, limit: 'memory' }], perDevice: 96, suggestedBatchSize: 192 }) });
+    assert.deepEqual(dp, { text: 'Largest batch that fits for mnist: 96 per device, measured on CPU (wasm). For dp on 2 devices that is "batchSize": 192. This is an upper bound for dp: the trials measured one replica\'s share (96), but rank 0, the coordinator, also holds the whole batch of 192 and every replica\'s gradients, so it can run out of memory there; if it does, lower batchSize (or use ddp, whose replicas are alike).', error: false, offer: 192 });
+    const pipeline = searchMessage({ code: 0, signal: null, stderr: '', result: result({ strategy: 'pipeline', devices: [{ ...cpu, batchSize: 3, limit: 'memory' }], perDevice: 3 }) });
+    assert.deepEqual([pipeline.error, pipeline.offer], [false, undefined]);
+    assert.match(pipeline.text, /The job's pipeline strategy cannot take it \(a batch must hold whole micro-batches\)\.$/);
+  });
+});
