@@ -115,6 +115,10 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
         log.info('GPU panel: Retry pressed, restarting the GPU tool');
         this.monitor.refresh();
         break;
+      case 'panel/openSetting':
+        // The settings editor filtered to exactly that setting; a change restarts the monitor (extension.ts).
+        void vscode.commands.executeCommand('workbench.action.openSettings', `@id:${message.id}`);
+        break;
       default: {
         const unreachable: never = message;
         log.warn(`GPU panel: unhandled message ${JSON.stringify(unreachable)}`);
