@@ -117,7 +117,9 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
         break;
       case 'panel/openSetting':
         // The settings editor filtered to exactly that setting; a change restarts the monitor (extension.ts).
-        void vscode.commands.executeCommand('workbench.action.openSettings', `@id:${message.id}`);
+        // The nvidia-smi path is machine-scoped: in a remote window (SSH, WSL, code-server) it is a
+        // setting of the remote machine, which the User tab does not list.
+        void vscode.commands.executeCommand(vscode.env.remoteName ? 'workbench.action.openRemoteSettings' : 'workbench.action.openSettings', { query: `@id:${message.id}` });
         break;
       default: {
         const unreachable: never = message;
