@@ -220,6 +220,8 @@ describe('e2e: GPU Workbench in code-server', function () {
         const ours = page.locator('.markers-panel .monaco-list-row', { hasText: 'has an unknown field "epoch"' });
         assert.equal(await ours.locator('.codicon-error').count(), 1, 'the row is not marked as an error');
         assert.equal(await ours.locator('.codicon-warning').count(), 0);
+        // And the schema still reaches the copy (no "$schema" in it): VS Code's own JSON check by file name.
+        await waitUntil('VS Code\'s schema check of the copy (jsonValidation)', 60_000, async () => (await problemRows(page!)).find((r) => /Property epoch is not allowed/.test(r.text)), 250);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
