@@ -14,6 +14,7 @@ import { registerTraining } from './views/training/training';
 import { registerFindBatchSize } from './views/batchSize/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
+import { registerSpecDiagnostics } from './views/jobFiles/specDiagnostics';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -33,6 +34,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerFindBatchSize(context);
   registerTuning(context, monitor);
   registerLintClient(context);
+  registerSpecDiagnostics(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }

@@ -6,7 +6,10 @@ import { JobSection, jobMark } from './jobSection';
 import { onThemeChange, readChartColors } from './theme';
 import type { PanelState, VsCodeApi } from './vscodeApi';
 
-type Mode = 'waiting' | 'problem' | 'devices';
+type Mode = 'waiting' | 'problem' | 'noGpu' | 'devices';
+
+/** The setting the no-GPU state links to. */
+export const nvidiaSmiSetting = 'gpuWorkbench.gpuMonitor.nvidiaSmiPath';
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
@@ -85,6 +88,9 @@ export class Panel {
   private readonly problemRetryNote = el('p', 'retry-note');
   private readonly problemInventory = el('p', 'inventory');
   private readonly retry = el('vscode-button', 'retry', 'Retry');
+  private readonly noGpu = el('section', 'no-gpu');
+  private readonly noGpuLooked = el('p', 'looked');
+  private readonly noGpuInventory = el('p', 'inventory');
   private readonly hints = el('ul', 'hints');
   private readonly devices = el('div', 'devices');
   private job: PanelJob | null = null;
@@ -100,6 +106,7 @@ export class Panel {
     this.waiting.append(ring, this.waitingText);
     this.retry.addEventListener('click', () => this.onRetry());
     this.problem.append(this.problemTitle, this.problemText, this.problemError, this.problemRetryNote, this.problemInventory, this.retry);
+    this.buildNoGpu();
     this.notice.hidden = true;
     this.hints.hidden = true;
     this.hints.addEventListener('click', (e) => {
@@ -109,7 +116,7 @@ export class Panel {
       const url = a.getAttribute('href') ?? '';
       if (/^https:\/\//.test(url)) this.api.postMessage({ type: 'panel/openLink', url });
     });
-    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.hints, this.jobSection.root, this.devices);
+    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.noGpu, this.hints, this.jobSection.root, this.devices);
     this.setMode('waiting');
     this.startFirstSampleTimer();
 
@@ -170,7 +177,9 @@ export class Panel {
       ? `${source} · checked ${clock(snapshot.takenAt)}`
       : `${source} · ${count} GPU${count === 1 ? '' : 's'} · ${stale ? 'last sample' : 'updated'} ${clock(snapshot.takenAt)}`;
 
-    if (count === 0) {
+    if (count === 0 && (snapshot.noGpu === true || (snapshot.source === 'none' && !snapshot.error))) {
+      this.showNoGpu(snapshot);
+    } else if (count === 0) {
       this.showProblem(snapshot);
     } else {
       this.setMode('devices');
@@ -210,6 +219,35 @@ export class Panel {
     }
   }
 
+  /**
+   * No GPU tool and no AMD card on this machine: not an error (a laptop without a GPU). Says what
+   * works without one and where to point the panel at an nvidia-smi that is not on PATH.
+   */
+  private buildNoGpu(): void {
+    const title = el('h2', undefined, 'No GPU found');
+    const works = el('p', 'works', 'That is fine on a machine without a GPU. What works here without one: the PyTorch OOM hints in the editor, hyperparameter tuning (Tune Hyperparameters…), and training on the CPU (Start Training… runs the job on CPU workers).');
+    const setting = el('a', 'open-setting', 'set the path of nvidia-smi');
+    setting.href = '#';
+    setting.title = nvidiaSmiSetting;
+    setting.addEventListener('click', (e) => {
+      e.preventDefault();
+      this.api.postMessage({ type: 'panel/openSetting', id: nvidiaSmiSetting });
+    });
+    const where = el('p', 'where');
+    where.append('Have an NVIDIA GPU? Install its driver (it brings nvidia-smi), or ', setting, ' (setting ', el('code', undefined, nvidiaSmiSetting), ') if it is not on PATH; the panel looks again when the setting changes.');
+    const again = el('vscode-button', 'check-again', 'Check again');
+    again.toggleAttribute('secondary', true);
+    again.addEventListener('click', () => this.onRetry('Looking again…'));
+    this.noGpu.append(title, works, this.noGpuLooked, where, this.noGpuInventory, again);
+  }
+
+  private showNoGpu(snapshot: GpuSnapshot): void {
+    this.setMode('noGpu');
+    this.noGpuLooked.textContent = snapshot.error ? `Looked for: ${snapshot.error}.` : 'Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU on this machine.';
+    this.noGpuInventory.textContent = describeInventory(this.inventory);
+    this.noGpuInventory.hidden = this.noGpuInventory.textContent === '';
+  }
+
   private showProblem(snapshot: GpuSnapshot): void {
     this.setMode('problem');
     if (snapshot.error) {
@@ -219,7 +257,7 @@ export class Panel {
       this.problemError.hidden = false;
     } else {
       this.problemTitle.textContent = 'No GPU found';
-      this.problemText.textContent = 'Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU on this machine.';
+      this.problemText.textContent = `${snapshot.source} listed no device.`;
       this.problemError.hidden = true;
     }
     this.problemRetryNote.textContent = snapshot.retryInMs != null ? `It is started again automatically (next try in ${Math.max(1, Math.round(snapshot.retryInMs / 1000))} s), or now with Retry.` : '';
@@ -251,6 +289,7 @@ export class Panel {
     this.mode = mode;
     this.waiting.hidden = mode !== 'waiting';
     this.problem.hidden = mode !== 'problem';
+    this.noGpu.hidden = mode !== 'noGpu';
     this.devices.hidden = mode !== 'devices';
     this.statusLine.hidden = mode === 'waiting';
     if (mode !== 'devices') this.notice.hidden = true;
@@ -276,8 +315,8 @@ export class Panel {
     this.firstSampleTimer = undefined;
   }
 
-  private onRetry(): void {
-    this.waitingText.textContent = 'Retrying…';
+  private onRetry(text = 'Retrying…'): void {
+    this.waitingText.textContent = text;
     this.setMode('waiting');
     this.startFirstSampleTimer();
     this.api.postMessage({ type: 'panel/refresh' });

@@ -11,8 +11,9 @@ Shows memory used / total, utilisation, temperature, power and the compute proce
 (PID, name, MiB) of every GPU, read from nvidia-smi (NVIDIA) or sysfs / rocm-smi (AMD).
 
 options:
-  --json             print JSON: {"source","devices":[...],"processes":[...],"error"?};
-                     a value the tool reports as [N/A] is null
+  --json             print JSON: {"source","devices":[...],"processes":[...],"error"?,"noGpu"?};
+                     a value the tool reports as [N/A] is null; "noGpu": true when no
+                     GPU tool is installed here (not an error)
   --watch            keep sampling and redraw (with --json: one JSON line per sample)
   --interval MS      sampling interval for --watch in milliseconds (default 1000, at least 50)
   --count N          with --watch: stop after N samples
@@ -68,6 +69,7 @@ export function toJson(s: GpuSnapshot): object {
     takenAt: new Date(s.takenAt).toISOString(),
     ...(s.stale ? { stale: true } : {}),
     ...(s.error !== undefined ? { error: s.error } : {}),
+    ...(s.noGpu ? { noGpu: true } : {}),
   };
 }
 
@@ -83,12 +85,9 @@ function bar(used: number | null, total: number | null, width = 20): string {
 
 /** The table, like gpustat: one line per GPU, its processes under it. */
 export function renderTable(s: GpuSnapshot): string {
+  if (s.devices.length === 0) return renderNoDevice(s);
   const when = new Date(s.takenAt).toLocaleString();
-  const lines = [`${s.source === 'none' ? 'no source' : s.source}  ${when}${s.stale ? '  (stale)' : ''}`];
-  if (s.devices.length === 0) {
-    lines.push(`No GPU found: ${s.error ?? 'the tool listed no device'}`);
-    return lines.join('\n');
-  }
+  const lines = [`${s.source}  ${when}${s.stale ? '  (stale)' : ''}`];
   const nameWidth = Math.max(...s.devices.map((d) => (d.name ?? 'unknown').length));
   for (const d of s.devices) {
     const temp = d.temperatureC === null ? ' N/A' : `${n(d.temperatureC).padStart(3)}°C`;
@@ -101,6 +100,22 @@ export function renderTable(s: GpuSnapshot): string {
     }
   }
   if (s.error) lines.push(`warning: ${s.error}`);
+  return lines.join('\n');
+}
+
+/**
+ * No device to list. No source at all (no tool installed, no AMD card) is not an error: say where
+ * it looked and what to do if a GPU is there. A tool that ran and failed: its own words.
+ */
+function renderNoDevice(s: GpuSnapshot): string {
+  if (s.noGpu) {
+    return [
+      `No GPU found: ${s.error ?? 'no GPU tool reported a device'}.`,
+      'If this machine has an NVIDIA GPU, install its driver (it brings nvidia-smi) or pass --nvidia-smi PATH.',
+    ].join('\n');
+  }
+  const lines = s.source === 'none' ? [] : [`${s.source}  ${new Date(s.takenAt).toLocaleString()}${s.stale ? '  (stale)' : ''}`];
+  lines.push(s.error ? `Could not read the GPUs: ${s.error}` : `No GPU found: ${s.source === 'none' ? 'no GPU tool' : s.source} listed no device`);
   return lines.join('\n');
 }
 

@@ -47,8 +47,10 @@ export type PanelToHostMessage =
   | { readonly type: 'panel/ready' }
   /** The user asked to open a documentation link (webviews cannot open external links themselves). */
   | { readonly type: 'panel/openLink'; readonly url: string }
-  /** The user pressed "Retry" after a tool error. */
-  | { readonly type: 'panel/refresh' };
+  /** The user pressed "Retry" after a tool error (or "Check again" when no GPU was found). */
+  | { readonly type: 'panel/refresh' }
+  /** The user asked to open one of the extension's settings (the no-GPU state's nvidia-smi path). */
+  | { readonly type: 'panel/openSetting'; readonly id: string };
 
 /** Validates a message from the webview; returns undefined for anything malformed. */
 export function parsePanelMessage(value: unknown): PanelToHostMessage | undefined {
@@ -60,6 +62,10 @@ export function parsePanelMessage(value: unknown): PanelToHostMessage | undefine
       return { type: m.type };
     case 'panel/openLink':
       return typeof m.url === 'string' && /^https:\/\//.test(m.url) ? { type: 'panel/openLink', url: m.url } : undefined;
+    case 'panel/openSetting': {
+      const id = (value as { id?: unknown }).id;
+      return typeof id === 'string' && /^gpuWorkbench\.[\w.]+$/.test(id) ? { type: 'panel/openSetting', id } : undefined;
+    }
     default:
       return undefined;
   }

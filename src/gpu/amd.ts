@@ -51,6 +51,8 @@ export interface AmdSysfsResult {
   readonly devices: GpuDevice[];
   /** Why nothing was found, for the "No GPU found" message. */
   readonly reason?: string;
+  /** An AMD card is there but reports no VRAM numbers (so "no GPU" would be wrong). */
+  readonly unreadableCard?: boolean;
 }
 
 /** Reads every AMD card under `<sysfsRoot>/class/drm` that reports VRAM. */
@@ -88,7 +90,8 @@ export async function readAmdSysfs(sysfsRoot = '/sys'): Promise<AmdSysfsResult> 
     });
   }
   if (devices.length) return { devices };
-  return { devices, reason: amdCards ? `AMD GPU found in ${join(sysfsRoot, 'class/drm')} but it reports no VRAM numbers` : `no AMD GPU in ${join(sysfsRoot, 'class/drm')}` };
+  if (amdCards) return { devices, reason: `AMD GPU found in ${join(sysfsRoot, 'class/drm')} but it reports no VRAM numbers`, unreadableCard: true };
+  return { devices, reason: `no AMD GPU in ${join(sysfsRoot, 'class/drm')}` };
 }
 
 /**
@@ -159,16 +162,18 @@ export interface AmdToolResult {
   readonly tool: 'amd-smi' | 'rocm-smi' | null;
   /** Why each tool gave nothing, in the order tried (for the 'none' message). */
   readonly reasons: string[];
+  /** Neither tool is installed (both ENOENT), as opposed to one that ran and failed or listed nothing. */
+  readonly allMissing: boolean;
 }
 
 /** Where sysfs has no data: `amd-smi` first (AMD's current tool), then `rocm-smi`. */
 export async function readAmdTools(env: NodeJS.ProcessEnv | undefined, timeoutMs: number, paths: { amdSmi?: string; rocmSmi?: string } = {}): Promise<AmdToolResult> {
   const reasons: string[] = [];
   const amd = await readAmdSmi(env, timeoutMs, paths.amdSmi);
-  if (amd.devices.length) return { devices: amd.devices, processes: amd.processes, tool: 'amd-smi', reasons };
+  if (amd.devices.length) return { devices: amd.devices, processes: amd.processes, tool: 'amd-smi', reasons, allMissing: false };
   if (amd.error) reasons.push(amd.error);
   const rocm = await readRocmSmi(env, timeoutMs, paths.rocmSmi);
-  if (rocm.devices.length) return { devices: rocm.devices, processes: [], tool: 'rocm-smi', reasons };
+  if (rocm.devices.length) return { devices: rocm.devices, processes: [], tool: 'rocm-smi', reasons, allMissing: false };
   if (rocm.error) reasons.push(rocm.error);
-  return { devices: [], processes: [], tool: null, reasons };
+  return { devices: [], processes: [], tool: null, reasons, allMissing: amd.missing === true && rocm.missing === true };
 }

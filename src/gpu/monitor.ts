@@ -213,8 +213,10 @@ export class GpuMonitor {
       return;
     }
     reasons.push(...tools.reasons);
-    // Nothing to poll: say so once. A lease taken later (or Retry) looks again.
-    emit({ source: 'none', devices: [], processes: [], error: reasons.join('; '), takenAt: Date.now() });
+    // Nothing to poll: say so once. A lease taken later (or Retry) looks again. Only when no tool is
+    // installed and sysfs has no AMD card is it "no GPU here"; a tool that ran and failed is an error.
+    const noGpu = tools.allMissing && !first.unreadableCard;
+    emit({ source: 'none', devices: [], processes: [], error: reasons.join('; '), takenAt: Date.now(), ...(noGpu ? { noGpu: true } : {}) });
   }
 
   private stop(): void {

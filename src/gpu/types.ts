@@ -45,6 +45,12 @@ export interface GpuSnapshot {
   readonly stale?: boolean;
   /** When the tool failed and is restarted with backoff: milliseconds until the next try. */
   readonly retryInMs?: number;
+  /**
+   * With source 'none': nothing here can report a GPU (no nvidia-smi, amd-smi or rocm-smi on
+   * PATH, no AMD card in sysfs); `error` says where it looked. Not an error, unlike a tool that
+   * exists and failed or hung (that leaves this unset).
+   */
+  readonly noGpu?: boolean;
 }
 
 /** Static facts read once at start (from `systeminformation`), never in the polling loop. */

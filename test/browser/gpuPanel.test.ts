@@ -6,7 +6,7 @@ import type { HostToPanelMessage } from '../../src/common/protocol';
 import type { GpuSnapshot } from '../../src/gpu/types';
 import { repoRoot } from '../paths';
 import { canvasPixelsOfColor, eventually, openPanel, pageSuite, startPanelServer, type PanelPage } from './harness';
-import { growthHint, history, noDriver, processes, rtx3090, t0, twoGpus } from './samples';
+import { growthHint, history, noDriver, noGpuTool, processes, rtx3090, t0, twoGpus } from './samples';
 import { dark, highContrast, light, type Theme } from './themes';
 
 const results = join(repoRoot, 'test-results');
@@ -189,12 +189,55 @@ describe('GPU panel webview (headless Chromium)', function () {
     assert.equal(await p.page.locator('.problem').isVisible(), false);
   });
 
-  it('says so when no GPU tool reports any device and there is no error', async () => {
+  it('on a machine with no GPU tool, shows a neutral "No GPU found" that says what still works and opens the nvidia-smi path setting', async () => {
     const p = await panel();
     await p.waitForPosted('panel/ready');
-    await p.send({ type: 'gpu/snapshot', snapshot: { source: 'none', devices: [], processes: [], takenAt: t0 }, hints: [] });
-    await p.page.getByRole('heading', { name: 'No GPU found' }).waitFor();
-    await p.page.getByText('Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU').waitFor();
+    await p.send(init(noGpuTool, { history: [] }));
+    const heading = p.page.getByRole('heading', { name: 'No GPU found' });
+    await heading.waitFor();
+    // Not the error state: no red heading, no tool error block, no Retry.
+    assert.equal(await p.page.getByRole('heading', { name: 'Could not read the GPUs' }).count(), 0);
+    assert.equal(await p.page.locator('.problem').isVisible(), false);
+    assert.equal(await p.page.locator('.tool-error').isVisible(), false);
+    assert.equal(await p.page.locator('vscode-button.retry').isVisible(), false);
+    const [headingColor, errorColor, textColor] = await p.page.evaluate<string[]>(`(() => {
+      const probe = (name) => {
+        const d = document.createElement('div');
+        d.style.color = 'var(' + name + ')';
+        document.body.append(d);
+        const c = getComputedStyle(d).color;
+        d.remove();
+        return c;
+      };
+      return [getComputedStyle(document.querySelector('.no-gpu h2')).color, probe('--vscode-errorForeground'), probe('--vscode-foreground')];
+    })()`);
+    assert.notEqual(headingColor, errorColor, 'the heading is not in the error colour');
+    assert.equal(headingColor, textColor);
+    // What still works here, and where it looked.
+    await p.page.getByText('the PyTorch OOM hints in the editor, hyperparameter tuning').waitFor();
+    await p.page.getByText('training on the CPU').waitFor();
+    await p.page.getByText(`Looked for: ${noGpuTool.error}.`).waitFor();
+    await screenshot(p, 'gpu-panel-no-gpu-tool-dark');
+    // The nvidia-smi path: a link that asks the host to open that setting.
+    await p.page.getByRole('link', { name: 'set the path of nvidia-smi' }).click();
+    await p.waitForPosted('panel/openSetting');
+    assert.deepEqual((await p.posted()).at(-1), { type: 'panel/openSetting', id: 'gpuWorkbench.gpuMonitor.nvidiaSmiPath' });
+    assert.equal(p.page.url().endsWith('/panel.html'), true, 'the page did not navigate');
+    // "Check again" asks the host to look again.
+    await p.page.locator('vscode-button.check-again').click();
+    await p.waitForPosted('panel/refresh');
+    await p.page.getByText('Looking again…').waitFor();
+  });
+
+  it('keeps a tool that exists but fails an error, even with no source left ("none" with an error)', async () => {
+    const p = await panel();
+    await p.waitForPosted('panel/ready');
+    const broken: GpuSnapshot = { source: 'none', devices: [], processes: [], takenAt: t0, error: 'nvidia-smi not found on PATH; no AMD GPU in /sys/class/drm; amd-smi metric failed (exit 1): ERROR:root:Unable to detect any GPU devices' };
+    await p.send({ type: 'gpu/snapshot', snapshot: broken, hints: [] });
+    await p.page.getByRole('heading', { name: 'Could not read the GPUs' }).waitFor();
+    assert.equal(await p.page.locator('.tool-error').textContent(), broken.error);
+    assert.equal(await p.page.locator('vscode-button.retry').isVisible(), true);
+    assert.equal(await p.page.locator('.no-gpu').isVisible(), false);
   });
 
   it('turns "waiting" into an error when no sample arrives, and Retry asks again', async () => {

@@ -56,3 +56,13 @@ export const noDriver: GpuSnapshot = {
   takenAt: t0,
   retryInMs: 4000,
 };
+
+/** A laptop without a GPU: no tool installed, no AMD card (what the monitor sends, see monitor.ts). */
+export const noGpuTool: GpuSnapshot = {
+  source: 'none',
+  devices: [],
+  processes: [],
+  error: 'nvidia-smi not found on PATH; no AMD GPU in /sys/class/drm; amd-smi not found on PATH; rocm-smi not found on PATH',
+  takenAt: t0,
+  noGpu: true,
+};

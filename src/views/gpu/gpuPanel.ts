@@ -115,6 +115,12 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
         log.info('GPU panel: Retry pressed, restarting the GPU tool');
         this.monitor.refresh();
         break;
+      case 'panel/openSetting':
+        // The settings editor filtered to exactly that setting; a change restarts the monitor (extension.ts).
+        // The nvidia-smi path is machine-scoped: in a remote window (SSH, WSL, code-server) it is a
+        // setting of the remote machine, which the User tab does not list.
+        void vscode.commands.executeCommand(vscode.env.remoteName ? 'workbench.action.openRemoteSettings' : 'workbench.action.openSettings', { query: `@id:${message.id}` });
+        break;
       default: {
         const unreachable: never = message;
         log.warn(`GPU panel: unhandled message ${JSON.stringify(unreachable)}`);

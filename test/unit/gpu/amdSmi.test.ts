@@ -106,11 +106,13 @@ describe('amd-smi readings', () => {
       const none = await readAmdTools({ ...process.env, PATH: ['/usr/bin', '/bin'].join(delimiter) }, 10_000);
       assert.equal(none.tool, null);
       assert.deepEqual(none.reasons, ['amd-smi not found on PATH', 'rocm-smi not found on PATH']);
+      assert.equal(none.allMissing, true, 'no tool installed: "no GPU here", not an error');
 
       const broken = await readAmdTools(amdEnv('error').env, 10_000);
       assert.equal(broken.tool, null);
       assert.match(broken.reasons[0], /Unable to detect any GPU devices/);
       assert.equal(broken.reasons[1], 'rocm-smi not found on PATH');
+      assert.equal(broken.allMissing, false, 'amd-smi is there and failed: an error, not "no GPU"');
     });
   });
 });

@@ -39,9 +39,30 @@ describe('gpu-workbench gpus (the built CLI with the fake nvidia-smi on PATH)', 
     assert.match(r.stdout, /No GPU found: nvidia-smi not found on PATH/);
     const j = gpus(['--json'], fakeEnv('no-driver').env);
     assert.equal(j.code, 0);
-    const out = JSON.parse(j.stdout) as { devices: unknown[]; error: string };
+    const out = JSON.parse(j.stdout) as { devices: unknown[]; error: string; noGpu?: boolean };
     assert.deepEqual(out.devices, []);
     assert.match(out.error, /^NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/);
+    assert.equal(out.noGpu, undefined, 'a tool that exists and fails is an error, not "no GPU"');
+  });
+
+  it('with no GPU tool on PATH, starts with the explanation (no "no source" header, no clock) and says where to point it', () => {
+    const r = gpus([], envWithoutNvidiaSmi());
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trimEnd().split('\n');
+    assert.match(lines[0], /^No GPU found: nvidia-smi not found on PATH; .*amd-smi not found on PATH; rocm-smi not found on PATH\.$/);
+    assert.doesNotMatch(r.stdout, /no source/);
+    assert.doesNotMatch(r.stdout, /\d{1,2}:\d{2}:\d{2}/, 'no time of a reading that never happened');
+    assert.match(r.stdout, /--nvidia-smi PATH/);
+    const out = JSON.parse(gpus(['--json'], envWithoutNvidiaSmi()).stdout) as { source: string; noGpu?: boolean };
+    assert.equal(out.source, 'none');
+    assert.equal(out.noGpu, true);
+  });
+
+  it('a tool that exists and fails keeps its error, worded as one', () => {
+    const r = gpus([], fakeEnv('no-driver').env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Could not read the GPUs: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/m);
+    assert.doesNotMatch(r.stdout, /No GPU found/);
   });
 
   it('--watch --json prints one JSON line per sample', () => {
