@@ -88,6 +88,17 @@ describe('gpu-workbench lint', function () {
     assert.equal(readFileSync(join(dir, 'train.py'), 'utf8'), clean);
   });
 
+  it('counts lines as Python does: a lone \\r is a line break, in the report and for --fix', () => {
+    // One `\r\r` after the first line: the finding is still on line 9 (it was reported on line 7).
+    writeFileSync(join(dir, 'mac.py'), leak.replace('\n\n', '\r\r'));
+    writeFileSync(join(dir, 'mixed.py'), leak.replace(/\n/g, (_, i: number) => (i % 3 === 0 ? '\r' : i % 3 === 1 ? '\r\n' : '\n')));
+    const r = lint(dir, '--format', 'json', 'mac.py', 'mixed.py');
+    assert.deepEqual((JSON.parse(r.stdout) as { path: string; line: number; column: number }[]).map((f) => `${f.path}:${f.line}:${f.column}`), ['mac.py:9:9', 'mixed.py:9:9']);
+    writeFileSync(join(dir, 'old.py'), leak.replace(/\n/g, '\r'));
+    assert.equal(lint(dir, '--fix', 'old.py').code, 0);
+    assert.equal(readFileSync(join(dir, 'old.py'), 'utf8'), clean.replace(/\n/g, '\r'));
+  });
+
   it('exits 2 with a clear message on a bad option, an unknown rule, a missing path or an unreadable file', () => {
     assert.equal(lint(dir, '--frobnicate').code, 2);
     const format = lint(dir, '--format', 'xml');
