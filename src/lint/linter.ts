@@ -192,6 +192,11 @@ export class Linter {
     return this.parseErrors.get(path) ?? false;
   }
 
+  /** How much the workspace index holds (files, and names with an entry): empty once every file is removed. */
+  indexSize(): ReturnType<Workspace['size']> {
+    return this.workspace.size();
+  }
+
   hasFile(path: string): boolean {
     return this.workspace.get(path) !== undefined;
   }

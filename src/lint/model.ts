@@ -10,6 +10,7 @@
  */
 import { recorded, recordingNow, recordRoot, replay, track, unrecorded } from './deps';
 import { ancestors, child, childrenOf, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from './syntax';
+import { flatCopy } from './text';
 
 export interface FunctionInfo {
   readonly node: SyntaxNode;
@@ -206,8 +207,9 @@ export class FileModel {
     if (previous) this.carryFunctionFacts(previous);
   }
 
+  /** The node's text, as a copy: a slice would keep this version of the file alive wherever it is kept (text.ts). */
   src(node: SyntaxNode): string {
-    return this.text.slice(node.start, node.end);
+    return flatCopy(this.text.slice(node.start, node.end));
   }
 
   line(row: number): string {
