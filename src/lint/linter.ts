@@ -19,7 +19,7 @@ import { rule as missingNoGrad } from './rules/missingNoGrad';
 import { rule as missingSetEpoch } from './rules/missingSetEpoch';
 import { rule as modelToDeviceInLoop } from './rules/modelToDeviceInLoop';
 import { rule as samplerShuffle } from './rules/samplerShuffle';
-import { rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
+import { showsGpu, rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
 import { rule as volatileVariable } from './rules/volatileVariable';
 import { toSyntax, type SyntaxNode } from './syntax';
 import { lineBreakOf, pythonNewlines } from './text';
@@ -323,15 +323,15 @@ export class Linter {
 
 /**
  * The file-wide facts a statement's findings may depend on without a recorded lookup: the
- * model's (imports, model names, module-level grad switches) and the fixes' (indentation
- * unit, where `import torch` would go).
+ * model's (imports, model names, module-level grad switches), the fixes' (indentation
+ * unit, where `import torch` would go) and whether the text shows a GPU (tensors-kept-for-logging).
  */
 function sharedSignature(model: FileModel): string {
   let importRow = 0;
   for (const s of model.root.children) {
     if (s.type === 'import_statement' || s.type === 'import_from_statement' || s.type === 'future_import_statement') importRow = s.endRow + 1;
   }
-  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}`;
+  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}|${showsGpu(model)}`;
 }
 
 /** Moves a kept statement's findings through an edit; undefined when a position falls inside the edited span. */
