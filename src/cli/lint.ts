@@ -6,11 +6,12 @@
  * first, so a guard in a caller in another file counts. Output is compiler-style text,
  * `path:line:col: rule-id message`, or a JSON array with 1-based positions.
  * Exit status: 0 clean, 1 findings (of any severity: `--ignore` is how CI drops a rule),
- * 2 bad usage or an unreadable file.
+ * 2 bad usage, an unreadable file, or a named path that cannot be read. Nothing blocks on a
+ * FIFO or device; a subfolder that cannot be read is a warning on stderr.
  */
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
-import { walkPython } from '../lint/files';
+import { readRegularFile, reasonOf, walkPython } from '../lint/files';
 import { createLinter, isBinarySource, rules } from '../lint/linter';
 import type { Finding, LintOptions } from '../lint/types';
 
@@ -29,7 +30,8 @@ options:
 rules:
 ${rules.map((r) => `  ${r.id.padEnd(Math.max(...rules.map((x) => x.id.length)))} ${r.defaultSeverity.padEnd(8)} ${r.summary}`).join('\n')}
 
-exit status: 0 clean, 1 findings, 2 usage error or unreadable file`;
+exit status: 0 clean, 1 findings, 2 usage error or unreadable file (a folder inside a
+named folder that cannot be read is a warning, not an error)`;
 
 interface Args {
   paths: string[];
@@ -90,24 +92,40 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`gpu-workbench lint: ${args}\n\n${usage}\n`);
     return 2;
   }
+  let status = 0;
   const files: string[] = [];
   for (const p of args.paths) {
     const abs = resolve(p);
     let stat;
     try {
       stat = statSync(abs);
-    } catch {
-      process.stderr.write(`gpu-workbench lint: no such file or folder: ${p}\n`);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      process.stderr.write(`gpu-workbench lint: ${code === 'ENOENT' ? `no such file or folder: ${p}` : `cannot read ${p}: ${reasonOf(err)}`}\n`);
       return 2;
     }
-    if (stat.isDirectory()) walkPython(abs, files);
-    else files.push(abs);
+    if (stat.isDirectory()) {
+      walkPython(abs, files, Infinity, (path, why) => {
+        if (path === abs) {
+          process.stderr.write(`gpu-workbench lint: cannot read folder ${p}: ${why}\n`);
+          status = 2;
+        } else process.stderr.write(`gpu-workbench lint: warning: skipped ${display(path)}: ${why}\n`);
+      });
+    } else {
+      files.push(abs);
+    }
   }
-  let status = 0;
   const sources: { path: string; text: string }[] = [];
   for (const path of [...new Set(files)]) {
     try {
-      const text = readFileSync(path, 'utf8');
+      const read = readRegularFile(path);
+      if (!('text' in read)) {
+        // Only a path named on the command line gets here (the walk leaves such files out).
+        process.stderr.write(`gpu-workbench lint: cannot read ${display(path)}: it is ${read.kind}, not a file; skipped\n`);
+        status = 2;
+        continue;
+      }
+      const text = read.text;
       if (isBinarySource(text)) {
         process.stderr.write(`gpu-workbench lint: ${display(path)} is not Python source: it contains a NUL byte (a binary file?); skipped\n`);
         status = 2;
@@ -115,7 +133,7 @@ export async function run(argv: string[]): Promise<number> {
       }
       sources.push({ path, text });
     } catch (err) {
-      process.stderr.write(`gpu-workbench lint: cannot read ${display(path)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`);
+      process.stderr.write(`gpu-workbench lint: cannot read ${display(path)}: ${reasonOf(err)}\n`);
       status = 2;
     }
   }

@@ -1,6 +1,7 @@
 /** Text edits the rules offer as fixes, and applying them to a text. */
 import type { FileModel, FunctionInfo } from './model';
 import { descendants, type SyntaxNode } from './syntax';
+import { lineStarts } from './text';
 import type { Fix, Position, Range, TextEdit } from './types';
 
 export function rangeOf(node: SyntaxNode): Range {
@@ -79,13 +80,17 @@ export function torchSpelling(model: FileModel, name: string): { text: string; e
   return { text: `torch.${name}`, edits: [{ range: { start: at, end: at }, newText: 'import torch\n' }] };
 }
 
-/** Applies non-overlapping edits to `text`. Overlapping edits after the first are skipped. */
+/**
+ * Applies non-overlapping edits to `text`, whose lines end at `\r\n`, `\n` or a lone `\r` as in
+ * the editor. Overlapping edits after the first are skipped.
+ */
 export function applyEdits(text: string, edits: readonly TextEdit[]): string {
-  const starts = [0];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+  const starts = lineStarts(text);
   const offset = (p: Position): number => {
     const base = starts[Math.min(p.line, starts.length - 1)] ?? text.length;
-    const lineEnd = p.line + 1 < starts.length ? starts[p.line + 1] - 1 : text.length;
+    // A column past the end of its line stops before the line break (both characters of `\r\n`).
+    const next = starts[p.line + 1];
+    const lineEnd = next === undefined ? text.length : next - (next >= 2 && text[next - 2] === '\r' && text[next - 1] === '\n' ? 2 : 1);
     return p.line >= starts.length ? text.length : Math.min(base + p.character, lineEnd);
   };
   const resolved = edits.map((e, i) => ({ start: offset(e.range.start), end: offset(e.range.end), text: e.newText, i }));

@@ -19,9 +19,10 @@ import { rule as missingNoGrad } from './rules/missingNoGrad';
 import { rule as missingSetEpoch } from './rules/missingSetEpoch';
 import { rule as modelToDeviceInLoop } from './rules/modelToDeviceInLoop';
 import { rule as samplerShuffle } from './rules/samplerShuffle';
-import { rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
+import { showsGpu, rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
 import { rule as volatileVariable } from './rules/volatileVariable';
 import { toSyntax, type SyntaxNode } from './syntax';
+import { lineBreakOf, pythonNewlines } from './text';
 import type { Finding, Fix, LintOptions, Position, Range, RawFinding, TextEdit } from './types';
 import { Workspace } from './workspace';
 
@@ -81,8 +82,12 @@ export class Linter {
     private readonly options: LinterOptions = {},
   ) {}
 
-  /** Adds or replaces a file in the workspace index (incrementally re-parsed when known). */
-  setFile(path: string, text: string): void {
+  /**
+   * Adds or replaces a file in the workspace index (incrementally re-parsed when known). The
+   * engine reads lone `\r`s as `\n` (text.ts): rows then count lines as Python and the editor do.
+   */
+  setFile(path: string, source: string): void {
+    const text = pythonNewlines(source);
     const known = this.workspace.get(path);
     if (known && known.text === text) return;
     let root: SyntaxNode;
@@ -187,6 +192,11 @@ export class Linter {
     return this.parseErrors.get(path) ?? false;
   }
 
+  /** How much the workspace index holds (files, and names with an entry): empty once every file is removed. */
+  indexSize(): ReturnType<Workspace['size']> {
+    return this.workspace.size();
+  }
+
   hasFile(path: string): boolean {
     return this.workspace.get(path) !== undefined;
   }
@@ -285,14 +295,16 @@ export class Linter {
    * Applies the first fix of every finding, re-lints, and repeats until nothing fixable is
    * left (at most `maxPasses` times). Each pass fixes one rule only, in the order of `rules`,
    * because fixing a cause (a missing `no_grad`) often removes its effects (an accumulated
-   * output that no longer has a graph). Returns the new text; the file is updated in the index.
+   * output that no longer has a graph). Inserted lines end like the file's first line break.
+   * Returns the new text; the file is updated in the index.
    */
   fixFile(path: string, text: string, options: LintOptions = {}, maxPasses = 10): string {
     let current = text;
     for (let pass = 0; pass < maxPasses; pass++) {
       const findings = this.lintFile(path, current, options).filter((f) => f.fixes.length > 0);
       const first = this.rules.find((r) => findings.some((f) => f.ruleId === r.id));
-      const edits: TextEdit[] = combineFixes(findings.filter((f) => f.ruleId === first?.id).map((f) => f.fixes[0]));
+      const eol = lineBreakOf(current);
+      const edits: TextEdit[] = combineFixes(findings.filter((f) => f.ruleId === first?.id).map((f) => f.fixes[0])).map((e) => (eol === '\n' ? e : { range: e.range, newText: e.newText.replace(/\n/g, eol) }));
       if (edits.length === 0) break;
       const next = applyEdits(current, edits);
       if (next === current) break;
@@ -311,15 +323,15 @@ export class Linter {
 
 /**
  * The file-wide facts a statement's findings may depend on without a recorded lookup: the
- * model's (imports, model names, module-level grad switches) and the fixes' (indentation
- * unit, where `import torch` would go).
+ * model's (imports, model names, module-level grad switches), the fixes' (indentation
+ * unit, where `import torch` would go) and whether the text shows a GPU (tensors-kept-for-logging).
  */
 function sharedSignature(model: FileModel): string {
   let importRow = 0;
   for (const s of model.root.children) {
     if (s.type === 'import_statement' || s.type === 'import_from_statement' || s.type === 'future_import_statement') importRow = s.endRow + 1;
   }
-  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}`;
+  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}|${showsGpu(model)}`;
 }
 
 /** Moves a kept statement's findings through an edit; undefined when a position falls inside the edited span. */

@@ -6,15 +6,25 @@
 import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
 import { recorded, recordingNow, replay, track, unrecorded } from './deps';
 import { descendants } from './syntax';
+import { flatCopy } from './text';
 
 type ByName<T> = Map<string, Map<string, T[]>>;
 
 function add<T>(index: ByName<T>, name: string, path: string, value: T): void {
   let perFile = index.get(name);
-  if (!perFile) index.set(name, (perFile = new Map<string, T[]>()));
+  // A new key is a copy: a name sliced from the source would keep that whole text alive as long as the key lives.
+  if (!perFile) index.set(flatCopy(name), (perFile = new Map<string, T[]>()));
   const list = perFile.get(path) ?? [];
   list.push(value);
   perFile.set(path, list);
+}
+
+/** Takes `path`'s entries out of the index; a name nothing defines any more goes too. */
+function drop<T>(index: ByName<T>, names: readonly string[], path: string): void {
+  for (const n of names) {
+    const perFile = index.get(n);
+    if (perFile?.delete(path) && perFile.size === 0) index.delete(n);
+  }
 }
 
 /** Everything by that name, files in path order: answers must not depend on the order files were (re)indexed in. */
@@ -67,8 +77,6 @@ export class Workspace implements WorkspaceFacts {
   private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[] }>();
   private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   private memoGeneration = -1;
-  /** The generation at which each path was last set or removed, for `changedElsewhere`. */
-  private readonly changedAt = new Map<string, number>();
   /** The latest change, and the latest change to any other file than that one, for `changedOutside`. */
   private last = { path: '', generation: 0 };
   private lastOther = 0;
@@ -103,7 +111,6 @@ export class Workspace implements WorkspaceFacts {
   }
 
   private noteChange(path: string): void {
-    this.changedAt.set(path, this.generation);
     if (path === this.last.path) this.last.generation = this.generation;
     else {
       this.lastOther = this.last.generation;
@@ -118,16 +125,23 @@ export class Workspace implements WorkspaceFacts {
 
   /** Has any file other than `path` been set or removed since `generation`? */
   changedElsewhere(path: string, generation: number): boolean {
-    for (const [p, g] of this.changedAt) if (p !== path && g > generation) return true;
-    return false;
+    return this.changedOutside(path) > generation;
+  }
+
+  /**
+   * How much the index holds: files, and names with an entry (a removed or changed file's
+   * names go with it: a server that has seen many files must not keep them all).
+   */
+  size(): { files: number; functions: number; classes: number; sites: number } {
+    return { files: this.files.size, functions: this.functions.size, classes: this.classes.size, sites: this.sites.size };
   }
 
   remove(path: string): void {
     const names = this.namesByFile.get(path);
     if (!names) return;
-    for (const n of names.functions) this.functions.get(n)?.delete(path);
-    for (const n of names.classes) this.classes.get(n)?.delete(path);
-    for (const n of names.sites) this.sites.get(n)?.delete(path);
+    drop(this.functions, names.functions, path);
+    drop(this.classes, names.classes, path);
+    drop(this.sites, names.sites, path);
     this.namesByFile.delete(path);
     this.files.delete(path);
     this.generation++;

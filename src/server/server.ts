@@ -225,6 +225,7 @@ documents.onDidClose((e) => {
   findingsCache.delete(e.document.uri);
   settingsCache.delete(e.document.uri);
   clearTimeout(pushTimers.get(e.document.uri));
+  pushTimers.delete(e.document.uri);
   if (!pullDiagnostics) void connection.sendDiagnostics({ uri: e.document.uri, diagnostics: [] });
   // An untitled document is gone; a file stays in the index with what is on disk.
   const path = pathOf(e.document.uri);

@@ -4,6 +4,7 @@
  * statement whose syntax tree was reused.
  */
 import { child, childrenOf, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { flatCopy } from '../text';
 import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, lastBindingIn, lastName, type ScopeData, torchFamily, type WorkspaceFacts } from './types';
 
 export abstract class ModelImports {
@@ -40,8 +41,9 @@ export abstract class ModelImports {
     if (previous) this.carryFunctionFacts(previous);
   }
 
+  /** The node's text, as a copy: a slice would keep this version of the file alive wherever it is kept (text.ts). */
   src(node: SyntaxNode): string {
-    return this.text.slice(node.start, node.end);
+    return flatCopy(this.text.slice(node.start, node.end));
   }
 
   line(row: number): string {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../../paths';
@@ -12,7 +12,23 @@ const clean = leak.replace('total += loss', 'total += loss.item()');
 const dataParallel = `import torch\n\nmodel = torch.nn.DataParallel(torch.nn.Linear(4, 2))\n`;
 
 function lint(cwd: string, ...args: string[]) {
-  const r = spawnSync(process.execPath, [cli, 'lint', ...args], { cwd, encoding: 'utf8' });
+  // The deadline only turns "blocked forever" (a FIFO) into a failure instead of a hung suite.
+  const r = spawnSync(process.execPath, [cli, 'lint', ...args], { cwd, encoding: 'utf8', timeout: 25_000 });
+  assert.equal(r.signal, null, `the CLI did not finish: ${r.stderr}`);
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const hasTool = (tool: string, ...args: string[]): boolean => spawnSync(tool, args, { stdio: 'ignore' }).status === 0;
+
+/**
+ * The CLI as a user that file permissions apply to. Root reads any folder, so as root (CI
+ * containers) it runs as `nobody` through setpriv; undefined when that is not possible.
+ */
+function lintDenied(cwd: string, ...args: string[]): { code: number | null; stdout: string; stderr: string } | undefined {
+  if (process.getuid?.() !== 0) return lint(cwd, ...args);
+  if (!hasTool('setpriv', '--version')) return undefined;
+  const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, cli, 'lint', ...args], { cwd, encoding: 'utf8', timeout: 25_000 });
+  assert.equal(r.signal, null, `the CLI did not finish: ${r.stderr}`);
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -88,6 +104,17 @@ describe('gpu-workbench lint', function () {
     assert.equal(readFileSync(join(dir, 'train.py'), 'utf8'), clean);
   });
 
+  it('counts lines as Python does: a lone \\r is a line break, in the report and for --fix', () => {
+    // One `\r\r` after the first line: the finding is still on line 9 (it was reported on line 7).
+    writeFileSync(join(dir, 'mac.py'), leak.replace('\n\n', '\r\r'));
+    writeFileSync(join(dir, 'mixed.py'), leak.replace(/\n/g, (_, i: number) => (i % 3 === 0 ? '\r' : i % 3 === 1 ? '\r\n' : '\n')));
+    const r = lint(dir, '--format', 'json', 'mac.py', 'mixed.py');
+    assert.deepEqual((JSON.parse(r.stdout) as { path: string; line: number; column: number }[]).map((f) => `${f.path}:${f.line}:${f.column}`), ['mac.py:9:9', 'mixed.py:9:9']);
+    writeFileSync(join(dir, 'old.py'), leak.replace(/\n/g, '\r'));
+    assert.equal(lint(dir, '--fix', 'old.py').code, 0);
+    assert.equal(readFileSync(join(dir, 'old.py'), 'utf8'), clean.replace(/\n/g, '\r'));
+  });
+
   it('exits 2 with a clear message on a bad option, an unknown rule, a missing path or an unreadable file', () => {
     assert.equal(lint(dir, '--frobnicate').code, 2);
     const format = lint(dir, '--format', 'xml');
@@ -109,6 +136,59 @@ describe('gpu-workbench lint', function () {
     assert.equal(unreadable.code, 2);
     assert.match(unreadable.stderr, /cannot read dangling\.py: ENOENT/);
     assert.match(unreadable.stdout, /train\.py:9:9/, 'the readable files are still linted');
+  });
+
+  it('never blocks on a FIFO: a named one is an error (exit 2), one found in a folder is a warning', function () {
+    if (!hasTool('mkfifo', '--version')) this.skip(); // no mkfifo (Windows): nothing to test
+    writeFileSync(join(dir, 'train.py'), leak);
+    mkdirSync(join(dir, 'src'));
+    spawnSync('mkfifo', [join(dir, 'x.py')]);
+    spawnSync('mkfifo', [join(dir, 'src', 'pipe.py')]);
+    symlinkSync(join(dir, 'x.py'), join(dir, 'src', 'link.py'));
+    const named = lint(dir, 'x.py', 'train.py');
+    assert.equal(named.code, 2);
+    assert.match(named.stderr, /cannot read x\.py: it is a named pipe \(FIFO\), not a file; skipped/);
+    assert.match(named.stdout, /^train\.py:9:9/, 'the other file is still linted');
+    const walked = lint(dir, 'src', 'train.py');
+    assert.equal(walked.code, 1, walked.stderr);
+    assert.match(walked.stderr, /warning: skipped src\/link\.py: a named pipe \(FIFO\), not a file/);
+    assert.match(walked.stderr, /warning: skipped src\/pipe\.py: a named pipe \(FIFO\), not a file/);
+  });
+
+  it('says why a named path cannot be read: a symlink loop is ELOOP, not "no such file"', () => {
+    symlinkSync('loop.py', join(dir, 'loop.py'));
+    writeFileSync(join(dir, 'train.py'), leak);
+    const r = lint(dir, 'loop.py', 'train.py');
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /cannot read loop\.py: ELOOP \(too many levels of symbolic links/);
+    assert.doesNotMatch(r.stderr, /no such file/);
+    const walked = lint(dir);
+    assert.equal(walked.code, 2);
+    assert.match(walked.stderr, /cannot read loop\.py: ELOOP/);
+  });
+
+  it('exits 2 naming the folder when a named folder cannot be read, and warns about unreadable subfolders', function () {
+    chmodSync(dir, 0o755); // mkdtemp's folder is private; the other user must get in
+    mkdirSync(join(dir, 'locked'));
+    writeFileSync(join(dir, 'locked', 'hidden.py'), leak);
+    mkdirSync(join(dir, 'src', 'private'), { recursive: true });
+    writeFileSync(join(dir, 'src', 'train.py'), leak);
+    writeFileSync(join(dir, 'src', 'private', 'x.py'), leak);
+    chmodSync(join(dir, 'locked'), 0o000);
+    chmodSync(join(dir, 'src', 'private'), 0o000);
+    try {
+      const named = lintDenied(dir, '--json', 'locked');
+      if (!named) return this.skip(); // root without setpriv: nothing here can deny a read
+      assert.equal(named.code, 2);
+      assert.match(named.stderr, /cannot read folder locked: EACCES \(permission denied\)/);
+      const walked = lintDenied(dir, 'src');
+      assert.equal(walked?.code, 1, walked?.stderr);
+      assert.match(walked?.stderr ?? '', /warning: skipped src\/private: EACCES \(permission denied\)/);
+      assert.match(walked?.stdout ?? '', /^src\/train\.py:9:9/);
+    } finally {
+      chmodSync(join(dir, 'locked'), 0o755);
+      chmodSync(join(dir, 'src', 'private'), 0o755);
+    }
   });
 
   it('skips a binary *.py (a NUL byte: not Python) at once with a message naming it, and lints the rest', () => {

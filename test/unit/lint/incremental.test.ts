@@ -175,6 +175,31 @@ describe('incremental re-analysis', function () {
     assert.deepEqual(seen, ['', '', '', '19:missing-set-epoch', '']);
   });
 
+  it('re-analyses the statements before a GPU mention typed at the end (tensors-kept-for-logging needs one in the file)', () => {
+    const path = '/incremental/gpu-evidence.py';
+    const cpu = readFixtures(join(lintFixtures, 'bad'), (n) => n === 'eval_outputs_kept.py')[0].text.split('\n\nif __name__')[0].replace(/gpu/gi, 'xpu');
+    const seen = lintSteps(path, [cpu, `${cpu}\n\nDEVICE = "cuda"\n`, cpu]);
+    assert.deepEqual(seen, ['', '14:tensors-kept-for-logging 15:tensors-kept-for-logging 29:tensors-kept-for-logging', '']);
+  });
+
+  it('reads the file for GPU evidence once per version, not once per statement (it was 6% of linting torch)', () => {
+    const body = Array.from({ length: 300 }, (_, i) => `def step_${i}(model, x):\n    return model(x)\n`).join('\n');
+    let scans = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const test = RegExp.prototype.test;
+    RegExp.prototype.test = function (this: RegExp, s: string): boolean {
+      if (this.source.includes('local_rank')) scans++;
+      return test.call(this, s);
+    };
+    try {
+      fresh.lintFile('/incremental/many.py', `import torch\n\n${body}`);
+    } finally {
+      RegExp.prototype.test = test;
+      fresh.removeFile('/incremental/many.py');
+    }
+    assert.equal(scans, 1);
+  });
+
   it('equals a fresh analysis when another file of the workspace changes', () => {
     const files = readFixtures(join(lintFixtures, 'workspace', 'unguarded'));
     const main = files.find((f) => f.name === 'main.py');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinter, type Linter } from '../../../src/lint/linter';
@@ -73,6 +73,33 @@ describe('Linter', () => {
 
   it('reports nothing for a file that does not import torch', () => {
     assert.deepEqual(linter.lintFile('/ws/plain.py', hazard.replace('import torch', 'import numpy')), []);
+  });
+
+  it('counts \\r\\n, \\n and a lone \\r as line breaks, as Python and the editor do', () => {
+    const lines = hazard.split('\n');
+    const joined = (breaks: string[]) => lines.map((l, i) => (i < lines.length - 1 ? l + breaks[i % breaks.length] : l)).join('');
+    const at9 = { start: { line: 8, character: 8 }, end: { line: 8, character: 21 } };
+    for (const breaks of [['\r'], ['\r\n'], ['\n', '\r', '\r\n'], ['\r', '\r\n', '\n']]) {
+      const text = joined(breaks);
+      assert.deepEqual(linter.lintFile('/ws/breaks.py', text).map((f) => f.range), [at9], JSON.stringify(breaks));
+      assert.deepEqual(linter.lintFile('/ws/breaks.py', text.replace('total += loss', 'total += loss  # noqa')), [], `# noqa with ${JSON.stringify(breaks)}`);
+    }
+    // The report's case: one `\r\r` after the first line put the finding on line 7 instead of 9.
+    assert.deepEqual(linter.lintFile('/ws/crcr.py', hazard.replace('\n\n', '\r\r')).map((f) => f.range), [at9]);
+    // Edited in place (the server's incremental path): lines typed above with `\r` move the finding down.
+    const cr = joined(['\r']);
+    linter.lintFile('/ws/typed.py', cr);
+    const typed = cr.replace('def train', '# a\r# b\rdef train');
+    assert.deepEqual(linter.lintFile('/ws/typed.py', typed).map((f) => f.range.start), [{ line: 10, character: 8 }]);
+  });
+
+  it('fixes files with \\r or \\r\\n line breaks at the right place and keeps their line breaks', () => {
+    const text = readFileSync(join(lintFixtures, 'bad', 'eval_section.py'), 'utf8');
+    const fixed = readFileSync(join(lintFixtures, 'bad', 'eval_section.fixed.py'), 'utf8');
+    assert.equal(linter.fixFile('/ws/fix-lf.py', text), fixed);
+    for (const eol of ['\r', '\r\n']) {
+      assert.equal(linter.fixFile(`/ws/fix${JSON.stringify(eol)}.py`, text.replace(/\n/g, eol)), fixed.replace(/\n/g, eol), JSON.stringify(eol));
+    }
   });
 
   it('re-parses incrementally to the same findings as a fresh parse, edit after edit', async function () {

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DidChangeConfigurationNotification, HoverRequest, type Diagnostic, type MarkupContent } from 'vscode-languageserver-protocol/node';
+import { TextDocument } from 'vscode-languageserver-textdocument';
 import { applyEdits } from '../../../src/lint/fixes';
 import { fixtures } from '../../paths';
 import { Client, editsOf, pullCapabilities, waitFor } from './client';
@@ -62,6 +63,34 @@ describe('language server over JSON-RPC', function () {
     assert.match(fixed, /with torch\.no_grad\(\):\n {12}for x, y in holdout:\n {16}pred = model\(x\)/);
     await c.replace(uri, fixed, 2);
     assert.deepEqual(await c.pull(uri), []);
+  });
+
+  it('puts squiggles and quick fixes on the editor\'s lines when line breaks are \\r, \\r\\n or mixed', async () => {
+    client = await Client.start(pullCapabilities);
+    const c = client;
+    const lines = leak.split('\n');
+    const variants: Record<string, string> = {
+      cr: leak.replace(/\n/g, '\r'),
+      crlf: leak.replace(/\n/g, '\r\n'),
+      mixed: lines.map((l, i) => (i < lines.length - 1 ? l + ['\r', '\r\n', '\n'][i % 3] : l)).join(''),
+    };
+    for (const [name, text] of Object.entries(variants)) {
+      const uri = `file:///project/${name}.py`;
+      await c.open(uri, text);
+      const [d, ...rest] = await c.pull(uri);
+      assert.deepEqual(rest, [], name);
+      // Where VS Code's own TextDocument puts `total_loss += loss` (line 15 of the file, 0-based 14).
+      const doc = TextDocument.create(uri, 'python', 1, text);
+      const at = text.indexOf('total_loss += loss');
+      assert.deepEqual(d.range, { start: doc.positionAt(at), end: doc.positionAt(at + 'total_loss += loss'.length) }, name);
+      assert.equal(d.range.start.line, 14, name);
+      const [fix] = await c.actions(uri, [d]);
+      const fixed = TextDocument.applyEdits(doc, editsOf(fix, uri));
+      assert.equal(fixed, text.replace('total_loss += loss', 'total_loss += loss.item()'), name);
+      // Typed in place (an incremental change over JSON-RPC): the squiggle goes away.
+      await c.edit(uri, editsOf(fix, uri), 2);
+      assert.deepEqual(await c.pull(uri), [], `${name} after the fix`);
+    }
   });
 
   it('reads settings per document, and re-reads them when they change', async () => {
