@@ -17,6 +17,7 @@ import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, experimentDir } from '../tuning/experiment';
 import { readJournal } from '../tuning/journal';
 import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../tuning/spec';
+import { ApplyConfigError, describeDifferences, planBestConfig, type BestConfigPlan } from '../tuning/applyConfig';
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
@@ -268,7 +269,7 @@ export async function stopAllTuning(graceMs = shutdownGraceMs): Promise<void> {
 }
 
 function applyTarget(spec: TuneSpec): ResultsExperiment['apply'] {
-  return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job } : { kind: 'command' };
+  return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job, varied: spec.space.variedPaths() } : { kind: 'command' };
 }
 
 async function openTrialLog(dir: string, trialId: number): Promise<void> {
@@ -480,7 +481,7 @@ async function journalSource(entry: JournalEntry): Promise<ResultsSource> {
   try {
     const spec = file ?? parseSpec(header.spec, join(entry.dir, 'journal.jsonl'));
     const trial = header.spec.trial as { job?: unknown } | undefined;
-    const apply: ResultsExperiment['apply'] = file ? applyTarget(file) : typeof trial?.job === 'string' ? { kind: 'job', file: trial.job } : { kind: 'command' };
+    const apply: ResultsExperiment['apply'] = file ? applyTarget(file) : typeof trial?.job === 'string' ? { kind: 'job', file: trial.job, varied: spec.space.variedPaths() } : { kind: 'command' };
     setup = setupFromSpec(spec, header.name, totalTrials(spec), apply);
   } catch (err) {
     // A spec the current schema no longer takes: show the trials with their configs flattened.
@@ -578,15 +579,36 @@ async function applyBestConfig(model: ResultsModel, metric: string): Promise<voi
     return;
   }
   const shown = vscode.workspace.asRelativePath(uri);
-  const changed = await editConfigInEditor(doc, best.config, 'Apply Best Config');
-  if (!changed) return;
-  if (changed.length === 0) {
-    void vscode.window.showInformationMessage(`${shown} has the config of ${summary} already.`);
+  // Only the keys the search varied go in at once; the keys the experiment held fixed (its budget:
+  // epochs, data size, devices, strategy…) are the user's job settings, written only on request.
+  let plan: BestConfigPlan;
+  try {
+    plan = planBestConfig(doc.getText(), best.config, e.apply.varied, shown);
+  } catch (err) {
+    if (!(err instanceof ApplyConfigError)) throw err;
+    void vscode.window.showErrorMessage(`Apply Best Config: ${err.message}`);
     return;
   }
+  const changed = await editConfigInEditor(doc, plan.tuned, 'Apply Best Config');
+  if (!changed) return;
   // VS Code for the Web (code-server) auto-saves by default; say "not saved" only when it stays so.
-  const unsaved = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' ? '; the file is not saved yet' : '';
-  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved}.`);
+  const unsaved = (): string => (vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' && doc.isDirty ? '; the file is not saved yet' : '');
+  const done = changed.length === 0
+    ? `${shown} has the tuned values of ${summary} already.`
+    : `Applied the config of ${summary} to ${shown}: ${changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved()}.`;
+  if (plan.differences.length === 0) {
+    void vscode.window.showInformationMessage(changed.length === 0 ? `${shown} has the config of ${summary} already.` : done);
+    return;
+  }
+  const also = 'Also Apply the Fixed Values';
+  const choice = await vscode.window.showInformationMessage(
+    `${done} The experiment also held fixed values that differ from the file's, kept as the file has them: ${describeDifferences(plan.differences)}.`,
+    also,
+  );
+  if (choice !== also) return;
+  const more = await editConfigInEditor(doc, plan.fixed, 'Apply Best Config');
+  if (!more || more.length === 0) return;
+  void vscode.window.showInformationMessage(`Applied the experiment's fixed values to ${shown} too: ${more.join(', ')}. Undo (Ctrl+Z) takes them back${unsaved()}.`);
 }
 
 async function applyBestCommand(): Promise<void> {
