@@ -22,6 +22,7 @@ import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam }
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
 import { restoreTarget, type JournalEntry } from './tuningRestore';
+import { TrialTerminal, trialExecution } from './trialTerminal';
 
 export const trialTaskType = 'gpuWorkbench.trial';
 
@@ -34,61 +35,6 @@ export interface TrialTaskDefinition extends vscode.TaskDefinition {
 }
 
 const untrustedMessage = 'GPU Workbench: tuning runs the trial commands of your workspace, so it is disabled until you trust this workspace (Manage Workspace Trust).';
-
-/**
- * A trial's terminal: the trial's own output, written as it comes (buffered until VS Code opens
- * the terminal), then the reason it ended; closing it (or Terminate Task, or Ctrl-C in it) stops the trial.
- */
-class TrialTerminal implements vscode.Pseudoterminal {
-  private readonly writeEmitter = new vscode.EventEmitter<string>();
-  private readonly closeEmitter = new vscode.EventEmitter<number>();
-  readonly onDidWrite = this.writeEmitter.event;
-  readonly onDidClose = this.closeEmitter.event;
-  private opened = false;
-  private closed = false;
-  private pending: string[] = [];
-  private exitCode: number | undefined;
-
-  constructor(private readonly header: string, private readonly onTerminate: () => void) {}
-
-  open(): void {
-    this.opened = true;
-    this.writeEmitter.fire(`\x1b[2m${this.header}\x1b[0m\r\n`);
-    for (const text of this.pending.splice(0)) this.writeEmitter.fire(text);
-    if (this.exitCode !== undefined) this.fireClose();
-  }
-
-  /** The user closed the terminal or terminated the task. */
-  close(): void {
-    if (this.exitCode === undefined) this.onTerminate();
-    this.closed = true;
-  }
-
-  handleInput(data: string): void {
-    if (data === '\x03' && this.exitCode === undefined) this.onTerminate();
-  }
-
-  write(text: string): void {
-    if (this.closed) return;
-    const t = text.replace(/\r?\n/g, '\r\n');
-    if (this.opened) this.writeEmitter.fire(t);
-    else this.pending.push(t);
-  }
-
-  /** The trial ended: say why, and end the task with this exit code. */
-  end(code: number, message: string): void {
-    if (this.exitCode !== undefined) return;
-    this.write(`\r\n${message}\r\n`);
-    this.exitCode = code;
-    if (this.opened) this.fireClose();
-  }
-
-  private fireClose(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.closeEmitter.fire(this.exitCode ?? 0);
-  }
-}
 
 /** One running experiment in this window. */
 class TuningSession implements ResultsSource {
@@ -236,12 +182,21 @@ class TuningSession implements ResultsSource {
     const entry: { terminal: TrialTerminal; name: string; execution?: vscode.TaskExecution } = { terminal, name };
     this.terminals.set(trialId, entry);
     const definition: TrialTaskDefinition = { type: trialTaskType, experiment: this.name, trial: trialId, attempt };
-    const task = new vscode.Task(definition, this.folder ?? vscode.TaskScope.Workspace, name, 'GPU Workbench', new vscode.CustomExecution(() => Promise.resolve(terminal)));
+    const callback = trialExecution(terminal, () => this.rerunRefusal(trialId));
+    const task = new vscode.Task(definition, this.folder ?? vscode.TaskScope.Workspace, name, 'GPU Workbench', new vscode.CustomExecution(callback));
     task.presentationOptions = { reveal: vscode.TaskRevealKind.Silent, panel: vscode.TaskPanelKind.Dedicated, focus: false, clear: false, echo: false, showReuseMessage: false };
     vscode.tasks.executeTask(task).then(
       (execution) => { entry.execution = execution; },
       (err: unknown) => log.warn(`Tuning ${this.name}: cannot show trial ${trialId} as a task (${String(err)}); its output is in trial_${trialId}.log`),
     );
+  }
+
+  /** What "Rerun Task" on a trial's task prints: a trial does not run outside its experiment. */
+  private rerunRefusal(trialId: number): string {
+    const status = this.model.row(trialId)?.status;
+    const state = status === 'done' ? 'has finished' : status === 'failed' ? 'has failed' : status === 'running' || status === 'pending' ? 'is still running' : 'was stopped';
+    return `\x1b[33mRerun Task does not run trial ${trialId} again (it ${state}): a trial runs only as part of its experiment ${this.name}. `
+      + `Its output is in ${join(this.experiment.dir, `trial_${trialId}.log`)}; to run trials again, run Tune Hyperparameters… on the spec.\x1b[0m`;
   }
 
   private endTask(trialId: number, code: number, message: string): void {
