@@ -193,8 +193,11 @@ class TuningSession implements ResultsSource {
 
   /** What "Rerun Task" on a trial's task prints: a trial does not run outside its experiment. */
   private rerunRefusal(trialId: number): string {
-    const status = this.model.row(trialId)?.status;
-    const state = status === 'done' ? 'has finished' : status === 'failed' ? 'has failed' : status === 'running' || status === 'pending' ? 'is still running' : 'was stopped';
+    const row = this.model.row(trialId);
+    const state = row?.status === 'done' || (row?.status === 'stopped' && row.stopReason === 'maxT') ? 'has finished'
+      : row?.status === 'failed' ? 'has failed'
+        : row?.status === 'running' || row?.status === 'pending' ? 'is still running'
+          : row?.stopReason === 'asha' ? 'was stopped by ASHA' : 'was stopped';
     return `\x1b[33mRerun Task does not run trial ${trialId} again (it ${state}): a trial runs only as part of its experiment ${this.name}. `
       + `Its output is in ${join(this.experiment.dir, `trial_${trialId}.log`)}; to run trials again, run Tune Hyperparameters… on the spec.\x1b[0m`;
   }
