@@ -19,13 +19,15 @@ GPU_WORKBENCH_CONFIG and \${config.<name>} placeholders, reporting lines such as
 .gpu-workbench/experiments/<name>/ under the current folder.
 
 options:
-  --json         print the events as JSON, one per line; the last is
+  --json         print the events as JSON, one per line and nothing else on stdout (no
+                 table); the last is
                  {"type":"experiment/done","best":{"trialId","config","metric"},...}
   --resume       continue the experiment's journal: finished trials are kept, trials that
                  were running are run again, the search carries on where it was
   --name NAME    the experiment's name (default: the spec's "name", else its file name)
   --gpus N       GPUs to share out (default: as many as nvidia-smi / rocm-smi report)
-  --interval S   without a terminal: print the table every S seconds (default 5)
+  --interval S   without a terminal and without --json: print the table every S seconds
+                 (default 5)
   -h, --help     show this help
 
 Ctrl-C stops every trial (SIGTERM, then SIGKILL after stopGraceSeconds); --resume re-runs them.
@@ -201,7 +203,9 @@ export async function run(argv: string[]): Promise<number> {
     } else process.stdout.write(`${table}\n\n`);
   };
   let pending: NodeJS.Timeout | null = null;
-  const timer = tty ? null : setInterval(draw, o.intervalS * 1000);
+  // Without a terminal the table is printed every few seconds; with --json stdout is JSON lines
+  // for jq or a file, so the table is not printed at all (the events say the same).
+  const timer = tty || o.json ? null : setInterval(draw, o.intervalS * 1000);
   timer?.unref();
   experiment.onEvent((e: TuneEvent) => {
     if (o.json) {

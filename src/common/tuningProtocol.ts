@@ -51,7 +51,12 @@ export interface ResultsExperiment {
   readonly state: 'running' | 'done' | 'stopped' | 'journal';
   readonly best: { readonly trialId: number; readonly metric: number } | null;
   /** What "Apply Best Config" does: write into the job file, or offer the config JSON (command trials). */
-  readonly apply: { readonly kind: 'job'; readonly file: string } | { readonly kind: 'command' };
+  readonly apply: {
+    readonly kind: 'job';
+    readonly file: string;
+    /** The keys the search varied (key paths): what Apply Best Config writes without asking. */
+    readonly varied: ReadonlyArray<readonly string[]>;
+  } | { readonly kind: 'command' };
 }
 
 /** Sent by the extension host to the results page. */

@@ -5,7 +5,7 @@
  * own indentation survive. Pure text in, text (or one minimal edit) out: the VS Code layer turns
  * the edit into a WorkspaceEdit the user can undo.
  */
-import { applyEdits, findNodeAtLocation, modify, parseTree, printParseErrorCode, type FormattingOptions, type Node, type ParseError } from 'jsonc-parser';
+import { applyEdits, findNodeAtLocation, getNodeValue, modify, parseTree, printParseErrorCode, type FormattingOptions, type Node, type ParseError } from 'jsonc-parser';
 import type { Config } from './space';
 
 /** A file the config cannot go into; the message names the file and the JSON path. */
@@ -111,4 +111,69 @@ export function applyConfigToJson(text: string, config: Config, file = '<job>'):
     current = applyEdits(current, modify(current, path, value, { formattingOptions }));
   }
   return { text: current, edit: minimalReplacement(text, current), paths, changed };
+}
+
+/** A key the experiment held fixed whose value differs from the job file's. */
+export interface FixedDifference {
+  /** JSON pointer (`/data/mnist/trainSize`). */
+  readonly path: string;
+  /** The file's value; undefined when the file lacks the key. */
+  readonly file: unknown;
+  /** The experiment's value. */
+  readonly experiment: unknown;
+}
+
+export interface BestConfigPlan {
+  /** The keys the search varied, with the best trial's values: what Apply Best Config writes. */
+  readonly tuned: Config;
+  /** The keys the experiment held fixed (its budget: epochs, data size, devices…), not written unless the user asks. */
+  readonly fixed: Config;
+  /** Of the fixed keys, those whose value differs from the file's, for the user to choose. */
+  readonly differences: readonly FixedDifference[];
+}
+
+function setAt(target: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  let o = target;
+  for (const k of path.slice(0, -1)) {
+    if (!isPlainObject(o[k])) o[k] = {};
+    o = o[k] as Record<string, unknown>;
+  }
+  o[path[path.length - 1]] = value;
+}
+
+/**
+ * Splits the best trial's `config` into the keys the search space varies (`varied`, key paths
+ * from `Space.variedPaths()`; null when the spec is unknown, so nothing counts as tuned) and the
+ * keys it held fixed, and lists the fixed keys whose value differs from the job file's `text`.
+ * Throws ApplyConfigError for a file that cannot take the config (as applyConfigToJson).
+ */
+export function planBestConfig(text: string, config: Config, varied: ReadonlyArray<readonly string[]> | null, file = '<job>'): BestConfigPlan {
+  const tuned: Record<string, unknown> = {};
+  const fixed: Record<string, unknown> = {};
+  const isVaried = (path: readonly string[]): boolean => (varied ?? []).some((v) => v.length <= path.length && v.every((k, i) => path[i] === k));
+  for (const { path, value } of leaves(config)) {
+    if (value === undefined) continue;
+    setAt(isVaried(path) ? tuned : fixed, path, value);
+  }
+  // Validates the file for both parts; what the fixed part would change is the difference.
+  applyConfigToJson(text, tuned, file);
+  const changed = new Set(applyConfigToJson(text, fixed, file).changed);
+  const tree = parseTree(text, [], { allowTrailingComma: true }) as Node;
+  const differences: FixedDifference[] = [];
+  for (const { path, value } of leaves(fixed)) {
+    if (!changed.has(pointer(path))) continue;
+    const node = findNodeAtLocation(tree, path);
+    differences.push({ path: pointer(path), file: node ? getNodeValue(node) as unknown : undefined, experiment: value });
+  }
+  return { tuned, fixed, differences };
+}
+
+/** `/strategy "ddp" → "single", /epochs 2 → 4` for a message; a key the file lacks reads "(not set)". */
+export function describeDifferences(differences: readonly FixedDifference[]): string {
+  const show = (v: unknown): string => {
+    if (v === undefined) return '(not set)';
+    const j = JSON.stringify(v);
+    return j.length > 40 ? `${j.slice(0, 39)}…` : j;
+  };
+  return differences.map((d) => `${d.path} ${show(d.file)} → ${show(d.experiment)}`).join(', ');
 }

@@ -129,6 +129,22 @@ export class Space {
     return buildNode(this.root, params) as Config;
   }
 
+  /**
+   * The keys of the config that differ between trials, as key paths (`[['optimizer',
+   * 'learningRate'], ['batchSize']]`): every dimension but a one-value grid or choice; a dimension
+   * inside a choice option counts as its choice (the option decides the whole object). The other
+   * keys are the experiment's fixed budget (`"epochs": 4`), the same in every trial.
+   */
+  variedPaths(): string[][] {
+    const out = new Map<string, string[]>();
+    for (const d of this.dims) {
+      const top = d.path.split('[')[0];
+      if (top === d.path && (d.kind === 'grid' || d.kind === 'categorical') && d.size <= 1) continue;
+      out.set(top, top.split('.'));
+    }
+    return [...out.values()];
+  }
+
   /** The config's leaves by path, for a table or a task name: `{lr: 0.01, 'optimizer': 'sgd', ...}`. */
   flatConfig(params: Params): Record<string, unknown> {
     const out: Record<string, unknown> = {};

@@ -27,7 +27,7 @@ const experiment: ResultsExperiment = {
   totalTrials: 12,
   state: 'running',
   best: { trialId: 3, metric: 0.118 },
-  apply: { kind: 'job', file: '/ws/mnist.job.json' },
+  apply: { kind: 'job', file: '/ws/mnist.job.json', varied: [['lr'], ['batch_size'], ['optimizer']] },
   params: [{ name: 'lr', scale: 'log' }, { name: 'batch_size', scale: 'category' }, { name: 'optimizer', scale: 'category' }],
 };
 

@@ -2,10 +2,12 @@
  * "Apply Best Config" on job trials, in a real VS Code (code-server 4.100.3 + Debian chromium),
  * issue 6 item 5: a throwaway workspace holds a tiny MNIST job file (single device, 500/200
  * samples, 2 epochs) written with its own formatting (tabs, one-line objects, odd spacing) and a
- * spec whose trials run that job over a 2-point grid of `optimizer.learningRate`. F1 → "GPU
- * Workbench: Tune Hyperparameters…" runs both; the finish message's "Apply Best Config" edits the
- * job file in an editor: only the learning rate changes (to the best trial's, as the journal
- * records it), the file's formatting survives byte for byte, and Ctrl+Z takes the edit back.
+ * spec whose trials run that job over a 2-point grid of `optimizer.learningRate`, for 1 epoch
+ * (the file says 2). F1 → "GPU Workbench: Tune Hyperparameters…" runs both; the finish message's
+ * "Apply Best Config" edits the job file in an editor: only the learning rate changes (to the best
+ * trial's, as the journal records it), not the epochs the experiment held fixed (issue 11 item 3:
+ * those are offered, not written), the file's formatting survives byte for byte, and Ctrl+Z takes
+ * the edit back.
  */
 import * as assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,7 +48,8 @@ function applyWorkspace(): { dir: string; jobFile: string; original: string } {
   writeFileSync(jobFile, original);
   const spec = {
     name: experimentName,
-    space: { optimizer: { learningRate: { grid } } },
+    // The experiment's budget: fixed in every trial, and not the job file's (2 epochs).
+    space: { optimizer: { learningRate: { grid } }, epochs: 1 },
     search: { algorithm: 'grid', seed: 1 },
     metric: 'accuracy',
     mode: 'max',
@@ -157,7 +160,10 @@ describe('e2e: Apply Best Config edits the job file', function () {
     if (!(await toast.isVisible())) await runCommand(page, 'Notifications: Show Notifications');
     await toast.locator('.monaco-button', { hasText: 'Apply Best Config' }).click({ timeout: 30_000 });
 
-    await waitForNotification(page, new RegExp(`Applied the config of trial ${best.trialId} .* to ${jobName.replace(/\./g, '\\.')}: /optimizer/learningRate`), 60_000);
+    const message = await waitForNotification(page, new RegExp(`Applied the config of trial ${best.trialId} .* to ${jobName.replace(/\./g, '\\.')}: /optimizer/learningRate\\.`), 60_000);
+    // The epochs the experiment held fixed are offered, not written.
+    assert.match(message, /held fixed values that differ from the file's, kept as the file has them: \/epochs 2 → 1\b/, message);
+    await notification(page, 'Applied the config').locator('.monaco-button', { hasText: 'Also Apply the Fixed Values' }).waitFor({ timeout: 10_000 });
     // The editor is open on the job file with the new value, selected.
     await page.locator('.tabs-container .tab.active', { hasText: jobName }).waitFor({ timeout: 30_000 });
     const shown = await waitUntil('the editor to show the best learning rate', 30_000, async () => {

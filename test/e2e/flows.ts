@@ -4,7 +4,7 @@
  * and the processes a test's own server left behind. Every wait has a deadline.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, FrameLocator, Locator, Page } from 'playwright-core';
@@ -106,6 +106,9 @@ export function tuningWorkspace(): { dir: string; specFile: string; name: string
   spec.scheduler = { type: 'asha', maxT: 9, gracePeriod: 1, reductionFactor: 3 };
   const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-tuning-'));
   copyFileSync(join(src, 'train.py'), join(dir, 'train.py'));
+  // The DOM renderer, so that a test can read the trial terminals' text.
+  mkdirSync(join(dir, '.vscode'));
+  writeFileSync(join(dir, '.vscode', 'settings.json'), `${JSON.stringify({ 'terminal.integrated.gpuAcceleration': 'off' }, null, 2)}\n`);
   const specFile = join(dir, 'quadratic.tune.json');
   writeFileSync(specFile, `${JSON.stringify(spec, null, 2)}\n`);
   return { dir, specFile, name: String(spec.name), numSamples };

@@ -75,6 +75,27 @@ describe('e2e: tuning in code-server', function () {
     await screenshot(s.page, 'tuning-trial-terminals');
   });
 
+  it('Tasks: Rerun Last Task on an ended trial says it does not run it again and ends, twice (issue 11 item 8)', async () => {
+    assert.ok(s.page && finished, 'needs the finished experiment');
+    const page = s.page;
+    // The last task VS Code ran is the last trial started: show its terminal, then rerun it.
+    const journal = readFileSync(join(s.ws.dir, '.gpu-workbench', 'experiments', s.ws.name, 'journal.jsonl'), 'utf8');
+    const lastId = journal.split('\n').filter((l) => l.includes('"trial/started"')).map((l) => (JSON.parse(l) as { trialId: number }).trialId).pop();
+    // (At its left end: the middle of a narrow tab entry is its Split button.)
+    await page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${lastId} ·`) }).first().click({ timeout: 30_000, position: { x: 12, y: 8 } });
+    // The terminal's text as its DOM renderer draws it (spaces are no-break spaces there).
+    const screen = async (): Promise<string> => (await page.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n').replace(/\u00a0/g, ' ');
+    await waitUntil(`trial ${lastId}'s terminal to show`, 30_000, async () => (await screen()).includes(`trial ${lastId} · config`), 250);
+    const said = async (): Promise<number> => ((await screen()).match(/Rerun Task does not run/g) ?? []).length;
+    for (const n of [1, 2]) {
+      await runCommand(page, 'Tasks: Rerun Last Task');
+      // The second message shows that the first rerun ended: VS Code runs no task that is still active.
+      await waitUntil(`rerun ${n}'s message in trial ${lastId}'s terminal`, 30_000, async () => (await said()) >= n, 250);
+    }
+    assert.equal(await notification(page, /already active/).count(), 0, 'VS Code said a trial task was still active');
+    await screenshot(page, 'tuning-trial-rerun');
+  });
+
   it('Apply Best Config on command trials offers Copy Config JSON', async () => {
     assert.ok(s.page && results && finished, 'needs the results page of the finished experiment');
     await runCommand(s.page, 'Notifications: Clear All Notifications');

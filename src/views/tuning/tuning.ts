@@ -17,10 +17,12 @@ import type { TuneEvent } from '../../tuning/events';
 import { Experiment, ExperimentError, experimentDir } from '../../tuning/experiment';
 import { readJournal } from '../../tuning/journal';
 import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../../tuning/spec';
+import { ApplyConfigError, describeDifferences, planBestConfig, type BestConfigPlan } from '../../tuning/applyConfig';
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
 import { restoreTarget, type JournalEntry } from './tuningRestore';
+import { TrialTerminal, trialExecution } from './trialTerminal';
 
 export const trialTaskType = 'gpuWorkbench.trial';
 
@@ -33,61 +35,6 @@ export interface TrialTaskDefinition extends vscode.TaskDefinition {
 }
 
 const untrustedMessage = 'GPU Workbench: tuning runs the trial commands of your workspace, so it is disabled until you trust this workspace (Manage Workspace Trust).';
-
-/**
- * A trial's terminal: the trial's own output, written as it comes (buffered until VS Code opens
- * the terminal), then the reason it ended; closing it (or Terminate Task, or Ctrl-C in it) stops the trial.
- */
-class TrialTerminal implements vscode.Pseudoterminal {
-  private readonly writeEmitter = new vscode.EventEmitter<string>();
-  private readonly closeEmitter = new vscode.EventEmitter<number>();
-  readonly onDidWrite = this.writeEmitter.event;
-  readonly onDidClose = this.closeEmitter.event;
-  private opened = false;
-  private closed = false;
-  private pending: string[] = [];
-  private exitCode: number | undefined;
-
-  constructor(private readonly header: string, private readonly onTerminate: () => void) {}
-
-  open(): void {
-    this.opened = true;
-    this.writeEmitter.fire(`\x1b[2m${this.header}\x1b[0m\r\n`);
-    for (const text of this.pending.splice(0)) this.writeEmitter.fire(text);
-    if (this.exitCode !== undefined) this.fireClose();
-  }
-
-  /** The user closed the terminal or terminated the task. */
-  close(): void {
-    if (this.exitCode === undefined) this.onTerminate();
-    this.closed = true;
-  }
-
-  handleInput(data: string): void {
-    if (data === '\x03' && this.exitCode === undefined) this.onTerminate();
-  }
-
-  write(text: string): void {
-    if (this.closed) return;
-    const t = text.replace(/\r?\n/g, '\r\n');
-    if (this.opened) this.writeEmitter.fire(t);
-    else this.pending.push(t);
-  }
-
-  /** The trial ended: say why, and end the task with this exit code. */
-  end(code: number, message: string): void {
-    if (this.exitCode !== undefined) return;
-    this.write(`\r\n${message}\r\n`);
-    this.exitCode = code;
-    if (this.opened) this.fireClose();
-  }
-
-  private fireClose(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.closeEmitter.fire(this.exitCode ?? 0);
-  }
-}
 
 /** One running experiment in this window. */
 class TuningSession implements ResultsSource {
@@ -235,12 +182,24 @@ class TuningSession implements ResultsSource {
     const entry: { terminal: TrialTerminal; name: string; execution?: vscode.TaskExecution } = { terminal, name };
     this.terminals.set(trialId, entry);
     const definition: TrialTaskDefinition = { type: trialTaskType, experiment: this.name, trial: trialId, attempt };
-    const task = new vscode.Task(definition, this.folder ?? vscode.TaskScope.Workspace, name, 'GPU Workbench', new vscode.CustomExecution(() => Promise.resolve(terminal)));
+    const callback = trialExecution(terminal, () => this.rerunRefusal(trialId));
+    const task = new vscode.Task(definition, this.folder ?? vscode.TaskScope.Workspace, name, 'GPU Workbench', new vscode.CustomExecution(callback));
     task.presentationOptions = { reveal: vscode.TaskRevealKind.Silent, panel: vscode.TaskPanelKind.Dedicated, focus: false, clear: false, echo: false, showReuseMessage: false };
     vscode.tasks.executeTask(task).then(
       (execution) => { entry.execution = execution; },
       (err: unknown) => log.warn(`Tuning ${this.name}: cannot show trial ${trialId} as a task (${String(err)}); its output is in trial_${trialId}.log`),
     );
+  }
+
+  /** What "Rerun Task" on a trial's task prints: a trial does not run outside its experiment. */
+  private rerunRefusal(trialId: number): string {
+    const row = this.model.row(trialId);
+    const state = row?.status === 'done' || (row?.status === 'stopped' && row.stopReason === 'maxT') ? 'has finished'
+      : row?.status === 'failed' ? 'has failed'
+        : row?.status === 'running' || row?.status === 'pending' ? 'is still running'
+          : row?.stopReason === 'asha' ? 'was stopped by ASHA' : 'was stopped';
+    return `\x1b[33mRerun Task does not run trial ${trialId} again (it ${state}): a trial runs only as part of its experiment ${this.name}. `
+      + `Its output is in ${join(this.experiment.dir, `trial_${trialId}.log`)}; to run trials again, run Tune Hyperparameters… on the spec.\x1b[0m`;
   }
 
   private endTask(trialId: number, code: number, message: string): void {
@@ -268,7 +227,7 @@ export async function stopAllTuning(graceMs = shutdownGraceMs): Promise<void> {
 }
 
 function applyTarget(spec: TuneSpec): ResultsExperiment['apply'] {
-  return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job } : { kind: 'command' };
+  return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job, varied: spec.space.variedPaths() } : { kind: 'command' };
 }
 
 async function openTrialLog(dir: string, trialId: number): Promise<void> {
@@ -480,7 +439,7 @@ async function journalSource(entry: JournalEntry): Promise<ResultsSource> {
   try {
     const spec = file ?? parseSpec(header.spec, join(entry.dir, 'journal.jsonl'));
     const trial = header.spec.trial as { job?: unknown } | undefined;
-    const apply: ResultsExperiment['apply'] = file ? applyTarget(file) : typeof trial?.job === 'string' ? { kind: 'job', file: trial.job } : { kind: 'command' };
+    const apply: ResultsExperiment['apply'] = file ? applyTarget(file) : typeof trial?.job === 'string' ? { kind: 'job', file: trial.job, varied: spec.space.variedPaths() } : { kind: 'command' };
     setup = setupFromSpec(spec, header.name, totalTrials(spec), apply);
   } catch (err) {
     // A spec the current schema no longer takes: show the trials with their configs flattened.
@@ -578,15 +537,36 @@ async function applyBestConfig(model: ResultsModel, metric: string): Promise<voi
     return;
   }
   const shown = vscode.workspace.asRelativePath(uri);
-  const changed = await editConfigInEditor(doc, best.config, 'Apply Best Config');
-  if (!changed) return;
-  if (changed.length === 0) {
-    void vscode.window.showInformationMessage(`${shown} has the config of ${summary} already.`);
+  // Only the keys the search varied go in at once; the keys the experiment held fixed (its budget:
+  // epochs, data size, devices, strategy…) are the user's job settings, written only on request.
+  let plan: BestConfigPlan;
+  try {
+    plan = planBestConfig(doc.getText(), best.config, e.apply.varied, shown);
+  } catch (err) {
+    if (!(err instanceof ApplyConfigError)) throw err;
+    void vscode.window.showErrorMessage(`Apply Best Config: ${err.message}`);
     return;
   }
+  const changed = await editConfigInEditor(doc, plan.tuned, 'Apply Best Config');
+  if (!changed) return;
   // VS Code for the Web (code-server) auto-saves by default; say "not saved" only when it stays so.
-  const unsaved = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' ? '; the file is not saved yet' : '';
-  void vscode.window.showInformationMessage(`Applied the config of ${summary} to ${shown}: ${changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved}.`);
+  const unsaved = (): string => (vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave') === 'off' && doc.isDirty ? '; the file is not saved yet' : '');
+  const done = changed.length === 0
+    ? `${shown} has the tuned values of ${summary} already.`
+    : `Applied the config of ${summary} to ${shown}: ${changed.join(', ')}. Undo (Ctrl+Z) takes it back${unsaved()}.`;
+  if (plan.differences.length === 0) {
+    void vscode.window.showInformationMessage(changed.length === 0 ? `${shown} has the config of ${summary} already.` : done);
+    return;
+  }
+  const also = 'Also Apply the Fixed Values';
+  const choice = await vscode.window.showInformationMessage(
+    `${done} The experiment also held fixed values that differ from the file's, kept as the file has them: ${describeDifferences(plan.differences)}.`,
+    also,
+  );
+  if (choice !== also) return;
+  const more = await editConfigInEditor(doc, plan.fixed, 'Apply Best Config');
+  if (!more || more.length === 0) return;
+  void vscode.window.showInformationMessage(`Applied the experiment's fixed values to ${shown} too: ${more.join(', ')}. Undo (Ctrl+Z) takes them back${unsaved()}.`);
 }
 
 async function applyBestCommand(): Promise<void> {

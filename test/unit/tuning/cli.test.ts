@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { TuneEvent } from '../../../src/tuning/events';
@@ -24,6 +24,45 @@ function workspace(numSamples: number, sleepMs: number, extra: Record<string, un
   const file = join(dir, 'quadratic.tune.json');
   writeFileSync(file, JSON.stringify(spec));
   return { dir, spec: file, name };
+}
+
+/**
+ * A spec whose trials (test/fixtures/tuning/trial.js) report once and then wait for the test's
+ * signal: the file go-<trial id> (or go, for all) in `gate`. Two at a time, FIFO, TPE search.
+ */
+function gatedWorkspace(numSamples: number): { dir: string; spec: string; name: string; gate: string; release: (trialId?: number) => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'tune-cli-gated-'));
+  const gate = join(dir, 'gate');
+  mkdirSync(gate);
+  const name = `gated-${process.pid}-${Date.now()}`;
+  const spec = {
+    name, numSamples, maxConcurrent: 2, metric: 'loss', mode: 'min',
+    space: { x: { uniform: [0, 1] }, iters: 3, sleepMs: 1, gate },
+    search: { algorithm: 'tpe', seed: 3, nStartupTrials: 4 },
+    trial: { command: [process.execPath, join(fixtures, 'tuning', 'trial.js')] },
+  };
+  const file = join(dir, 'gated.tune.json');
+  writeFileSync(file, JSON.stringify(spec));
+  return { dir, spec: file, name, gate, release: (trialId) => writeFileSync(join(gate, trialId === undefined ? 'go' : `go-${trialId}`), '') };
+}
+
+/** CLIs started in the background by a test, stopped after it whatever happened. */
+const started: Array<{ child: ReturnType<typeof spawn>; gate?: string }> = [];
+
+/**
+ * A CLI run in the background, its stdout collected; `events()` parses the complete JSON lines
+ * so far (the test asserts on the others).
+ */
+function startCli(args: string[], cwd: string, gate?: string): { out: () => string; events: () => TuneEvent[]; exited: Promise<number | null>; child: ReturnType<typeof spawn> } {
+  const child = spawn(process.execPath, [cli, 'tune', ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => { err += d; });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => { if (code !== 0 && code !== 130) process.stderr.write(err); resolve(code); }));
+  started.push({ child, gate });
+  const events = (): TuneEvent[] => out.slice(0, out.lastIndexOf('\n') + 1).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as TuneEvent);
+  return { child, exited, out: () => out, events };
 }
 
 const parse = (stdout: string): TuneEvent[] => stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as TuneEvent);
@@ -55,8 +94,16 @@ async function until(cond: () => boolean, what: string, ms = 15_000): Promise<vo
 describe('gpu-workbench tune (the example, end to end through the CLI)', function () {
   this.timeout(60_000);
 
+  afterEach(() => {
+    // A failed test must not leave CLIs and trials waiting for a signal that will not come.
+    for (const { child, gate } of started.splice(0)) {
+      if (gate) writeFileSync(join(gate, 'go'), '');
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    }
+  });
+
   it('runs the example with ASHA: trials stopped early, every trial ended, best reported, journal complete', () => {
-    const w = workspace(10, 2);
+    const w = workspace(10, 2, { maxConcurrent: 1 }); // one at a time: what ASHA and TPE see does not depend on timing
     const r = spawnSync(process.execPath, [cli, 'tune', w.spec, '--json', '--gpus', '0'], { cwd: w.dir, encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const events = parse(r.stdout);
@@ -87,20 +134,49 @@ describe('gpu-workbench tune (the example, end to end through the CLI)', functio
     assert.match(r.stdout, /Best trial: trial_\d{5} with loss=[\d.]+\nBest config: \{"lr":/);
   });
 
+  it('with --json and no terminal, stdout is JSON lines only, also when the experiment outlasts several table intervals', async () => {
+    // The same gated experiment twice at once, one with --json: while their trials wait, the run
+    // without --json shows the table every 0.05 s, so the test knows that intervals went by.
+    const j = gatedWorkspace(3);
+    const t = gatedWorkspace(3);
+    const json = startCli([j.spec, '--json', '--gpus', '0', '--interval', '0.05'], j.dir, j.gate);
+    const table = startCli([t.spec, '--gpus', '0', '--interval', '0.05'], t.dir, t.gate);
+    await until(() => of(json.events(), 'trial/report').length === 2, 'the --json run\'s two trials to report, then wait');
+    const tables = (): number => table.out().split('== Status ==').length - 1;
+    const before = tables();
+    await until(() => tables() >= before + 3, 'the other run to print its table three more times while the trials wait');
+    j.release();
+    t.release();
+    assert.equal(await json.exited, 0);
+    assert.equal(await table.exited, 0);
+    const lines = json.out().split('\n');
+    assert.equal(lines.pop(), '', 'ends with a newline');
+    for (const l of lines) assert.doesNotThrow(() => JSON.parse(l), `not JSON: ${JSON.stringify(l)}`);
+    const events = parse(json.out());
+    assert.equal(of(events, 'trial/done').length, 3);
+    assert.equal(events[events.length - 1].type, 'experiment/done');
+    assert.match(table.out(), /Best trial: trial_\d{5} with loss=/, 'without --json the table and the best trial are still printed');
+  });
+
   it('continues with --resume after the CLI is killed mid-run, and leaves no trial behind', async () => {
-    const w = workspace(8, 40);
-    const child = spawn(process.execPath, [cli, 'tune', w.spec, '--json', '--gpus', '0'], { cwd: w.dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    await until(() => { const ev = parse(out.slice(0, out.lastIndexOf('\n') + 1)); return of(ev, 'trial/done').length + of(ev, 'trial/stopped').length >= 3 && of(ev, 'trial/report').length > 0; }, 'three trials to end');
-    child.kill('SIGTERM');
-    assert.equal(await exited, 130);
+    // Trials wait for the test's signal, so the kill always finds trials running: trial 1 is let
+    // finish, two others are running (reported, waiting) when the CLI is killed.
+    const w = gatedWorkspace(8);
+    const run = startCli([w.spec, '--json', '--gpus', '0'], w.dir, w.gate);
+    await until(() => of(run.events(), 'trial/report').length === 2, 'two trials to report');
+    const firstId = of(run.events(), 'trial/started')[0].trialId;
+    w.release(firstId);
+    await until(() => of(run.events(), 'trial/done').length === 1 && of(run.events(), 'trial/report').filter((r) => r.trialId !== firstId).length >= 2,
+      'the released trial to finish and the next to report');
+    run.child.kill('SIGTERM');
+    assert.equal(await run.exited, 130);
     await until(() => trialProcesses(w.name).length === 0, 'no trial process to outlive the CLI', 10_000);
-    const first = parse(out);
+    const first = parse(run.out());
     const finishedBefore = new Set([...of(first, 'trial/done'), ...of(first, 'trial/stopped').filter((s) => s.reason !== 'experiment')].map((e) => e.trialId));
+    assert.deepEqual([...finishedBefore], [firstId], 'only the released trial finished');
     const interrupted = of(first, 'trial/stopped').filter((s) => s.reason === 'experiment').map((s) => s.trialId);
-    assert.ok(interrupted.length > 0, 'something was running when it was killed');
+    assert.equal(interrupted.length, 2, 'two trials were running when it was killed');
+    w.release();
 
     const r = spawnSync(process.execPath, [cli, 'tune', w.spec, '--json', '--gpus', '0', '--resume'], { cwd: w.dir, encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);

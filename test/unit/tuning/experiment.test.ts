@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, truncateSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, truncateSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TuneEvent } from '../../../src/tuning/events';
@@ -71,13 +71,17 @@ describe('tuning experiment runner', function () {
   });
 
   it('packs trials onto GPUs by gpusPerTrial and sets CUDA_VISIBLE_DEVICES per trial', async () => {
-    const { make, events } = setup({ space: { x: { uniform: [0, 1] }, iters: 4, sleepMs: 30 }, numSamples: 8, gpusPerTrial: 0.5 });
+    // Each trial reports once, then waits for the gate: the first four run at once whatever the machine's load.
+    const gate = mkdtempSync(join(tmpdir(), 'tune-gate-'));
+    const { make, events } = setup({ space: { x: { uniform: [0, 1] }, iters: 4, sleepMs: 5, gate }, numSamples: 8, gpusPerTrial: 0.5 });
     const exp = make({ gpuCount: 2 });
     assert.equal(exp.maxConcurrent, 4);
     let running = 0, peak = 0;
     const perGpu = new Map<string, number>();
     let overPacked = false;
+    const reported = new Set<number>();
     exp.onEvent((e) => {
+      if (e.type === 'trial/report' && reported.add(e.trialId).size === 4) writeFileSync(join(gate, 'go'), '');
       if (e.type === 'trial/started') {
         running++; peak = Math.max(peak, running);
         perGpu.set(e.cudaVisibleDevices ?? '?', (perGpu.get(e.cudaVisibleDevices ?? '?') ?? 0) + 1);
@@ -166,15 +170,25 @@ describe('tuning experiment runner', function () {
   });
 
   it('resumes after a crash with a torn last line: finished trials kept, running ones re-run, search continued identically', async () => {
-    const spec = { space: { x: { uniform: [0, 1] }, iters: 2 }, search: { algorithm: 'tpe', seed: 5, nStartupTrials: 3 }, numSamples: 7, maxConcurrent: 1 };
-    const straight = setup(spec);
+    // Trials wait after their first report until the test lets them go: trial 5 is still running
+    // when the experiment is stopped, however slow the machine (a fixed gate is not a searched value).
+    const spec = (gate: string): Record<string, unknown> => ({ space: { x: { uniform: [0, 1] }, iters: 2, gate }, search: { algorithm: 'tpe', seed: 5, nStartupTrials: 3 }, numSamples: 7, maxConcurrent: 1 });
+    const open = mkdtempSync(join(tmpdir(), 'tune-gate-'));
+    writeFileSync(join(open, 'go'), '');
+    const straight = setup(spec(open));
     await straight.make().run();
     const expected = of(straight.events, 'trial/started').map((e) => e.config.x);
 
-    const crashed = setup(spec);
+    const gate = mkdtempSync(join(tmpdir(), 'tune-gate-'));
+    const crashed = setup(spec(gate));
     const first = crashed.make();
-    first.onEvent((e) => { if (e.type === 'trial/report' && e.trialId === 5) void first.stop(); });
+    first.onEvent((e) => {
+      if (e.type !== 'trial/report' || e.result.training_iteration !== 1) return;
+      if (e.trialId === 5) void first.stop();
+      else writeFileSync(join(gate, `go-${e.trialId}`), '');
+    });
     await first.run();
+    writeFileSync(join(gate, 'go'), '');
     // Make it look like a crash while trial 5 ran: tear the stop record in half, drop what follows.
     const path = first.journalPath;
     const text = readFileSync(path, 'utf8');

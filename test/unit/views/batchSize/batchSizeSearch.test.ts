@@ -49,13 +49,19 @@ describe('Find Max Batch Size: the search process and its message', function () 
 
   it('stops on cancel: the search ends at once, says it was cancelled, and offers nothing', async () => {
     const c = canceller();
-    let trials = 0;
-    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && ++trials === 1) c.cancel(); }, cancel: c });
+    const fits: number[] = [];
+    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), {
+      onEvent: (e) => { if (e.type === 'batch/trial' && e.outcome.kind === 'fits' && fits.push(e.batchSize) === 1) c.cancel(); },
+      cancel: c,
+    });
     const ending = await s.ended;
     assert.equal(ending.code, 130, ending.stderr);
     const m = searchMessage(ending);
     assert.deepEqual([m.error, m.offer], [false, undefined]);
-    assert.match(m.text, /^Find Max Batch Size for big-activations was cancelled; a batch of 2 fits so far\.$/);
+    // The search may finish a trial or two while the SIGTERM is on its way (a loaded machine):
+    // the message names the largest batch it saw fit, not a fixed one.
+    assert.deepEqual(fits.slice(0, 1), [2]);
+    assert.match(m.text, new RegExp(`^Find Max Batch Size for big-activations was cancelled; a batch of ${Math.max(...fits)} fits so far\\.$`));
     await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
   });
 

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parse } from 'jsonc-parser';
-import { applyConfigToJson, ApplyConfigError, detectFormatting, minimalReplacement } from '../../../../src/tuning/applyConfig';
+import { applyConfigToJson, ApplyConfigError, describeDifferences, detectFormatting, minimalReplacement, planBestConfig } from '../../../../src/tuning/applyConfig';
+import { Rng } from '../../../../src/tuning/rng';
+import { Space } from '../../../../src/tuning/space';
+import { loadSpec } from '../../../../src/tuning/spec';
+import { repoRoot } from '../../../paths';
 
 const job = `{
   // The MNIST digits, small.
@@ -94,5 +100,69 @@ describe('Apply Best Config: merging a config into a job file (applyConfigToJson
   it('refuses a file that is not a JSON object, naming the file and line', () => {
     assert.throws(() => applyConfigToJson('{\n  "a": 1,,\n}', { a: 2 }, 'bad.job.json'), /^ApplyConfigError: bad\.job\.json:2: not valid JSON \(PropertyNameExpected\); fix it before applying a config$/);
     assert.throws(() => applyConfigToJson('[1, 2]', { a: 2 }, 'list.json'), /list\.json: \/: must be a JSON object to take a config, found array/);
+  });
+});
+
+describe('Apply Best Config: only the keys the search varied (planBestConfig)', () => {
+  const mnistSpec = loadSpec(join(repoRoot, 'examples', 'tuning', 'mnist.tune.json'));
+  const jobText = readFileSync(join(repoRoot, 'examples', 'mnist', 'mnist-ddp.job.json'), 'utf8');
+
+  it('on the MNIST example writes the learning rate, hidden units and batch size, not the experiment\'s budget', () => {
+    const varied = mnistSpec.space.variedPaths();
+    assert.deepEqual(varied, [['optimizer', 'learningRate'], ['model', 'hiddenUnits'], ['batchSize']]);
+    const config = mnistSpec.space.build(mnistSpec.space.sample(new Rng(5)));
+    // The best trial's config holds the fixed keys too: single device, 4 epochs, 2000 samples.
+    assert.equal(config.strategy, 'single');
+    const plan = planBestConfig(jobText, config, varied, 'mnist-ddp.job.json');
+    const applied = applyConfigToJson(jobText, plan.tuned, 'mnist-ddp.job.json');
+    const after = parse(applied.text) as Record<string, unknown>;
+    const before = parse(jobText) as Record<string, unknown>;
+    assert.equal(after.strategy, 'ddp');
+    assert.equal(after.devices, 2);
+    assert.equal(after.epochs, 2);
+    assert.deepEqual(after.data, before.data, 'the data size is the file\'s');
+    assert.deepEqual(after.optimizer, { name: 'adam', learningRate: (config.optimizer as { learningRate: number }).learningRate });
+    assert.deepEqual((after.model as { hiddenUnits: unknown }).hiddenUnits, (config.model as { hiddenUnits: unknown }).hiddenUnits);
+    assert.equal(after.batchSize, config.batchSize);
+    assert.deepEqual({ ...after, optimizer: null, model: null, batchSize: null }, { ...before, optimizer: null, model: null, batchSize: null }, 'no other key changed');
+    // The fixed keys that differ are listed for the user to choose, with both values.
+    assert.deepEqual(plan.differences, [
+      { path: '/strategy', file: 'ddp', experiment: 'single' },
+      { path: '/devices', file: 2, experiment: 1 },
+      { path: '/epochs', file: 2, experiment: 4 },
+      { path: '/data/mnist/trainSize', file: 8000, experiment: 2000 },
+      { path: '/data/mnist/testSize', file: 2000, experiment: 1000 },
+    ]);
+    assert.equal(describeDifferences(plan.differences), '/strategy "ddp" → "single", /devices 2 → 1, /epochs 2 → 4, /data/mnist/trainSize 8000 → 2000, /data/mnist/testSize 2000 → 1000');
+    // Chosen explicitly, the fixed part writes exactly those keys.
+    const all = applyConfigToJson(applied.text, plan.fixed, 'mnist-ddp.job.json');
+    assert.deepEqual(all.changed, plan.differences.map((d) => d.path));
+  });
+
+  it('lists no difference where the file has the fixed values already, and a key the file lacks as "(not set)"', () => {
+    const space = Space.parse({ lr: { loguniform: [1e-4, 1e-1] }, epochs: 3, seed: 7 });
+    const plan = planBestConfig('{ "lr": 0.1, "epochs": 3 }', { lr: 0.01, epochs: 3, seed: 7 }, space.variedPaths());
+    assert.deepEqual(plan.tuned, { lr: 0.01 });
+    assert.deepEqual(plan.fixed, { epochs: 3, seed: 7 });
+    assert.deepEqual(plan.differences, [{ path: '/seed', file: undefined, experiment: 7 }]);
+    assert.equal(describeDifferences(plan.differences), '/seed (not set) → 7');
+  });
+
+  it('counts a choice of objects as one varied key, with whatever its options hold; a one-value grid or choice is fixed', () => {
+    const space = Space.parse({
+      optimizer: { choice: [{ name: 'sgd', momentum: { uniform: [0.5, 0.99] } }, { name: 'adam' }] },
+      model: { preset: 'mlp', hiddenUnits: { grid: [[64]] }, dropout: { choice: [0.1] } },
+      batchSize: { grid: [32, 64] },
+    });
+    assert.deepEqual(space.variedPaths(), [['optimizer'], ['batchSize']]);
+    const plan = planBestConfig('{ "optimizer": { "name": "adam", "learningRate": 0.001 }, "model": { "preset": "cnn" } }',
+      { optimizer: { name: 'sgd', momentum: 0.9 }, model: { preset: 'mlp', hiddenUnits: [64], dropout: 0.1 }, batchSize: 64 }, space.variedPaths());
+    assert.deepEqual(plan.tuned, { optimizer: { name: 'sgd', momentum: 0.9 }, batchSize: 64 });
+    assert.deepEqual(plan.differences.map((d) => d.path), ['/model/preset', '/model/hiddenUnits', '/model/dropout']);
+  });
+
+  it('refuses a job file that cannot take the config, as applyConfigToJson does', () => {
+    assert.throws(() => planBestConfig('{ "optimizer": "adam" }', { optimizer: { learningRate: 0.1 } }, [['optimizer', 'learningRate']], 'a.job.json'),
+      /a\.job\.json: \/optimizer: is a string, so \/optimizer\/learningRate cannot be set in it/);
   });
 });

@@ -96,7 +96,7 @@ describe('tuning: results model', function () {
   it('marks the trials a stopped experiment interrupted, and a journal cut short as read back', () => {
     const workspace = mkdtempSync(join(tmpdir(), 'tune-model-'));
     const s = spec(workspace, { search: { algorithm: 'random', seed: 1 }, space: { lr: { loguniform: [1e-4, 1e-1] } }, numSamples: 3, scheduler: 'fifo' });
-    const model = new ResultsModel(setupFromSpec(s, 'm', 3, { kind: 'job', file: '/w/a.job.json' }), 'journal');
+    const model = new ResultsModel(setupFromSpec(s, 'm', 3, { kind: 'job', file: '/w/a.job.json', varied: s.space.variedPaths() }), 'journal');
     model.apply({ type: 'journal/header', version: 1, name: 'm', spec: s.raw, at: 0 });
     model.apply({ type: 'experiment/started', name: 'm', dir: '/w', totalTrials: 3, maxConcurrent: 2, gpus: 0, resumed: false, at: 0 });
     model.apply({ type: 'trial/started', trialId: 1, config: { lr: 0.01 }, params: { lr: 0.01 }, cudaVisibleDevices: null, attempt: 1, at: 0 });
@@ -111,7 +111,7 @@ describe('tuning: results model', function () {
     const ex = model.experiment();
     assert.equal(ex.state, 'journal');
     assert.deepEqual(ex.best, { trialId: 1, metric: 0.5 });
-    assert.deepEqual(ex.apply, { kind: 'job', file: '/w/a.job.json' });
+    assert.deepEqual(ex.apply, { kind: 'job', file: '/w/a.job.json', varied: [['lr']] });
     assert.deepEqual(ex.params, [{ name: 'lr', scale: 'log' }]);
 
     // A re-run (attempt 2) starts its curve over.
