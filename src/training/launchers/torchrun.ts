@@ -1,6 +1,6 @@
 /**
  * `"kind": "torchrun"` jobs: the user's own PyTorch script, launched as
- *   <python> -m torch.distributed.run --standalone --nproc_per_node N --redirects 2 --tee 2 script.py args...
+ *   <python> -m torch.distributed.run --nnodes 1 --rdzv_backend c10d --rdzv_endpoint localhost:0 --nproc_per_node N --redirects 2 --tee 2 script.py args...
  * (`--nproc_per_node` is the spelling every torchrun accepts; 2.x also takes `--nproc-per-node`,
  * 1.13 — Debian's python3-torch — only the underscore form). Every output line becomes a
  * `job/log` event; CUDA error lines become problems with an explanation and the script's
@@ -90,11 +90,17 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
   };
 }
 
+/** One node, its own rendezvous store on a free port (the underscore spellings: torch 1.13 knows no others). */
+const singleNodeRendezvous = ['--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv_endpoint', 'localhost:0'];
+
 export function torchrunCommand(spec: TorchrunSpec): string[] {
   // --redirects 2 --tee 2: each worker's stderr (tracebacks) comes back prefixed "[default<rank>]:", so a problem
   // names its rank. Also the workaround that makes torchrun 1.13 run on Python 3.11 at all: its default "0"
   // (Std.NONE) is not found by iterating the Std flag enum there, and the launcher dies in to_map().
-  return [spec.python, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', spec.script, ...spec.args];
+  // Not --standalone: torch 1.13 pins its rendezvous store to port 29400 there, so a second job on the host
+  // (two torchrun trials of an experiment, or the user's own torchrun in a terminal) fails with "Broken pipe" or
+  // "address already in use". A c10d store on port 0 takes a free port per job, as --standalone does from torch 2.
+  return [spec.python, '-m', 'torch.distributed.run', ...singleNodeRendezvous, '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', spec.script, ...spec.args];
 }
 
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;

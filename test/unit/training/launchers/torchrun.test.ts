@@ -77,7 +77,7 @@ describe('torchrun jobs', function () {
 
   it('builds the torchrun command line from the job, with --python over the job\'s interpreter', () => {
     const spec = loadTorchrunJob(join(dir, 'allreduce.job.json'), { python: '/opt/py/bin/python' });
-    assert.deepEqual(torchrunCommand(spec), ['/opt/py/bin/python', '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2', '--redirects', '2', '--tee', '2', join(dir, 'allreduce_gloo.py')]);
+    assert.deepEqual(torchrunCommand(spec), ['/opt/py/bin/python', '-m', 'torch.distributed.run', '--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv_endpoint', 'localhost:0', '--nproc_per_node', '2', '--redirects', '2', '--tee', '2', join(dir, 'allreduce_gloo.py')]);
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json')).python, '/usr/bin/python3');
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json'), { devices: [0, 3] }).nprocPerNode, 2);
   });
@@ -112,6 +112,41 @@ describe('torchrun jobs', function () {
     assert.ok(logs.some((l) => /rank 0 of 2 \(LOCAL_RANK=0\): sum 3/.test(l)), logs.join('\n'));
     assert.ok(logs.some((l) => /rank 1 of 2 \(LOCAL_RANK=1\): sum 3/.test(l)), logs.join('\n'));
     assert.equal(final.type === 'job/done' && final.metrics.torchrun?.exitCode, 0);
+  });
+
+  it('runs two jobs at the same time on one host, each with its own rendezvous (torch 1.13\'s --standalone pins port 29400)', async function () {
+    if (torchMissing) this.skip();
+    const tmp = mkdtempSync(join(tmpdir(), 'gw-torchrun-two-'));
+    const gate = join(tmp, 'gate');
+    try {
+      const jobFile = join(tmp, 'gated.job.json');
+      writeFileSync(jobFile, JSON.stringify({ kind: 'torchrun', script: join(dir, 'gated_allreduce.py'), nprocPerNode: 2, python: torchPython, env: { GATE: gate } }));
+      // Job a's ranks are ready (its store is up and held) before job b starts, and b's before the gate opens:
+      // the two rendezvous overlap every time, whatever the machine's load.
+      const start = (onReady: () => void) => {
+        const logs: string[] = [];
+        let ready = 0;
+        const finished = runJob({ file: jobFile, onEvent: (e) => {
+          if (e.type !== 'job/log') return;
+          logs.push(e.message);
+          if (/rank \d ready: sum 3/.test(e.message) && ++ready === 2) onReady();
+        } }).finished;
+        return { logs, finished };
+      };
+      let a!: ReturnType<typeof start>, b!: ReturnType<typeof start>;
+      await new Promise<void>((bothReady, failed) => {
+        a = start(() => { b = start(bothReady); void b.finished.then((f) => { if (f.type === 'job/failed') failed(new Error(`job b: ${f.reason}\n${b.logs.join('\n')}`)); }); });
+        void a.finished.then((f) => { if (f.type === 'job/failed') failed(new Error(`job a: ${f.reason}\n${a.logs.join('\n')}`)); });
+      });
+      writeFileSync(gate, '');
+      const [fa, fb] = await Promise.all([a.finished, b.finished]);
+      assert.equal(fa.type, 'job/done', `job a: ${JSON.stringify(fa)}\n${a.logs.join('\n')}`);
+      assert.equal(fb.type, 'job/done', `job b: ${JSON.stringify(fb)}\n${b.logs.join('\n')}`);
+      for (const { logs } of [a, b]) assert.equal(logs.filter((l) => /rank \d done/.test(l)).length, 2, logs.join('\n'));
+    } finally {
+      writeFileSync(gate, '');
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   it('turns a CUDA error raised by a worker into a problem naming the rank and the script line', async function () {
