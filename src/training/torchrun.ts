@@ -137,12 +137,12 @@ export function failureFromOutput(exceptions: readonly ScriptException[], cudaPr
   if (first && !cudaKind(exceptionText(first))) {
     const p = exceptionProblem(first);
     const rank = first.rank ?? rootCauseRank(all);
-    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}) };
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}), problem: p };
   }
   if (cudaProblems.length) {
     const p = (first && cudaProblems.find((c) => c.rank === first.rank)) || cudaProblems[0];
     const rank = p.rank ?? rootCauseRank(all);
-    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}` };
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}`, problem: p };
   }
   // Nothing of the script's: torchrun's own error (no frame of the user's), a signal it passed on, or its summary.
   const launcher = ordered.find((e) => !e.userFrame && !/(?:^|\.)(?:ChildFailedError|SignalException|KeyboardInterrupt|SystemExit)$/.test(e.type));
