@@ -8,7 +8,7 @@
 import { basename, isAbsolute, resolve } from 'node:path';
 import type { CudaProblemKind } from '../training/cudaErrors';
 import type { JobEvent } from '../training/events';
-import { exceptionText, type ScriptProblem } from '../training/pythonErrors';
+import { chainWords, exceptionText, type ScriptProblem } from '../training/pythonErrors';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
@@ -90,7 +90,7 @@ export function problemDiagnostics(problems: readonly ScriptProblem[], script: s
       ...g.first.hints.map((h) => `• ${h}`),
     ];
     const chain = g.first.kind === 'exception' ? g.first.chain ?? [] : [];
-    const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${c.relation === 'cause' ? 'Caused by' : 'While handling'} ${exceptionText(c, 300)}` }] : []));
+    const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${chainWords[c.relation]} ${exceptionText(c, 300)}` }] : []));
     return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks, severity: g.first.kind === 'exception' && g.first.peerLost ? 'warning' : 'error', related };
   });
 }

@@ -102,6 +102,13 @@ describe('exceptions of the script as diagnostics', () => {
     assert.deepEqual([r1.line, r1.related.map((r) => [r.line, r.message])], [17, [[15, 'While handling ValueError: invalid literal for int() with base 10: \'x\'']]]);
   });
 
+  it('puts a DataLoader worker\'s error at the data set\'s line, with the loop\'s line as related information (recorded)', () => {
+    const [d] = problemDiagnostics(exceptionsOf('exc-dataloader-worker.txt'), script, cwd);
+    assert.deepEqual([d.file, d.line, d.ranks], ['/tmp/proj/loader_dataset.py', 12, [0, 1]]);
+    assert.match(d.message, /^ValueError \(ranks 0, 1\): bad label 11 in row 40\n/);
+    assert.deepEqual(d.related, [{ file: '/tmp/proj/loader_worker.py', line: 8, message: 'Raised in a DataLoader worker process, re-raised in the main process as ValueError: Caught ValueError in DataLoader worker process 0.' }]);
+  });
+
   it('shows a SyntaxError at the line Python could not read, and every line of a multi-line message', () => {
     const [syntax] = problemDiagnostics(exceptionsOf('exc-syntax-script.txt'), script, cwd);
     assert.deepEqual([syntax.file, syntax.line, syntax.ranks], ['/tmp/proj/syntax.py', 3, [0, 1]]);
