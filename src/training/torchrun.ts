@@ -198,7 +198,8 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const started = Date.now();
   const child = spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,
-    env: { ...process.env, ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1', PYTHON_COLORS: '0' },
+    // No colour codes in tracebacks (Python ≥ 3.13 honours FORCE_COLOR even into a pipe), unless the job asks for them.
+    env: { ...process.env, PYTHON_COLORS: '0', ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group: torchrun and every worker it starts
   });

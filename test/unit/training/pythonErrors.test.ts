@@ -274,6 +274,21 @@ describe('a failed torchrun job reports the script\'s exception (replayed torchr
     assert.deepEqual(problems.map((p) => [p.kind, p.rank, p.file, p.line]), [['exception', 1, '/tmp/proj/shape_rank1.py', 11], ['exception', 0, '/tmp/proj/shape_rank1.py', 16]]);
   });
 
+  it('runs torchrun with PYTHON_COLORS=0, so that Python 3.13 prints no colour codes into the tracebacks', async () => {
+    const { python, dir: tmp } = replay('', 0, '');
+    writeFileSync(python, '#!/bin/sh\necho "[default0]:PYTHON_COLORS=$PYTHON_COLORS"\n');
+    const events: JobEvent[] = [];
+    const before = process.env.PYTHON_COLORS;
+    process.env.PYTHON_COLORS = '1';
+    try {
+      await runTorchrun({ file: join(tmp, 'x.job.json'), name: 'x', script: '/w/t.py', args: [], nprocPerNode: 1, python, cwd: tmp, env: {} }, (e) => events.push(e)).finished;
+    } finally {
+      if (before === undefined) delete process.env.PYTHON_COLORS;
+      else process.env.PYTHON_COLORS = before;
+    }
+    assert.ok(events.some((e) => e.type === 'job/log' && e.message === '[default0]:PYTHON_COLORS=0'));
+  });
+
   it('a Ctrl-C is no problem of the script', async () => {
     const { python, dir: tmp } = replay('exc-sigint.txt');
     const events: JobEvent[] = [];
