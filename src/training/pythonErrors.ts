@@ -3,14 +3,20 @@
  * by line as it comes, with
  * - the rank, from the `[default1]:` prefix of torchrun's --tee (or `[rank1]:` / `[1]:`); lines of
  *   several ranks may interleave, each rank's traceback is followed on its own;
- * - the exception's type and message (all its lines: messages may span several);
+ * - the exception's type and message (its indented further lines: messages may span several);
  * - the user's innermost frame: the deepest frame outside the Python library folders
  *   (site-packages, dist-packages, lib/pythonX.Y, `<frozen …>`), where a problem belongs;
  * - chained exceptions ("During handling of the above exception…", "The above exception was the
  *   direct cause…"): the last one printed is the one that ended the script, the earlier ones
  *   are kept as its chain;
  * - SyntaxError, whose location is a `File "x.py", line N` line without a function (with no
- *   "Traceback" header when it is the script itself).
+ *   "Traceback" header when it is the script itself);
+ * - a DataLoader worker's error: the exception in its "Original Traceback", at the user's frame
+ *   there (the data set's `__getitem__`), the main process's re-raise as its chain;
+ * - an ExceptionGroup's top level (Python 3.11's `  + Exception Group Traceback` and `  | ` lines),
+ *   its sub-exceptions only through the group's message;
+ * - tracebacks printed and survived ("Exception ignored in: …", a thread's), marked `ignored`.
+ * Lines are read through `outputLine` (colours, doubled prefixes, progress bars redrawn with `\r`).
  * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
  * have no frame of the user's and are told apart by `userFrame`.
  */
