@@ -82,7 +82,13 @@ export type JobEvent =
   /** The job finished; every worker process has exited. */
   | { readonly type: 'job/done'; readonly metrics: JobMetrics }
   /** The job ended early; every worker process has exited. `rank` is the worker that failed first, when one did. */
-  | { readonly type: 'job/failed'; readonly reason: string; readonly rank?: number; readonly hint?: string; readonly cancelled?: boolean };
+  /**
+   * `problem`: torchrun jobs, the problem the engine chose as the cause (the failing rank's exception
+   * or CUDA error, as its `job/log` event carried it), so that every reader names the same one; absent
+   * when the cause is no problem of the script (a rank killed by a signal, an exit code, torchrun's own
+   * error, a signal to torchrun): then `reason` and `hint` say it all.
+   */
+  | { readonly type: 'job/failed'; readonly reason: string; readonly rank?: number; readonly hint?: string; readonly cancelled?: boolean; readonly problem?: ScriptProblem };
 
 /** Sent by the extension to the forked training host. */
 export type HostCommand =

@@ -8,9 +8,13 @@
  *   ``Assertion `t >= 0 && t < n_classes` failed.`` line when it was printed;
  * - `NCCL error in: …/ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL version 2.14.3`.
  * The location is the innermost traceback frame outside the Python library folders (the
- * user's own line), else the innermost frame. Lines may carry the `[rank1]: ` prefix of
- * recent PyTorch versions, or `[default1]:` from torchrun's --tee; the rank is kept.
+ * user's own line), else the innermost frame, of the rank's traceback as `PythonTracebackParser`
+ * reads it: the same frames, so a CUDA error and any other exception of the same traceback land
+ * on the same line. Lines may carry the `[rank1]: ` prefix of recent PyTorch versions, or
+ * `[default1]:` from torchrun's --tee; the rank is kept.
  */
+import { outputLine } from './outputLines';
+import { innermostUser, PythonTracebackParser, type ScriptException } from './pythonErrors';
 
 export type CudaProblemKind = 'cuda-oom' | 'cudnn-not-initialized' | 'device-side-assert' | 'nccl';
 
@@ -32,30 +36,13 @@ export interface CudaProblem {
   readonly assertion?: string;
 }
 
-interface Frame {
-  readonly file: string;
-  readonly line: number;
-}
+export { libraryFrame, prefixRank, rankPrefix } from './outputLines';
 
-/**
- * `[rank1]: ` (PyTorch ≥ 2.2, with the space it adds), `[default1]:` (torchrun's --tee, role
- * "default": the line follows as printed, its indentation kept) or `[1]:` followed by text (a
- * bare `[1]:` line heads an entry of torchrun's failure summary and is not a rank's output).
- */
-export const rankPrefix = /^\[rank(\d+)\]: ?|^\[default(\d+)\]:|^\[(\d+)\]:(?=.)/;
-
-/** The rank a `rankPrefix` match names. */
-export function prefixRank(m: RegExpExecArray): number {
-  return Number(m[1] ?? m[2] ?? m[3]);
-}
-const frameLine = /^\s*File "([^"]+)", line (\d+)/;
 const oomLine = /CUDA out of memory\.?(?: Tried to allocate ([\d.]+ ?[KMGTP]?i?B))?/;
 const cudnnLine = /CUDNN_STATUS_NOT_INIT(?:IALIZED)?/;
 const assertLine = /device-side assert triggered/;
 const kernelAssert = /Assertion `(.+?)` failed/;
 const ncclLine = /NCCL error/;
-/** Frames in these folders are Python's, PyTorch's or a library's, not the user's; `<frozen runpy>`, `<string>` are no files. */
-export const libraryFrame = /[/\\](?:site-packages|dist-packages|lib[/\\]python\d[\d.]*|Lib)[/\\]|^<[^>]*>$/;
 
 function explain(kind: CudaProblemKind, size: string | undefined, assertion: string | undefined): { explanation: string; hints: string[] } {
   switch (kind) {
@@ -109,43 +96,39 @@ export function cudaKind(text: string): CudaProblemKind | undefined {
   return undefined;
 }
 
-/** Feeds output line by line (stdout and stderr alike) and returns problems as their error lines arrive. */
+/**
+ * Feeds output line by line (stdout and stderr alike) and returns problems as their error lines
+ * arrive. It reads the tracebacks with its own `tracebacks` parser, whose exceptions `pushLine`
+ * returns too, so a caller that wants both parses each line once.
+ */
 export class CudaErrorParser {
-  /** Traceback frames seen since the last "Traceback" header, per rank (-1 when lines carry no rank). */
-  private readonly frames = new Map<number, Frame[]>();
+  readonly tracebacks = new PythonTracebackParser();
   private pendingAssertion: string | undefined;
   private readonly seen = new Set<string>();
   private readonly found: CudaProblem[] = [];
 
   push(raw: string): CudaProblem[] {
-    const prefix = rankPrefix.exec(raw);
-    const rank = prefix ? prefixRank(prefix) : undefined;
-    const text = (prefix ? raw.slice(prefix[0].length) : raw).replace(/\r$/, '');
-    const key = rank ?? -1;
-    if (/^Traceback \(most recent call last\):/.test(text)) {
-      this.frames.set(key, []);
-      return [];
-    }
-    const frame = frameLine.exec(text);
-    if (frame) {
-      const list = this.frames.get(key) ?? [];
-      list.push({ file: frame[1], line: Number(frame[2]) });
-      this.frames.set(key, list);
-      return [];
-    }
+    return this.pushLine(raw).problems;
+  }
+
+  /** The CUDA problems and the complete exceptions (see `PythonTracebackParser.push`) of a line. */
+  pushLine(raw: string): { problems: CudaProblem[]; exceptions: ScriptException[] } {
+    const exceptions = this.tracebacks.push(raw);
+    const { rank, text } = outputLine(raw);
     const k = kernelAssert.exec(text);
     if (k) {
       this.pendingAssertion ??= k[1];
-      return [];
+      return { problems: [], exceptions };
     }
     const kind = cudaKind(text);
-    if (!kind) return [];
+    if (!kind) return { problems: [], exceptions };
     const size = kind === 'cuda-oom' ? oomLine.exec(text)?.[1] : undefined;
     // The explanatory lines PyTorch prints after the error repeat its words; one problem per error per rank.
-    const dedupe = `${kind}/${key}`;
-    if (this.seen.has(dedupe)) return [];
+    const dedupe = `${kind}/${rank ?? -1}`;
+    if (this.seen.has(dedupe)) return { problems: [], exceptions };
     this.seen.add(dedupe);
-    const where = this.location(key);
+    const frames = this.tracebacks.frames(rank);
+    const where = innermostUser(frames) ?? frames[frames.length - 1];
     const assertion = kind === 'device-side-assert' ? this.pendingAssertion : undefined;
     const { explanation, hints } = explain(kind, size, assertion);
     const problem: CudaProblem = {
@@ -159,18 +142,12 @@ export class CudaErrorParser {
       ...(assertion ? { assertion } : {}),
     };
     this.found.push(problem);
-    return [problem];
+    return { problems: [problem], exceptions };
   }
 
   /** Every problem found so far. */
   problems(): readonly CudaProblem[] {
     return this.found;
-  }
-
-  private location(key: number): Frame | undefined {
-    const frames = this.frames.get(key) ?? this.frames.get(-1) ?? [];
-    for (let i = frames.length - 1; i >= 0; i--) if (!libraryFrame.test(frames[i].file)) return frames[i];
-    return frames[frames.length - 1];
   }
 }
 

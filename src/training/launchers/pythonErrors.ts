@@ -3,18 +3,25 @@
  * by line as it comes, with
  * - the rank, from the `[default1]:` prefix of torchrun's --tee (or `[rank1]:` / `[1]:`); lines of
  *   several ranks may interleave, each rank's traceback is followed on its own;
- * - the exception's type and message (all its lines: messages may span several);
+ * - the exception's type and message (its indented further lines: messages may span several);
  * - the user's innermost frame: the deepest frame outside the Python library folders
  *   (site-packages, dist-packages, lib/pythonX.Y, `<frozen …>`), where a problem belongs;
  * - chained exceptions ("During handling of the above exception…", "The above exception was the
  *   direct cause…"): the last one printed is the one that ended the script, the earlier ones
  *   are kept as its chain;
  * - SyntaxError, whose location is a `File "x.py", line N` line without a function (with no
- *   "Traceback" header when it is the script itself).
+ *   "Traceback" header when it is the script itself);
+ * - a DataLoader worker's error: the exception in its "Original Traceback", at the user's frame
+ *   there (the data set's `__getitem__`), the main process's re-raise as its chain;
+ * - an ExceptionGroup's top level (Python 3.11's `  + Exception Group Traceback` and `  | ` lines),
+ *   its sub-exceptions only through the group's message;
+ * - tracebacks printed and survived ("Exception ignored in: …", a thread's), marked `ignored`.
+ * Lines are read through `outputLine` (colours, doubled prefixes, progress bars redrawn with `\r`).
  * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
  * have no frame of the user's and are told apart by `userFrame`.
  */
-import { libraryFrame, prefixRank, rankPrefix, type CudaProblem } from './cudaErrors';
+import type { CudaProblem } from './cudaErrors';
+import { frameLine, libraryFrame, outputLine } from './outputLines';
 
 export interface TracebackFrame {
   readonly file: string;
@@ -23,10 +30,14 @@ export interface TracebackFrame {
   readonly function?: string;
 }
 
-/** An earlier exception of a chain, as printed before the one that ended the script. */
+/** Another exception of a chain, as printed with the one that ended the script. */
 export interface ChainedException {
-  /** `cause`: "…was the direct cause of the following exception" (raise … from); `context`: "During handling…". */
-  readonly relation: 'cause' | 'context';
+  /**
+   * `cause`: "…was the direct cause of the following exception" (raise … from); `context`: "During
+   * handling…"; `reraised`: the exception a DataLoader worker's error was re-raised as in the main
+   * process ("Caught ValueError in DataLoader worker process 0."), at the loop's line.
+   */
+  readonly relation: 'cause' | 'context' | 'reraised';
   readonly type: string;
   readonly message: string;
   readonly file?: string;
@@ -39,27 +50,33 @@ export interface ScriptException {
   /** The message, all its lines ('' when the exception had none). */
   readonly message: string;
   readonly rank?: number;
-  /** Outermost first, as printed. */
+  /** Outermost first, as printed (of a DataLoader worker's error, the worker's "Original Traceback"). */
   readonly frames: readonly TracebackFrame[];
   /** The user's innermost frame, when a frame lies outside the library folders. */
   readonly userFrame?: TracebackFrame;
   /** The innermost frame, when it is not the user's (where in a library it was raised). */
   readonly raisedIn?: TracebackFrame;
-  /** Earlier exceptions of the chain, in the order printed. */
+  /** Other exceptions of the chain, in the order printed. */
   readonly chain: readonly ChainedException[];
   /** Order of the exception's line in the output, to find the first failure. */
   readonly seq: number;
+  /** Printed after "Exception ignored in: …" or "Exception in thread …": it did not end the script. */
+  readonly ignored?: boolean;
 }
 
 
 const header = /^Traceback \(most recent call last\):\s*$/;
-const frameLine = /^ {2}File "([^"]+)", line (\d+)(?:, in (.+))?\s*$/;
+/** Python 3.11's ExceptionGroup: its own traceback is the `  | ` lines below this, its sub-exceptions are indented further. */
+const groupHeader = /^ {2}\+ Exception Group Traceback \(most recent call last\):\s*$/;
+const groupLine = /^ {2}\|(?: (.*))?$/;
+/** A DataLoader worker's traceback, printed inside the message of the exception it was re-raised as. */
+const originalHeader = /^Original Traceback \(most recent call last\):\s*$/;
 const repeated = /^\s+\[Previous line repeated \d+ more times?\]\s*$/;
 const exceptionLine = /^([A-Za-z_][\w.]*)(?::(?: (.*))?)?$/;
 const causeMarker = /^The above exception was the direct cause of the following exception:\s*$/;
 const contextMarker = /^During handling of the above exception, another exception occurred:\s*$/;
-/** A line of Python's logging in its default format (torchrun's own `ERROR:torch.distributed…`): not a message line. */
-const loggingLine = /^(?:CRITICAL|ERROR|WARNING|INFO|DEBUG):[\w.]+:/;
+/** A traceback after these lines was printed and survived: by `__del__`, a thread, an atexit handler. */
+const ignoredIntro = /^Exception ignored in\b|^Exception in thread\b|^Error in atexit\._run_exitfuncs:/;
 /** The most lines a message is taken to have. */
 const maxMessageLines = 40;
 
@@ -69,6 +86,9 @@ interface Pending {
   blanks: number;
   frames: TracebackFrame[];
   seq: number;
+  ignored: boolean;
+  /** A DataLoader worker's error: the exception it was re-raised as. */
+  reraisedAs?: Pending;
 }
 
 interface Stream {
@@ -80,9 +100,20 @@ interface Stream {
   chain: { relation: 'cause' | 'context'; pending: Pending }[];
   /** A chain marker was seen: the next traceback continues the chain. */
   awaiting?: 'cause' | 'context';
+  /** In the top level of an ExceptionGroup's traceback (`  | ` lines). */
+  group?: boolean;
+  /** The traceback being read follows an `ignoredIntro` line. */
+  ignored?: boolean;
+  /** Reading the "Original Traceback" of a DataLoader worker: the exception it was re-raised as. */
+  reraisedAs?: Pending;
+  /** The last non-blank text of this rank, to see what a traceback follows. */
+  last?: string;
+  /** The frames of this rank's latest traceback. */
+  lastFrames: TracebackFrame[];
 }
 
-function innermostUser(frames: readonly TracebackFrame[]): TracebackFrame | undefined {
+/** The deepest frame outside the library folders: where a problem belongs. */
+export function innermostUser(frames: readonly TracebackFrame[]): TracebackFrame | undefined {
   for (let i = frames.length - 1; i >= 0; i--) if (!libraryFrame.test(frames[i].file)) return frames[i];
   return undefined;
 }
@@ -91,23 +122,43 @@ function messageOf(p: Pending): string {
   return p.lines.join('\n').trimEnd();
 }
 
-/** Feeds output line by line; returns the exceptions whose message is complete. Call `end()` at the end of the output. */
+/**
+ * Feeds output line by line; returns the exceptions whose message is complete. Call `end()` at the
+ * end of the output. A message is its exception line and the indented lines right after it (how
+ * Python prints a multi-line message that is laid out, and PyTorch's `\t`-indented lists): the
+ * first line that is not indented ends it, so ordinary output after a caught, printed exception is
+ * not taken into its message.
+ */
 export class PythonTracebackParser {
   private readonly streams = new Map<number, Stream>();
   private seq = 0;
 
   push(raw: string): ScriptException[] {
-    const prefix = rankPrefix.exec(raw);
-    const rank = prefix ? prefixRank(prefix) : undefined;
-    const text = (prefix ? raw.slice(prefix[0].length) : raw).replace(/\r$/, '');
+    const line = outputLine(raw);
+    const rank = line.rank;
+    let text = line.text;
     const key = rank ?? -1;
     let s = this.streams.get(key);
     if (!s) {
-      s = { chain: [] };
+      s = { chain: [], lastFrames: [] };
       this.streams.set(key, s);
     }
     const seq = this.seq++;
     const done: ScriptException[] = [];
+    const before = s.last;
+    if (text.trim()) s.last = text;
+
+    if (s.group) {
+      const g = groupLine.exec(text);
+      if (g) text = g[1] ?? '';
+      else {
+        // `  +-+---- 1 ----`: the sub-exceptions begin; the group's own exception is complete.
+        s.group = false;
+        s.frames = undefined;
+        if (s.pending) done.push(this.finish(s, rank));
+        return done;
+      }
+    }
 
     if (s.pending) {
       const p = s.pending;
@@ -117,17 +168,22 @@ export class PythonTracebackParser {
         s.awaiting = causeMarker.test(text) ? 'cause' : 'context';
         return done;
       }
+      if (originalHeader.test(text)) {
+        s.reraisedAs = p;
+        s.pending = undefined;
+        s.frames = [];
+        return done;
+      }
       if (text.trim() === '') {
         p.blanks++;
         return done;
       }
-      if (header.test(text) || frameLine.test(text) || loggingLine.test(text) || p.lines.length + p.blanks >= maxMessageLines) {
-        done.push(this.finish(s, rank));
-      } else {
+      if (/^\s/.test(text) && !frameLine.test(text) && p.lines.length + p.blanks < maxMessageLines) {
         for (; p.blanks > 0; p.blanks--) p.lines.push('');
         p.lines.push(text);
         return done;
       }
+      done.push(this.finish(s, rank));
     }
 
     if (s.awaiting && !header.test(text)) {
@@ -141,9 +197,14 @@ export class PythonTracebackParser {
       }
     }
 
-    if (header.test(text)) {
-      if (!s.awaiting) s.chain = [];
+    if (header.test(text) || groupHeader.test(text)) {
+      if (!s.awaiting) {
+        s.chain = [];
+        s.ignored = before !== undefined && ignoredIntro.test(before);
+      }
       s.awaiting = undefined;
+      s.reraisedAs = undefined;
+      s.group = groupHeader.test(text);
       s.frames = [];
       return done;
     }
@@ -154,6 +215,7 @@ export class PythonTracebackParser {
       // A SyntaxError in the script itself: Python prints its location without a "Traceback" header.
       else if (!f.function) {
         s.chain = [];
+        s.ignored = false;
         s.frames = [f];
       }
       return done;
@@ -163,10 +225,13 @@ export class PythonTracebackParser {
     const ex = exceptionLine.exec(text);
     if (!ex) {
       s.frames = undefined; // not a traceback after all
+      s.reraisedAs = undefined;
       return done;
     }
-    s.pending = { type: ex[1], lines: [ex[2] ?? ''], blanks: 0, frames: s.frames, seq };
+    s.pending = { type: ex[1], lines: [ex[2] ?? ''], blanks: 0, frames: s.frames, seq, ignored: s.ignored ?? false, ...(s.reraisedAs ? { reraisedAs: s.reraisedAs } : {}) };
+    s.lastFrames = s.frames;
     s.frames = undefined;
+    s.reraisedAs = undefined;
     return done;
   }
 
@@ -179,20 +244,37 @@ export class PythonTracebackParser {
         s.awaiting = undefined;
         if (last) s.pending = last.pending;
       }
+      // A worker's "Original Traceback" that was cut off: the exception it was re-raised as stands.
+      if (!s.pending && s.reraisedAs) s.pending = s.reraisedAs;
+      s.reraisedAs = undefined;
       if (s.pending) done.push(this.finish(s, key === -1 ? undefined : key));
     }
     return done.sort((a, b) => a.seq - b.seq);
   }
 
+  /**
+   * The frames of a rank's traceback being read, else of its latest one (the location of an error
+   * line that CudaErrorParser recognises).
+   */
+  frames(rank: number | undefined): readonly TracebackFrame[] {
+    const s = this.streams.get(rank ?? -1);
+    return s ? s.frames ?? s.pending?.frames ?? s.lastFrames : [];
+  }
+
   private finish(s: Stream, rank: number | undefined): ScriptException {
     const p = s.pending as Pending;
     s.pending = undefined;
-    const chain = s.chain.map(({ relation, pending }) => {
+    const chain: ChainedException[] = s.chain.map(({ relation, pending }) => {
       const where = innermostUser(pending.frames) ?? pending.frames[pending.frames.length - 1];
       return { relation, type: pending.type, message: messageOf(pending), ...(where ? { file: where.file, line: where.line } : {}) };
     });
     s.chain = [];
-    const userFrame = innermostUser(p.frames);
+    s.ignored = false;
+    const outer = p.reraisedAs;
+    const outerFrame = outer && innermostUser(outer.frames);
+    if (outer) chain.push({ relation: 'reraised', type: outer.type, message: messageOf(outer), ...(outerFrame ? { file: outerFrame.file, line: outerFrame.line } : {}) });
+    // A worker's error in library code only (a transform of a library): the loop's line is the user's.
+    const userFrame = innermostUser(p.frames) ?? outerFrame;
     const innermost = p.frames[p.frames.length - 1];
     return {
       type: p.type,
@@ -203,6 +285,7 @@ export class PythonTracebackParser {
       ...(innermost && innermost !== userFrame ? { raisedIn: innermost } : {}),
       chain,
       seq: p.seq,
+      ...(p.ignored ? { ignored: true } : {}),
     };
   }
 }
@@ -219,9 +302,9 @@ export function parsePythonExceptions(text: string): ScriptException[] {
 /** Exceptions that stop a script without it being wrong: Ctrl-C, sys.exit, torchrun passing on a signal or reporting failed workers. */
 const notScriptErrors = /^(?:KeyboardInterrupt|SystemExit|GeneratorExit|(?:[\w.]+\.)?SignalException|(?:[\w.]+\.)?ChildFailedError)$/;
 
-/** Whether an exception is an error of the user's script (a frame of theirs, and not an interrupt). */
+/** Whether an exception is an error of the user's script (a frame of theirs, not an interrupt, not one printed and survived). */
 export function isScriptError(e: ScriptException): boolean {
-  return e.userFrame !== undefined && !notScriptErrors.test(e.type);
+  return e.userFrame !== undefined && !e.ignored && !notScriptErrors.test(e.type);
 }
 
 /** `type: message` on one line (a message's further lines joined), for a reason. */
@@ -273,6 +356,13 @@ function hintsFor(e: ScriptException): string[] {
   return [];
 }
 
+/** How a chained exception is introduced, in a problem's explanation and its related information. */
+export const chainWords: Record<ChainedException['relation'], string> = {
+  cause: 'Caused by',
+  context: 'While handling',
+  reraised: 'Raised in a DataLoader worker process, re-raised in the main process as',
+};
+
 function place(f: { file?: string; line?: number }): string {
   return f.file ? ` (${f.file}${f.line !== undefined ? `:${f.line}` : ''})` : '';
 }
@@ -284,7 +374,7 @@ export function exceptionProblem(e: ScriptException): ExceptionProblem {
   if (peerLost) lines.push('This rank lost its connection to another rank, most often because that rank failed first: its own problem is the cause.');
   if (/^(?:SyntaxError|IndentationError|TabError)$/.test(e.type)) lines.push('Python could not read this file, so the script stopped before it ran.');
   else if (e.raisedIn) lines.push(`Raised in ${shortLibraryPath(e.raisedIn.file)}:${e.raisedIn.line}${e.raisedIn.function ? ` (${e.raisedIn.function})` : ''}, called from this line.`);
-  for (const c of e.chain) lines.push(`${c.relation === 'cause' ? 'Caused by' : 'While handling'} ${exceptionText(c, 300)}${place(c)}.`);
+  for (const c of e.chain) lines.push(`${chainWords[c.relation]} ${exceptionText(c, 300)}${place(c)}.`);
   return {
     kind: 'exception',
     exceptionType: e.type,

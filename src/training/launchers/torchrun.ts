@@ -17,10 +17,11 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
-import { CudaErrorParser, cudaKind, prefixRank, rankPrefix, rootCauseRank } from './cudaErrors';
+import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
-import { exceptionProblem, exceptionText, isScriptError, PythonTracebackParser, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
+import { outputLine } from './outputLines';
+import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 
 export interface TorchrunSpec {
   readonly file: string;
@@ -118,6 +119,12 @@ function summary(p: ScriptProblem): string {
 
 type Failure = Omit<Extract<JobEvent, { type: 'job/failed' }>, 'type'>;
 
+/** Exceptions that end a rank without being an error of its script: its fatal one all the same. */
+const interrupt = /(?:^|\.)(?:KeyboardInterrupt|SystemExit)$/;
+
+/** The most distinct exceptions a run keeps (and makes problems of); any more are counted. */
+export const maxExceptions = 100;
+
 const signalHints: Record<string, string> = {
   SIGKILL: 'A SIGKILL that the script did not ask for is most often the kernel\'s out-of-memory killer (host memory, not the GPU\'s): see `dmesg` or `journalctl -k`; use fewer data-loader workers or a smaller batch.',
   SIGSEGV: 'A segmentation fault is a crash in native code (PyTorch, CUDA, a C extension): run with one process and `python -X faulthandler` to see where.',
@@ -131,8 +138,14 @@ const signalHints: Record<string, string> = {
 export function failureFromOutput(exceptions: readonly ScriptException[], cudaProblems: readonly ScriptProblem[], all: string, lastLines: ReadonlyMap<number, readonly string[]>): Failure | undefined {
   const ordered = [...exceptions].sort((a, b) => a.seq - b.seq);
   const ranks = summaryFailures(all);
-  // A rank that lost its peer failed because of another: that one's exception is the cause, wherever it was printed.
-  const failing = ordered.filter(isScriptError);
+  // Each rank's fatal exception is the last one it printed: an earlier one was caught and printed
+  // (traceback.print_exc()) and the script went on. Tracebacks printed and survived ("Exception
+  // ignored in", a thread's) and torchrun's own (no frame of the user's) do not count.
+  const fatal = new Map<number, ScriptException>();
+  for (const e of ordered) if (!e.ignored && (e.userFrame || interrupt.test(e.type))) fatal.set(e.rank ?? -1, e);
+  // The earliest of the ranks' fatal exceptions. A rank that lost its peer failed because of another:
+  // that one's exception is the cause, wherever it was printed.
+  const failing = [...fatal.values()].filter(isScriptError).sort((a, b) => a.seq - b.seq);
   const first = failing.find((e) => !exceptionProblem(e).peerLost) ?? failing[0];
   // Only lost peers: a rank killed by a signal (no exception of its own) is the cause.
   const killed = ranks.find((r) => r.exitCode < 0 && !failing.some((e) => e.rank === r.rank));
@@ -143,15 +156,16 @@ export function failureFromOutput(exceptions: readonly ScriptException[], cudaPr
   if (first && !cudaKind(exceptionText(first))) {
     const p = exceptionProblem(first);
     const rank = first.rank ?? rootCauseRank(all);
-    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}) };
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), ...(p.hints.length ? { hint: p.hints[0] } : {}), problem: p };
   }
   if (cudaProblems.length) {
     const p = (first && cudaProblems.find((c) => c.rank === first.rank)) || cudaProblems[0];
     const rank = p.rank ?? rootCauseRank(all);
-    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}` };
+    return { reason: summary(p), ...(rank !== undefined ? { rank } : {}), hint: `${p.explanation} ${p.hints[0]}`, problem: p };
   }
   // Nothing of the script's: torchrun's own error (no frame of the user's), a signal it passed on, or its summary.
-  const launcher = ordered.find((e) => !e.userFrame && !/(?:^|\.)(?:ChildFailedError|SignalException|KeyboardInterrupt|SystemExit)$/.test(e.type));
+  // Only output without a rank prefix is torchrun's own: a rank's library-only traceback is not.
+  const launcher = ordered.find((e) => e.rank === undefined && !e.ignored && !e.userFrame && !/(?:^|\.)(?:ChildFailedError|SignalException|KeyboardInterrupt|SystemExit)$/.test(e.type));
   if (launcher) {
     const where = launcher.raisedIn ? ` (in ${shortLibraryPath(launcher.raisedIn.file)}:${launcher.raisedIn.line})` : '';
     return { reason: `torchrun itself failed: ${exceptionText(launcher)}${where}` };
@@ -190,7 +204,8 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const started = Date.now();
   const child = spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,
-    env: { ...process.env, ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1' },
+    // No colour codes in tracebacks (Python ≥ 3.13 honours FORCE_COLOR even into a pipe), unless the job asks for them.
+    env: { ...process.env, PYTHON_COLORS: '0', ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group: torchrun and every worker it starts
   });
@@ -205,13 +220,27 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const onProcessExit = () => killGroup('SIGKILL');
   process.on('exit', onProcessExit);
   const parser = new CudaErrorParser();
-  const tracebacks = new PythonTracebackParser();
-  const exceptions: ScriptException[] = [];
+  /** The first `maxExceptions` distinct exceptions, by rank, type, message and place; the rest are counted. */
+  const exceptions = new Map<string, ScriptException>();
+  /** Each rank's last exception, kept or not: its fatal one is its last. */
+  const lastOfRank = new Map<number, ScriptException>();
+  let repeats = 0;
+  let dropped = 0;
   let exceptionProblems = 0;
   /** Each rank's last non-blank lines, for a rank that ended without an exception. */
   const lastLines = new Map<number, string[]>();
   const onException = (ex: ScriptException) => {
-    exceptions.push(ex);
+    lastOfRank.set(ex.rank ?? -1, ex);
+    const key = `${ex.rank ?? ''}\0${ex.type}\0${ex.message}\0${ex.userFrame?.file ?? ''}:${ex.userFrame?.line ?? ''}\0${ex.ignored ? 1 : 0}`;
+    if (exceptions.has(key)) {
+      repeats++;
+      return;
+    }
+    if (exceptions.size >= maxExceptions) {
+      dropped++;
+      return;
+    }
+    exceptions.set(key, ex);
     // A CUDA error is a problem already, with its explanation; Ctrl-C, torchrun's own errors are none of the script's.
     if (!isScriptError(ex) || cudaKind(exceptionText(ex))) return;
     const problem = exceptionProblem(ex);
@@ -230,12 +259,12 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       all = (all + line + '\n').slice(-20_000);
       tail.push(line);
       if (tail.length > 8) tail = tail.slice(-8);
-      const prefix = rankPrefix.exec(line);
-      const rank = prefix ? prefixRank(prefix) : undefined;
-      if (rank !== undefined && line.length > prefix![0].length) lastLines.set(rank, [...(lastLines.get(rank) ?? []), line.slice(prefix![0].length).trim()].slice(-2));
+      const { rank, text } = outputLine(line);
+      if (rank !== undefined && text.trim()) lastLines.set(rank, [...(lastLines.get(rank) ?? []), text.trim()].slice(-2));
       onEvent({ type: 'job/log', level: 'info', ...(rank !== undefined ? { rank } : {}), message: line });
-      for (const problem of parser.push(line)) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
-      for (const ex of tracebacks.push(line)) onException(ex);
+      const found = parser.pushLine(line);
+      for (const problem of found.problems) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
+      for (const ex of found.exceptions) onException(ex);
     };
     return {
       data: (d: Buffer) => {
@@ -275,12 +304,14 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       clearTimeout(drain);
       out.end();
       err.end();
-      for (const ex of tracebacks.end()) onException(ex);
+      for (const ex of parser.tracebacks.end()) onException(ex);
+      if (repeats || dropped) onEvent({ type: 'job/log', level: 'info', message: `torchrun: the output had ${repeats + dropped} more exception tracebacks: ${repeats} repeated one already listed${dropped ? `, ${dropped} came after the first ${maxExceptions} distinct ones and are not problems` : ''}` });
       killGroup('SIGKILL'); // nothing the script started outlives the job
       process.off('exit', onProcessExit);
       let event: Final;
       const problems = parser.problems();
-      const failure = failureFromOutput(exceptions, problems, all, lastLines);
+      const kept = new Set(exceptions.values());
+      const failure = failureFromOutput([...kept, ...[...lastOfRank.values()].filter((e) => !kept.has(e))], problems, all, lastLines);
       if (spawnError) {
         event = { type: 'job/failed', reason: `cannot run ${spec.python}: ${spawnError.code === 'ENOENT' ? 'no such program' : spawnError.message}`, hint: 'Set the interpreter that has PyTorch: the job\'s "python" field or --python (e.g. /usr/bin/python3 for Debian\'s python3-torch).' };
       } else if (cancelled) {

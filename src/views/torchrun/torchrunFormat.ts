@@ -8,7 +8,7 @@
 import { basename, isAbsolute, resolve } from 'node:path';
 import type { CudaProblemKind } from '../../training/launchers/cudaErrors';
 import type { JobEvent } from '../../training/job/events';
-import { exceptionText, type ScriptProblem } from '../../training/launchers/pythonErrors';
+import { chainWords, exceptionText, type ScriptProblem } from '../../training/launchers/pythonErrors';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
@@ -90,7 +90,7 @@ export function problemDiagnostics(problems: readonly ScriptProblem[], script: s
       ...g.first.hints.map((h) => `• ${h}`),
     ];
     const chain = g.first.kind === 'exception' ? g.first.chain ?? [] : [];
-    const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${c.relation === 'cause' ? 'Caused by' : 'While handling'} ${exceptionText(c, 300)}` }] : []));
+    const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${chainWords[c.relation]} ${exceptionText(c, 300)}` }] : []));
     return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks, severity: g.first.kind === 'exception' && g.first.peerLost ? 'warning' : 'error', related };
   });
 }
@@ -135,19 +135,19 @@ export function taskExitCode(e: FinalEvent): number {
 }
 
 /**
- * The notification at the end of a torchrun job. A failure with problems names the failing
- * rank's briefly (a CUDA error's kind and size, an exception's type and message, file:line); the
- * long text is in the Problems panel.
+ * The notification at the end of a torchrun job. A failure whose cause is a problem (the engine's
+ * choice, carried on `job/failed`) names it briefly (a CUDA error's kind and size, an exception's
+ * type and message, file:line); the long text is in the Problems panel. Any other cause (a rank
+ * killed by a signal, torchrun's own error) is the engine's reason and hint, never a problem
+ * chosen again here.
  */
 export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly ScriptProblem[]): string {
   const n = problems.length;
   const inPanel = n ? ` ${n} problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
   if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${inPanel}`;
   if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;
-  const rank = e.rank ?? problems[0]?.rank;
-  const onRank = rank !== undefined ? ` on rank ${rank}` : '';
-  // The failing rank's problem: the reason names it (exception problems arrive once their message is complete, not in order).
-  const p = (e.rank !== undefined ? problems.find((q) => q.rank === e.rank && e.reason.startsWith(q.kind === 'exception' ? q.exceptionType : q.message)) : undefined) ?? problems.find((q) => e.reason.startsWith(q.kind === 'exception' ? q.exceptionType : q.message)) ?? problems[0];
+  const onRank = e.rank !== undefined ? ` on rank ${e.rank}` : '';
+  const p = e.problem;
   if (p) {
     const where = p.file ? ` at ${basename(p.file)}${p.line !== undefined ? `:${p.line}` : ''}` : '';
     if (p.kind === 'exception') {
@@ -159,7 +159,7 @@ export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonl
   }
   const reason = errorText(e.reason.trim().replace(/\s*\n\s*/g, '; '));
   const short = reason.length > 300 ? `${reason.slice(0, 297)}…` : reason;
-  return `Training ${job} (torchrun) failed${onRank}: ${short}${/[.!?…]$/.test(short) ? '' : '.'}${e.hint ? ` ${e.hint}` : ''}`;
+  return `Training ${job} (torchrun) failed${onRank}: ${short}${/[.!?…]$/.test(short) ? '' : '.'}${e.hint ? ` ${e.hint}` : ''}${inPanel}`;
 }
 
 /** The task's name, as its terminal tab and the task list show it. */

@@ -6,6 +6,7 @@ import { CudaErrorParser, parseCudaErrors } from '../../../../src/training/launc
 import { exceptionProblem, isScriptError, parsePythonExceptions } from '../../../../src/training/launchers/pythonErrors';
 import type { JobEvent } from '../../../../src/training/job/events';
 import { runJob } from '../../../../src/training/launchers/coordinator';
+import { failureFromOutput } from '../../../../src/training/launchers/torchrun';
 import { problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage } from '../../../../src/views/torchrun/torchrunFormat';
 import { fixtures, repoRoot } from '../../../paths';
 
@@ -101,6 +102,13 @@ describe('exceptions of the script as diagnostics', () => {
     assert.deepEqual([r1.line, r1.related.map((r) => [r.line, r.message])], [17, [[15, 'While handling ValueError: invalid literal for int() with base 10: \'x\'']]]);
   });
 
+  it('puts a DataLoader worker\'s error at the data set\'s line, with the loop\'s line as related information (recorded)', () => {
+    const [d] = problemDiagnostics(exceptionsOf('exc-dataloader-worker.txt'), script, cwd);
+    assert.deepEqual([d.file, d.line, d.ranks], ['/tmp/proj/loader_dataset.py', 12, [0, 1]]);
+    assert.match(d.message, /^ValueError \(ranks 0, 1\): bad label 11 in row 40\n/);
+    assert.deepEqual(d.related, [{ file: '/tmp/proj/loader_worker.py', line: 8, message: 'Raised in a DataLoader worker process, re-raised in the main process as ValueError: Caught ValueError in DataLoader worker process 0.' }]);
+  });
+
   it('shows a SyntaxError at the line Python could not read, and every line of a multi-line message', () => {
     const [syntax] = problemDiagnostics(exceptionsOf('exc-syntax-script.txt'), script, cwd);
     assert.deepEqual([syntax.file, syntax.line, syntax.ranks], ['/tmp/proj/syntax.py', 3, [0, 1]]);
@@ -111,10 +119,20 @@ describe('exceptions of the script as diagnostics', () => {
 
   it('names the failing rank\'s exception in the end message and in the terminal', () => {
     const problems = exceptionsOf('exc-shape-rank1-then-peer.txt');
-    const failed = { type: 'job/failed' as const, reason: 'RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x1568 and 392x10) at /tmp/proj/shape_rank1.py:11', rank: 1 };
-    // The lost peer's problem may arrive first: the message still names rank 1's.
+    const text = recorded('exc-shape-rank1-then-peer.txt');
+    const failed = { type: 'job/failed' as const, ...failureFromOutput(parsePythonExceptions(text), [], text, new Map()) } as Extract<JobEvent, { type: 'job/failed' }>;
+    // The lost peer's problem may arrive first: the message still names rank 1's, the one the engine chose.
     assert.equal(torchrunEndMessage('mnist', failed, [problems[1], problems[0]]), 'Training mnist (torchrun) failed on rank 1: RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x1568 and 392x10) at shape_rank1.py:11. 2 problems in the Problems panel.');
     assert.equal(plain(terminalText({ type: 'job/log', level: 'warning', message: 'x', problem: problems[0] })), 'GPU Workbench: RuntimeError on rank 1 at /tmp/proj/shape_rank1.py:11; it is in the Problems panel.');
+  });
+
+  it('says a rank was killed by SIGKILL, with the OOM-killer hint, and does not blame the rank that then lost its peer (whose warning is the only problem)', () => {
+    const text = recorded('exc-sigkill-then-peer.txt');
+    const problems = exceptionsOf('exc-sigkill-then-peer.txt');
+    assert.deepEqual(problems.map((p) => [p.rank, p.kind === 'exception' && p.peerLost]), [[0, true]], 'rank 0\'s lost peer is the only problem');
+    const failed = { type: 'job/failed' as const, ...failureFromOutput(parsePythonExceptions(text), [], text, new Map()) } as Extract<JobEvent, { type: 'job/failed' }>;
+    const message = torchrunEndMessage('mnist', failed, problems);
+    assert.match(message, /^Training mnist \(torchrun\) failed on rank 1: rank 1 was killed by SIGKILL \(signal 9\) without a Python exception; rank 0 then lost its connection to it \(RuntimeError: .*Connection reset by peer\)\. A SIGKILL .* out-of-memory killer .* 1 problem in the Problems panel\.$/);
   });
 });
 
@@ -138,7 +156,7 @@ describe('torchrun task terminal and end message', () => {
   });
 
   it('names the first CUDA problem briefly in the end message and points at the Problems panel', () => {
-    const failed = { type: 'job/failed' as const, reason: 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; …) at /home/user/project/train.py:71', rank: 1 };
+    const failed = { type: 'job/failed' as const, reason: 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; …) at /home/user/project/train.py:71', rank: 1, problem: { ...oom, rank: 1 } };
     assert.equal(torchrunEndMessage('ddp', failed, [{ ...oom, rank: 1 }]), 'Training ddp (torchrun) failed on rank 1: CUDA out of memory (tried to allocate 20.00 MiB) at train.py:71. 1 problem in the Problems panel.');
     assert.equal(torchrunEndMessage('ddp', { type: 'job/failed', reason: 'cannot run /nope/python: no such program', hint: 'Set the interpreter.' }, []), 'Training ddp (torchrun) failed: cannot run /nope/python: no such program. Set the interpreter.');
     assert.equal(torchrunEndMessage('ddp', { type: 'job/failed', reason: 'cancelled', cancelled: true }, []), 'Training ddp (torchrun) was stopped.');
