@@ -19,7 +19,8 @@ options:
   --devices D        how many devices (N) or which ones (0,1,...); one worker process each
   --epochs N         train for N epochs
   --backend B        auto | tensorflow-gpu | tensorflow | wasm | cpu
-  --resume           continue from the last checkpoint in the job's checkpointDir; without
+  --resume           continue from the last checkpoint in the job's checkpointDir (the newest
+                     whole epoch-N when latest.json is unreadable; never another job's run); without
                      it a checkpointDir that holds an earlier run has that run moved into
                      previous-<time>/ inside it first: two runs never share one folder
   --micro-batches N  pipeline: micro-batches per batch
