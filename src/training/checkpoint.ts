@@ -405,6 +405,15 @@ function readLock(path: string): LockOwner | undefined {
   }
 }
 
+/** Whether `path` changed in the last 10 s (false when it is gone). */
+function recentlyChanged(path: string): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs < 10_000;
+  } catch {
+    return false;
+  }
+}
+
 /** A checkpoint folder's lock, held by this process until released. */
 export interface CheckpointLock {
   readonly path: string;
@@ -437,6 +446,8 @@ export function lockCheckpointFolder(root: string, job: { readonly name?: string
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
       const owner = readLock(path);
       if (owner && lockOwnerAlive(owner)) throw new CheckpointInUseError(root, owner);
+      // Unreadable: written by a process that died at once, or one writing it right now.
+      if (!owner && recentlyChanged(path)) throw new CheckpointError(`the checkpoint folder ${root} is being taken by another job right now (its lock file ${path} is not written yet); try again in a moment`);
       // Gone (or a lock cut off while being written): take it over. A rename to a name of our
       // own is atomic, so of two processes doing this at once only one gets the stale file.
       const stale = `${path}.stale-${process.pid}`;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Tensor } from '@tensorflow/tfjs-core';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CheckpointError, CheckpointInUseError, ensureCheckpointFolder, existingRun, latestCheckpoint, lockCheckpointFolder, lockFileName, mergeOptimizerStates, moveRunAside, prepareCheckpointFolder, processStartTime, sliceOptimizerState, type LockOwner, type OptimizerState } from '../../../src/training/checkpoint';
@@ -174,6 +174,15 @@ describe('checkpoint: a checkpoint folder is held by one job at a time', () => {
       lockCheckpointFolder(root).release();
       assert.deepEqual(readdirSync(root), []);
     }
+  });
+
+  it('a lock file that is not written yet is another job taking the folder right now; left so for long, it is taken over', () => {
+    writeFileSync(join(root, lockFileName), '');
+    assert.throws(() => lockCheckpointFolder(root), /^CheckpointError: the checkpoint folder .* is being taken by another job right now \(its lock file .* is not written yet\); try again in a moment$/);
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(join(root, lockFileName), old, old);
+    lockCheckpointFolder(root).release();
+    assert.deepEqual(readdirSync(root), []);
   });
 
   it('a checkpointDir that is a file fails up front, naming it', () => {
