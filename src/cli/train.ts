@@ -19,7 +19,8 @@ options:
   --devices D        how many devices (N) or which ones (0,1,...); one worker process each
   --epochs N         train for N epochs
   --backend B        auto | tensorflow-gpu | tensorflow | wasm | cpu
-  --resume           continue from the last checkpoint in the job's checkpointDir; without
+  --resume           continue from the last checkpoint in the job's checkpointDir (the newest
+                     whole epoch-N when latest.json is unreadable; never another job's run); without
                      it a checkpointDir that holds an earlier run has that run moved into
                      previous-<time>/ inside it first: two runs never share one folder
   --micro-batches N  pipeline: micro-batches per batch
@@ -192,7 +193,7 @@ export function formatBatchEvent(e: FindBatchSizeEvent): string {
     const trials = `${d.trials.length} trial${d.trials.length === 1 ? '' : 's'}`;
     switch (d.limit) {
       case 'memory': return d.batchSize > 0 ? `largest batch that fits: ${d.batchSize} on ${where} (${d.batchSize + 1} runs out of memory; ${trials})` : `not even a batch of 1 fits on ${where}: the model alone is too large for its memory`;
-      case 'max': return `a batch of ${d.batchSize} fits on ${where}: ${boundText(r, d.max)}, the largest worth trying (${trials})`;
+      case 'max': return `a batch of ${d.batchSize} fits on ${where}: ${boundText(r, d.max)} (${trials})`;
       case 'error': return `the search stopped on ${where}: ${d.error?.reason ?? 'a trial failed'}${d.error?.hint ? `\nhint: ${d.error.hint}` : ''}`;
       case 'cancelled': return `the search was cancelled on ${where}${d.batchSize > 0 ? ` (${d.batchSize} fits)` : ''}`;
     }

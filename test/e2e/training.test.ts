@@ -137,6 +137,8 @@ describe('e2e: training in code-server', function () {
     assert.equal(previous.length, 1, `the first run moved aside: ${readdirSync(ckpt).join(', ')}`);
     assert.deepEqual(JSON.parse(readFileSync(join(ckpt, previous[0], 'latest.json'), 'utf8')), { dir: 'epoch-2', epoch: 2 });
     assert.deepEqual(readdirSync(join(ckpt, previous[0])).filter((n) => n.startsWith('epoch-')).sort(), ['epoch-1', 'epoch-2']);
+    // The stopped job let go of the folder: its lock is gone, so the next start is not refused.
+    assert.ok(!readdirSync(ckpt).includes('.gpu-workbench.lock'), `the stopped job's lock is left in ${ckpt}`);
   });
 });
 

@@ -20,8 +20,9 @@
  */
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import type { Optimizer } from '@tensorflow/tfjs-core';
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { accessSync, closeSync, constants, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { basename, join, resolve } from 'node:path';
 import type { Tf } from '../backends/types';
 
 type WeightsManifestEntry = Parameters<Tf['io']['decodeWeights']>[1][number];
@@ -32,6 +33,9 @@ export interface TrainerState {
   readonly globalStep: number;
   readonly job: string;
   readonly savedAt: string;
+  /** The job file and its "model", to tell this job's run from another's on resume (absent in checkpoints of older versions). */
+  readonly file?: string;
+  readonly model?: unknown;
 }
 
 function toArrayBuffer(data: ArrayBuffer | ArrayBuffer[] | undefined): ArrayBuffer {
@@ -186,18 +190,96 @@ export async function saveCheckpoint(tf: Tf, root: string, model: LayersModel, o
 /** What a checkpoint folder holds of an earlier run. */
 export interface ExistingRun {
   readonly root: string;
-  /** What latest.json names, when it is there, readable and its folder exists. */
-  readonly latest?: { readonly dir: string; readonly epoch: number };
+  /** The checkpoint a resume starts from: what latest.json names when that folder is whole, else the newest whole epoch-N (`repaired`). */
+  readonly latest?: { readonly dir: string; readonly epoch: number; readonly repaired?: string };
   /** The epoch-N folders, in order of N. */
   readonly epochs: readonly number[];
-  /** The job that wrote the latest checkpoint and when (its trainer.json). */
+  /** The job that wrote the latest checkpoint and when (its trainer.json): its name, job file and model, as far as recorded. */
   readonly job?: string;
+  readonly file?: string;
+  readonly model?: unknown;
   readonly savedAt?: string;
   /** The names in `root` that belong to the run: latest.json, epoch-N, and the leftovers of a write cut off. */
   readonly entries: readonly string[];
 }
 
 const runEntry = /^(latest\.json|epoch-\d+|\.epoch-\d+\..*|\.latest\.json\.tmp-.*)$/;
+
+const dtypeBytes: Readonly<Record<string, number>> = { float32: 4, int32: 4, bool: 1, uint8: 1, complex64: 8 };
+
+/** Whether `bin` holds exactly the bytes `specs` describe (unknown dtypes are not counted). */
+function binMatches(bin: string, specs: unknown): boolean {
+  if (!Array.isArray(specs)) return false;
+  let bytes = 0;
+  for (const s of specs as { shape?: unknown; dtype?: unknown }[]) {
+    if (!Array.isArray(s.shape) || typeof s.dtype !== 'string') return false;
+    const size = dtypeBytes[s.dtype];
+    if (size === undefined) return statSync(bin).isFile();
+    bytes += (s.shape as number[]).reduce((a, b) => a * b, 1) * size;
+  }
+  return statSync(bin).size === bytes;
+}
+
+/**
+ * The trainer state of a checkpoint folder when it is whole: trainer.json readable, model.json
+ * and optimizer.json readable, and weights.bin / optimizer.bin of exactly the size their
+ * manifests give; undefined otherwise (a folder written by a run cut off, or damaged since).
+ */
+export function wholeCheckpoint(dir: string): (Partial<TrainerState> & { readonly epochsDone: number }) | undefined {
+  try {
+    const trainer = JSON.parse(readFileSync(join(dir, 'trainer.json'), 'utf8')) as Partial<TrainerState>;
+    if (typeof trainer.epochsDone !== 'number') return undefined;
+    const model = JSON.parse(readFileSync(join(dir, 'model.json'), 'utf8')) as { weightsManifest?: { weights?: unknown }[] };
+    if (!binMatches(join(dir, 'weights.bin'), model.weightsManifest?.[0]?.weights)) return undefined;
+    const opt = JSON.parse(readFileSync(join(dir, 'optimizer.json'), 'utf8')) as { specs?: unknown };
+    if (!binMatches(join(dir, 'optimizer.bin'), opt.specs)) return undefined;
+    return { ...trainer, epochsDone: trainer.epochsDone };
+  } catch {
+    return undefined;
+  }
+}
+
+const epochFolders = (names: readonly string[]): number[] => names.map((n) => /^epoch-(\d+)$/.exec(n)).filter((m) => m !== null).map((m) => Number(m[1])).sort((a, b) => a - b);
+
+/** Why latest.json cannot be trusted, or undefined when it names a whole checkpoint (`dir`). */
+function latestProblem(root: string): { readonly problem?: string; readonly dir?: string } {
+  let text: string;
+  try {
+    text = readFileSync(join(root, 'latest.json'), 'utf8');
+  } catch {
+    return { problem: 'there is no latest.json' };
+  }
+  let l: { dir?: unknown; epoch?: unknown };
+  try {
+    l = JSON.parse(text) as typeof l;
+  } catch {
+    return { problem: text.trim() === '' ? 'latest.json is empty' : 'latest.json is not JSON' };
+  }
+  if (typeof l.dir !== 'string' || typeof l.epoch !== 'number' || !/^epoch-\d+$/.test(l.dir)) return { problem: 'latest.json names no epoch folder' };
+  if (!existsSync(join(root, l.dir))) return { problem: `latest.json names ${l.dir}, which is not there` };
+  if (!wholeCheckpoint(join(root, l.dir))) return { problem: `latest.json names ${l.dir}, which is not a whole checkpoint` };
+  return { dir: l.dir };
+}
+
+/** Where a resume of `root` starts: see `latestCheckpoint`. */
+function resumePoint(root: string): ExistingRun['latest'] | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return undefined;
+  }
+  const named = latestProblem(root);
+  if (named.dir) {
+    const state = wholeCheckpoint(join(root, named.dir));
+    return { dir: named.dir, epoch: state?.epochsDone ?? Number(named.dir.slice(6)) };
+  }
+  for (const e of epochFolders(names).reverse()) {
+    const state = wholeCheckpoint(join(root, `epoch-${e}`));
+    if (state) return { dir: `epoch-${e}`, epoch: state.epochsDone, repaired: named.problem };
+  }
+  return undefined;
+}
 
 /** The run a checkpoint folder holds (latest.json or an epoch-N folder), or undefined when it holds none (or does not exist). */
 export function existingRun(root: string): ExistingRun | undefined {
@@ -208,21 +290,16 @@ export function existingRun(root: string): ExistingRun | undefined {
     return undefined;
   }
   const entries = names.filter((n) => runEntry.test(n)).sort();
-  const epochs = names.map((n) => /^epoch-(\d+)$/.exec(n)).filter((m) => m !== null).map((m) => Number(m[1])).sort((a, b) => a - b);
+  const epochs = epochFolders(names);
   if (epochs.length === 0 && !names.includes('latest.json')) return undefined;
-  let latest: ExistingRun['latest'];
-  let trainer: Partial<TrainerState> = {};
-  try {
-    const l = JSON.parse(readFileSync(join(root, 'latest.json'), 'utf8')) as { dir?: unknown; epoch?: unknown };
-    if (typeof l.dir === 'string' && typeof l.epoch === 'number' && statSync(join(root, l.dir)).isDirectory()) latest = { dir: l.dir, epoch: l.epoch };
-    if (latest) trainer = JSON.parse(readFileSync(join(root, latest.dir, 'trainer.json'), 'utf8')) as Partial<TrainerState>;
-  } catch {
-    // no latest.json, or one that names nothing whole
-  }
+  const latest = resumePoint(root);
+  const trainer: Partial<TrainerState> = (latest ? wholeCheckpoint(join(root, latest.dir)) : undefined) ?? {};
   return {
     root, epochs, entries,
     ...(latest ? { latest } : {}),
     ...(typeof trainer.job === 'string' ? { job: trainer.job } : {}),
+    ...(typeof trainer.file === 'string' ? { file: trainer.file } : {}),
+    ...(trainer.model !== undefined ? { model: trainer.model } : {}),
     ...(typeof trainer.savedAt === 'string' ? { savedAt: trainer.savedAt } : {}),
   };
 }
@@ -236,17 +313,179 @@ export function previousRunFolder(root: string, now: Date): string {
   }
 }
 
+const errText = (err: unknown): string => err instanceof Error ? err.message : String(err);
+
 /**
  * Moves `entries` (default: all of the run's) out of the way into a new `previous-<time>/`
  * folder inside `root`, each by a rename; returns that folder. The moved latest.json keeps
- * naming its own checkpoint there.
+ * naming its own checkpoint there. When a rename fails, the entries already moved are moved
+ * back and the new folder removed, so the run stays whole where it was; the error says so (or,
+ * when moving back fails too, exactly which entries are where).
  */
 export function moveRunAside(run: ExistingRun, now = new Date(), entries: readonly string[] = run.entries): string {
   const to = previousRunFolder(run.root, now);
   mkdirSync(to);
-  for (const name of entries) renameSync(join(run.root, name), join(to, name));
+  const moved: string[] = [];
+  for (const name of entries) {
+    try {
+      renameSync(join(run.root, name), join(to, name));
+      moved.push(name);
+    } catch (err) {
+      const stuck: string[] = [];
+      for (const m of [...moved].reverse()) {
+        try {
+          renameSync(join(to, m), join(run.root, m));
+        } catch {
+          stuck.push(m);
+        }
+      }
+      if (stuck.length === 0) {
+        rmSync(to, { recursive: true, force: true });
+        throw new CheckpointError(`could not move ${name} into ${to} (${errText(err)}); ${moved.length > 0 ? `${moved.join(', ')}, already moved, went back, so ` : ''}${run.root} is as it was`);
+      }
+      throw new CheckpointError(`could not move ${name} into ${to} (${errText(err)}), nor move back ${stuck.join(', ')}: ${stuck.join(', ')} ${stuck.length === 1 ? 'is' : 'are'} in ${to}, the rest of the run in ${run.root}`);
+    }
+  }
   syncFolder(run.root);
   return to;
+}
+
+/** The lock file a running job holds in its checkpoint folder. */
+export const lockFileName = '.gpu-workbench.lock';
+
+/** Who holds a checkpoint folder's lock (the lock file's content). */
+export interface LockOwner {
+  readonly pid: number;
+  readonly host: string;
+  /** When the job started (ISO time). */
+  readonly startedAt: string;
+  /** The process's start time as the OS gives it (Linux: /proc/<pid>/stat field 22), to tell a reused pid apart. */
+  readonly processStart?: string;
+  readonly job?: string;
+  readonly file?: string;
+}
+
+/** The start time of process `pid` as Linux gives it (clock ticks since boot), or undefined where that cannot be read. */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the process that wrote `owner` still runs (on another host: assumed so, as it cannot be checked). */
+export function lockOwnerAlive(owner: LockOwner): boolean {
+  if (owner.host !== hostname()) return true;
+  try {
+    process.kill(owner.pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+  }
+  // Alive (or another user's: EPERM); a pid reused by another process since has another start time.
+  if (owner.processStart !== undefined) {
+    const now = processStartTime(owner.pid);
+    if (now !== undefined && now !== owner.processStart) return false;
+  }
+  return true;
+}
+
+export function describeLockOwner(owner: LockOwner): string {
+  return `pid ${owner.pid}${owner.host !== hostname() ? ` on ${owner.host}` : ''}${owner.job ? `, job ${owner.job}` : ''}${owner.file ? ` (${owner.file})` : ''}, started ${owner.startedAt}`;
+}
+
+function readLock(path: string): LockOwner | undefined {
+  try {
+    const o = JSON.parse(readFileSync(path, 'utf8')) as Partial<LockOwner>;
+    return typeof o.pid === 'number' && typeof o.host === 'string' ? o as LockOwner : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `path` changed in the last 10 s (false when it is gone). */
+function recentlyChanged(path: string): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs < 10_000;
+  } catch {
+    return false;
+  }
+}
+
+/** A checkpoint folder's lock, held by this process until released. */
+export interface CheckpointLock {
+  readonly path: string;
+  release(): void;
+}
+
+/** The checkpoint folder is held by another running job. */
+export class CheckpointInUseError extends Error {
+  constructor(readonly root: string, readonly owner: LockOwner) {
+    super(`the checkpoint folder ${root} is in use by another running job: ${describeLockOwner(owner)}`);
+    this.name = 'CheckpointInUseError';
+  }
+}
+
+/**
+ * Takes `root`'s lock for this process (created with 'wx': only one process can), so that two
+ * jobs never write one folder. A lock left by a process that is gone (its pid dead, or reused by
+ * a process started at another time) is taken over; one whose owner still runs throws
+ * `CheckpointInUseError`. Release it when the job ends (it is also removed if this process exits).
+ */
+export function lockCheckpointFolder(root: string, job: { readonly name?: string; readonly file?: string } = {}): CheckpointLock {
+  const path = join(root, lockFileName);
+  const processStart = processStartTime(process.pid);
+  const me: LockOwner = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString(), ...(processStart ? { processStart } : {}), ...(job.name ? { job: job.name } : {}), ...(job.file ? { file: job.file } : {}) };
+  for (let attempt = 0; ; attempt++) {
+    let fd: number;
+    try {
+      fd = openSync(path, 'wx');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
+      const owner = readLock(path);
+      if (owner && lockOwnerAlive(owner)) throw new CheckpointInUseError(root, owner);
+      // Unreadable: written by a process that died at once, or one writing it right now.
+      if (!owner && recentlyChanged(path)) throw new CheckpointError(`the checkpoint folder ${root} is being taken by another job right now (its lock file ${path} is not written yet); try again in a moment`);
+      // Gone (or a lock cut off while being written): take it over. A rename to a name of our
+      // own is atomic, so of two processes doing this at once only one gets the stale file.
+      const stale = `${path}.stale-${process.pid}`;
+      try {
+        renameSync(path, stale);
+      } catch {
+        continue;
+      }
+      const took = readLock(stale);
+      if (took && owner && (took.pid !== owner.pid || took.startedAt !== owner.startedAt)) {
+        // Another process took it over between our read and our rename: its lock goes back.
+        try {
+          linkSync(stale, path);
+        } catch {
+          // ignored: the 'wx' below decides
+        }
+      }
+      rmSync(stale, { force: true });
+      continue;
+    }
+    try {
+      writeFileSync(fd, JSON.stringify(me));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      process.off('exit', release);
+      // Only our own lock: never one another process took over after ours went stale.
+      const now = readLock(path);
+      if (now && now.pid === me.pid && now.startedAt === me.startedAt) rmSync(path, { force: true });
+    };
+    process.on('exit', release);
+    return { path, release };
+  }
 }
 
 export class CheckpointError extends Error {
@@ -256,12 +495,14 @@ export class CheckpointError extends Error {
   }
 }
 
-/** The latest checkpoint folder under `root`, or undefined when there is none. */
+/**
+ * The checkpoint folder under `root` a resume starts from: the one latest.json names when it is
+ * whole, else (latest.json unreadable, or naming a folder cut short) the newest whole epoch-N;
+ * undefined when there is none.
+ */
 export function latestCheckpoint(root: string): string | undefined {
-  const latest = join(root, 'latest.json');
-  if (!existsSync(latest)) return undefined;
-  const { dir } = JSON.parse(readFileSync(latest, 'utf8')) as { dir: string };
-  return join(root, dir);
+  const from = resumePoint(root);
+  return from ? join(root, from.dir) : undefined;
 }
 
 function readBin(path: string): ArrayBuffer {
@@ -311,26 +552,110 @@ export async function loadCheckpoint(tf: Tf, dir: string, model: LayersModel, op
 
 const epochList = (epochs: readonly number[]): string => epochs.length === 0 ? 'no epoch folder' : epochs.length === 1 ? `epoch-${epochs[0]}` : `epoch-${epochs[0]} … epoch-${epochs[epochs.length - 1]}`;
 
+/** The job about to use a checkpoint folder, to tell its own run from another job's. */
+export interface FolderJob {
+  readonly name: string;
+  readonly file?: string;
+  readonly model?: unknown;
+}
+
+/** Why the run in a folder is not `job`'s own (another job file, or another model), or undefined when it is (or cannot be told). */
+export function otherJobsRun(run: ExistingRun, job: FolderJob): string | undefined {
+  if (run.file !== undefined && job.file !== undefined) {
+    if (resolve(run.file) !== resolve(job.file)) return `it was written by another job file, ${run.file}${run.job ? ` (job ${run.job})` : ''}`;
+  } else if (run.job !== undefined && run.job !== job.name) return `it was written by another job, ${run.job}`;
+  if (run.model !== undefined && job.model !== undefined && JSON.stringify(run.model) !== JSON.stringify(job.model)) return `its model (${JSON.stringify(run.model)}) is not this job's (${JSON.stringify(job.model)})`;
+  return undefined;
+}
+
+/** What readying a checkpoint folder will do; `checkpointFolderPlan` works it out, `applyCheckpointPlan` does it. */
+export interface CheckpointPlan {
+  readonly root: string;
+  readonly resume: boolean;
+  readonly run?: ExistingRun;
+  /** The run's entries to move into previous-<time>/ (none: nothing to move). */
+  readonly move: readonly string[];
+  /** Resuming from a checkpoint that latest.json does not name (it was unreadable): latest.json is rewritten to name it. */
+  readonly repairLatest?: { readonly dir: string; readonly epoch: number; readonly why: string };
+  /** Said in the job's log even when nothing moves (a --resume with nothing to resume). */
+  readonly note?: string;
+}
+
 /**
- * Readies a job's checkpoint folder so that it only ever holds the run about to start, before
- * any worker reads or writes it. Starting over (`resume` false) on an earlier run moves that run
- * into `previous-<time>/`; resuming keeps it but moves aside epoch folders past what latest.json
- * names (another run's, which the resumed run would otherwise interleave with its own), and a
- * folder with no whole checkpoint to resume from is moved aside as for a fresh start.
- * Returns what was done, for the job's log; undefined when there was nothing to do.
+ * What readying `root` for a run will do, without touching it. Starting over (`resume` false)
+ * on an earlier run moves that run aside; resuming keeps it (from what latest.json names, or,
+ * when latest.json is unreadable, the newest whole epoch-N) and moves aside epoch folders past
+ * that checkpoint (another run's, or cut short). Throws a CheckpointError for a resume that
+ * cannot be: checkpoints of which none is whole, or another job's run (`job`).
  */
-export function prepareCheckpointFolder(root: string, resume: boolean, now = new Date()): string | undefined {
+export function checkpointFolderPlan(root: string, resume: boolean, job?: FolderJob): CheckpointPlan {
   const run = existingRun(root);
-  if (!run) return undefined;
-  if (resume && run.latest) {
-    const latestEpoch = run.latest.epoch;
-    const stale = run.epochs.filter((e) => e > latestEpoch);
-    if (stale.length === 0) return undefined;
-    const to = moveRunAside(run, now, stale.map((e) => `epoch-${e}`));
-    return `${epochList(stale)} in ${root} came after the checkpoint latest.json names (${run.latest.dir}), so they are another run's: moved to ${to} to keep them apart from the resumed run`;
+  if (!run) return { root, resume, move: [], ...(resume ? { note: `--resume: ${root} holds no checkpoint to resume from, so this run starts at epoch 1` } : {}) };
+  if (!resume) return { root, resume, run, move: run.entries };
+  if (!run.latest) {
+    const newest = run.epochs.length > 0 ? `; newest epoch folder epoch-${run.epochs[run.epochs.length - 1]} is not whole` : '';
+    throw new CheckpointError(`nothing whole to resume in ${root} (${latestProblem(root).problem ?? 'latest.json names nothing whole'}${newest}); start without --resume (Start Over) to move these files into previous-<time>/ and train from epoch 1`);
   }
-  const to = moveRunAside(run, now);
-  const what = run.latest ? `the earlier run${run.job ? ` of ${run.job}` : ''} (${epochList(run.epochs)}, latest ${run.latest.dir}${run.savedAt ? ` saved ${run.savedAt}` : ''})` : `the checkpoints of an earlier run (${epochList(run.epochs)}, no latest.json naming a whole one)`;
-  const why = resume ? 'there is no whole checkpoint to resume from, so this run starts at epoch 1' : 'this run starts at epoch 1 (--resume continues the earlier run instead)';
-  return `${root} held ${what}: moved to ${to}; ${why}`;
+  const other = job ? otherJobsRun(run, job) : undefined;
+  if (other) throw new CheckpointError(`${root} holds a run that is not this job's: ${other}; resuming it would load another model's weights. Start without --resume (Start Over) to move it into previous-<time>/, or give this job its own checkpointDir`);
+  const latest = run.latest;
+  const stale = run.epochs.filter((e) => e > latest.epoch).map((e) => `epoch-${e}`);
+  return { root, resume, run, move: stale, ...(latest.repaired ? { repairLatest: { dir: latest.dir, epoch: latest.epoch, why: latest.repaired } } : {}) };
+}
+
+/**
+ * Does what `plan` says (moves, latest.json rewritten); returns what was done, for the job's
+ * log, or undefined when there was nothing to do or say.
+ */
+export function applyCheckpointPlan(plan: CheckpointPlan, now = new Date()): string | undefined {
+  const { root, run } = plan;
+  const said: string[] = [];
+  if (plan.repairLatest) {
+    const { dir, epoch, why } = plan.repairLatest;
+    const tmp = join(root, `.latest.json.tmp-${process.pid}`);
+    writeDurable(tmp, JSON.stringify({ dir, epoch }));
+    renameSync(tmp, join(root, 'latest.json'));
+    syncFolder(root);
+    said.push(`${why}: resuming from the newest whole checkpoint in ${root}, ${dir} (${epoch} epoch${epoch === 1 ? '' : 's'} done), and latest.json now names it`);
+  }
+  if (run && plan.move.length > 0) {
+    const to = moveRunAside(run, now, plan.move);
+    if (plan.resume) {
+      const stale = plan.move.map((m) => Number(m.slice(6)));
+      said.push(`${epochList(stale)} in ${root} came after the checkpoint resumed from (${run.latest?.dir}), so they are another run's or cut short: moved to ${to} to keep them apart from the resumed run`);
+    } else {
+      const what = run.latest ? `the earlier run${run.job ? ` of ${run.job}` : ''} (${epochList(run.epochs)}, latest ${run.latest.dir}${run.savedAt ? ` saved ${run.savedAt}` : ''})` : `the checkpoints of an earlier run (${epochList(run.epochs)}, none of them whole)`;
+      said.push(`${root} held ${what}: moved to ${to}; this run starts at epoch 1 (--resume continues the earlier run instead)`);
+    }
+  }
+  if (plan.note) said.push(plan.note);
+  return said.length > 0 ? said.join('; ') : undefined;
+}
+
+/**
+ * Readies a job's checkpoint folder so that it only ever holds the run about to start:
+ * `checkpointFolderPlan`, then `applyCheckpointPlan`. Returns what was done, for the job's log.
+ */
+export function prepareCheckpointFolder(root: string, resume: boolean, now = new Date(), job?: FolderJob): string | undefined {
+  return applyCheckpointPlan(checkpointFolderPlan(root, resume, job), now);
+}
+
+/**
+ * Makes sure `root` can hold checkpoints before any training: creates it (and its parents)
+ * and checks that it is a folder this process can write, else throws a CheckpointError naming it.
+ */
+export function ensureCheckpointFolder(root: string): void {
+  try {
+    mkdirSync(root, { recursive: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw new CheckpointError(`checkpointDir ${root} is not a folder: ${existsSync(root) ? 'it is a file' : 'a part of its path is a file'} (${errText(err)})`);
+    throw new CheckpointError(`checkpointDir ${root} cannot be created: ${errText(err)}`);
+  }
+  if (!statSync(root).isDirectory()) throw new CheckpointError(`checkpointDir ${root} is not a folder: it is a file`);
+  try {
+    accessSync(root, constants.W_OK);
+  } catch (err) {
+    throw new CheckpointError(`checkpointDir ${root} is not writable: ${errText(err)}`);
+  }
 }

@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from '../job/events';
-import { prepareCheckpointFolder } from '../job/checkpoint';
+import { applyCheckpointPlan, CheckpointInUseError, checkpointFolderPlan, ensureCheckpointFolder, lockCheckpointFolder, type CheckpointLock, type CheckpointPlan } from '../job/checkpoint';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 
@@ -71,21 +71,27 @@ export function runJob(o: RunJobOptions): JobHandle {
     o.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
-  // One run per checkpoint folder: an earlier run moves aside before any worker starts.
-  let moved: string | undefined;
+  // One run per checkpoint folder, one job at a time in it: the folder is checked and locked
+  // before any worker starts; what has to move aside moves only once every worker is ready to
+  // train (a job that fails to start leaves the folder as it was).
+  let lock: CheckpointLock | undefined;
+  let plan: CheckpointPlan | undefined;
   if (spec.checkpointDir) {
     try {
-      moved = prepareCheckpointFolder(spec.checkpointDir, o.resume === true);
+      ensureCheckpointFolder(spec.checkpointDir);
+      lock = lockCheckpointFolder(spec.checkpointDir, { name: spec.name, file: spec.file });
+      plan = checkpointFolderPlan(spec.checkpointDir, o.resume === true, { name: spec.name, file: spec.file, model: spec.model });
     } catch (err) {
-      const event: JobEvent = { type: 'job/failed', reason: `the checkpoint folder ${spec.checkpointDir} holds an earlier run that could not be moved aside: ${err instanceof Error ? err.message : String(err)}`, hint: 'Move or delete it yourself, or continue it with --resume (Resume in the editor).' };
+      lock?.release();
+      const hint = err instanceof CheckpointInUseError
+        ? 'Wait for that job to end (or stop it), or give this job another checkpointDir.'
+        : 'Fix or change the job\'s checkpointDir.';
+      const event: JobEvent = { type: 'job/failed', reason: err instanceof Error ? err.message : String(err), hint };
       o.onEvent(event);
       return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
     }
   }
-  const coordinator = new Coordinator(spec, o);
-  // Told right after job/started, with what the workers say while loading.
-  if (moved) coordinator.early.push({ type: 'job/log', level: 'warning', message: moved });
-  return coordinator.start();
+  return new Coordinator(spec, o, plan, lock).start();
 }
 
 /** `"kind": "torchrun"`: the user's PyTorch script under torchrun (see torchrun.ts). */
@@ -111,7 +117,7 @@ class Coordinator {
   private resolveFinished!: (e: Extract<JobEvent, { type: 'job/done' | 'job/failed' }>) => void;
   private readonly killOnExit = () => { for (const s of this.slots) if (!s.exited) s.child.kill('SIGKILL'); };
 
-  constructor(private readonly spec: JobSpec, private readonly o: RunJobOptions) {}
+  constructor(private readonly spec: JobSpec, private readonly o: RunJobOptions, private readonly plan?: CheckpointPlan, private readonly lock?: CheckpointLock) {}
 
   start(): JobHandle {
     const finished = new Promise<Extract<JobEvent, { type: 'job/done' | 'job/failed' }>>((resolve) => { this.resolveFinished = resolve; });
@@ -172,6 +178,14 @@ class Coordinator {
 
   private begin(): void {
     clearTimeout(this.startTimer);
+    // Every worker is ready to train: only now does an earlier run move aside.
+    let readied: string | undefined;
+    try {
+      readied = this.plan ? applyCheckpointPlan(this.plan) : undefined;
+    } catch (err) {
+      this.fail({ reason: `the checkpoint folder ${this.plan?.root} holds an earlier run that could not be moved aside: ${err instanceof Error ? err.message : String(err)}`, hint: 'Move or delete it yourself, or continue it with --resume (Resume in the editor).' });
+      return;
+    }
     this.state = 'running';
     const ready = this.slots.map((s) => s.ready!);
     const workers: WorkerInfo[] = ready.map((r) => ({ rank: r.rank, pid: r.pid, device: r.device, backend: r.backend }));
@@ -194,6 +208,7 @@ class Coordinator {
       testSamples: ready[0].testSamples,
       startEpoch: ready[0].startEpoch,
     });
+    if (readied) this.o.onEvent({ type: 'job/log', level: 'warning', message: readied });
     for (const e of this.early.splice(0)) this.o.onEvent(e);
     for (const s of this.slots) s.child.send({ type: 'worker/go' });
   }
@@ -252,6 +267,7 @@ class Coordinator {
     clearTimeout(this.startTimer);
     clearTimeout(this.settleTimer);
     process.off('exit', this.killOnExit);
+    this.lock?.release();
     rmSync(this.ringDir, { recursive: true, force: true });
     let event: Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
     const metrics = this.slots[0]?.done;

@@ -17,6 +17,7 @@
  * memory); CPU "devices" share the host's memory, so one search answers for all.
  */
 import { basename } from 'node:path';
+import { loadDataset } from '../job/data';
 import type { JobEvent } from '../job/events';
 import { runJob, type JobHandle } from './coordinator';
 import { loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
@@ -46,7 +47,7 @@ export interface TrialRecord {
 }
 
 export interface SearchOptions {
-  /** The first batch to try (clamped to 1..max). */
+  /** The first batch to try (clamped to 1..max, before it runs). */
   readonly start: number;
   /** The largest batch worth trying. */
   readonly max: number;
@@ -79,14 +80,15 @@ export async function searchBatchSize(o: SearchOptions): Promise<SearchResult> {
   const attempt = async (batch: number): Promise<SearchResult | undefined> => {
     const report = await o.trial(batch);
     if (report.trainSamples !== undefined && report.trainSamples < max) max = report.trainSamples;
-    // A batch larger than the training set trains on the whole set: that is what was tried.
-    const tried = Math.min(batch, max);
-    const record = { batchSize: tried, outcome: report.outcome };
+    // Recorded at the batch really tried. Should a first trial have run above a bound it only
+    // learnt from that trial, an out of memory there says nothing about the bound: the next
+    // trial is the bound.
+    const record = { batchSize: batch, outcome: report.outcome };
     trials.push(record);
     o.onTrial?.(record);
     switch (report.outcome.kind) {
-      case 'fits': fits = Math.max(fits, tried); return undefined;
-      case 'oom': fails = Math.min(fails, tried); return undefined;
+      case 'fits': fits = Math.max(fits, Math.min(batch, max)); return undefined;
+      case 'oom': fails = Math.min(fails, batch > max ? max + 1 : batch); return undefined;
       case 'error': return done('error', { reason: report.outcome.reason, ...(report.outcome.hint ? { hint: report.outcome.hint } : {}) });
       case 'cancelled': return done('cancelled');
     }
@@ -100,14 +102,14 @@ export async function searchBatchSize(o: SearchOptions): Promise<SearchResult> {
     if (fits >= max) return done('max');
     if (fits > 0 && fails !== Infinity) break;
     if (fails === 1) return done('memory'); // not even one example fits
-    batch = fits > 0 ? Math.min(2 * fits, max) : Math.max(1, Math.floor(fails / 2));
+    batch = fits > 0 ? Math.min(2 * fits, max) : fails === max + 1 ? max : Math.max(1, Math.floor(fails / 2));
   }
   // Binary search between the largest that fit and the smallest that did not.
   while (fails - fits > 1) {
     const stop = await attempt(Math.floor((fits + fails) / 2));
     if (stop) return stop;
   }
-  return done('memory');
+  return done(fits >= max ? 'max' : 'memory');
 }
 
 /** One trial: `steps` steps of the job at `batchSize` on `device`, strategy single, in fresh worker processes. */
@@ -156,6 +158,8 @@ export interface FindBatchSizeResult {
   readonly devices: readonly DeviceResult[];
   /** The training set's size, as the trials loaded it. */
   readonly trainSamples?: number;
+  /** The --max-batch-size the search was given, if any. */
+  readonly maxBatchSize?: number;
   /** The largest batch that fits on every device searched; 0 when none does. */
   readonly perDevice: number;
   /**
@@ -239,13 +243,18 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
   const perDeviceStart = Math.max(1, Math.floor(spec.strategy === 'dp' || spec.strategy === 'ddp' ? spec.batchSize / spec.devices.length : spec.batchSize));
   const finished = (async (): Promise<FindBatchSizeResult> => {
     const results: DeviceResult[] = [];
-    let trainSamples: number | undefined;
+    // The bound is known before the first trial (the data loaded once here), so a job batchSize
+    // above what a device gets (16000 for 8,000 samples on ddp x2) starts the search at that
+    // share (4000), not at a batch the trial could not really run.
+    let trainSamples = await loadDataset(spec.data, spec.file).then((d) => d.train.count, () => undefined);
+    const bound = (samples: number) => perDeviceBound({ strategy: spec.strategy, devices: spec.devices.length }, samples);
+    const max = Math.min(o.maxBatchSize ?? Number.MAX_SAFE_INTEGER, trainSamples !== undefined ? bound(trainSamples) : Number.MAX_SAFE_INTEGER);
     for (const device of spec.devices) {
       let label: string | undefined;
       let backend: string | undefined;
       const result = await searchBatchSize({
         start: perDeviceStart,
-        max: o.maxBatchSize ?? Number.MAX_SAFE_INTEGER,
+        max,
         trial: async (batch) => {
           if (cancelled) return { outcome: { kind: 'cancelled' } };
           current = runTrial(spec.file, o.overrides ?? {}, device, batch, steps, o.workerScript);
@@ -254,7 +263,7 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
           backend ??= r.backend;
           trainSamples ??= r.trainSamples;
           // A trial runs strategy single on the whole set; one device of the job gets its share.
-          return r.trainSamples === undefined ? r : { ...r, trainSamples: perDeviceBound({ strategy: spec.strategy, devices: spec.devices.length }, r.trainSamples) };
+          return r.trainSamples === undefined ? r : { ...r, trainSamples: bound(r.trainSamples) };
         },
         onTrial: (t) => o.onEvent?.({ type: 'batch/trial', device, ...(label ? { deviceLabel: label } : {}), batchSize: t.batchSize, outcome: t.outcome }),
       });
@@ -264,11 +273,14 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
     }
     const complete = results.every((r) => r.limit === 'memory' || r.limit === 'max');
     const perDevice = Math.min(...results.map((r) => r.batchSize));
-    const suggested = complete && results.some((r) => r.limit === 'memory') ? suggestBatchSize(spec, perDevice) : undefined;
-    const out: FindBatchSizeResult = {
+    const out0: FindBatchSizeResult = {
       job: spec.name, file: spec.file, strategy: spec.strategy, jobDevices: spec.devices.length, devices: results, perDevice,
-      ...(trainSamples !== undefined ? { trainSamples } : {}), ...(suggested !== undefined ? { suggestedBatchSize: suggested } : {}),
+      ...(trainSamples !== undefined ? { trainSamples } : {}), ...(o.maxBatchSize !== undefined ? { maxBatchSize: o.maxBatchSize } : {}),
     };
+    // Nothing to suggest when every device fit all the data it can get; a search stopped by
+    // memory or by --max-batch-size suggests the batch found.
+    const suggested = complete && !memoryIsNotTheLimit(out0) ? suggestBatchSize(spec, perDevice) : undefined;
+    const out: FindBatchSizeResult = { ...out0, ...(suggested !== undefined ? { suggestedBatchSize: suggested } : {}) };
     o.onEvent?.({ type: 'batch/done', result: out });
     return out;
   })();
@@ -281,16 +293,29 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
   };
 }
 
-/** Every device fit the largest batch worth trying: nothing to change for memory's sake. */
-export function memoryIsNotTheLimit(r: Pick<FindBatchSizeResult, 'devices' | 'perDevice'>): boolean {
-  return r.perDevice > 0 && r.devices.length > 0 && r.devices.every((d) => d.limit === 'max');
+/** What stopped the search of a device that fit its bound: all the data one device gets, or the --max-batch-size given. */
+export function searchBound(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>, max: number): 'data' | 'max-batch-size' {
+  return r.trainSamples !== undefined && max === perDeviceBound({ strategy: r.strategy, devices: r.jobDevices }, r.trainSamples) ? 'data' : 'max-batch-size';
 }
 
-/** What bounded the search of a device that fit it: "the whole 256-sample training set", "its share of the 8,000-sample training set for ddp on 2 devices", "the --max-batch-size bound". */
-export function boundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>, max: number): string {
-  if (r.trainSamples === undefined || max !== perDeviceBound({ strategy: r.strategy, devices: r.jobDevices }, r.trainSamples)) return 'the --max-batch-size bound';
-  const set = `${r.trainSamples.toLocaleString('en-US')}-sample training set`;
+/**
+ * Every device fit all the data it can get: nothing to change for memory's sake. Not so when
+ * --max-batch-size stopped the search: larger batches were not tried.
+ */
+export function memoryIsNotTheLimit(r: Pick<FindBatchSizeResult, 'devices' | 'perDevice' | 'strategy' | 'jobDevices' | 'trainSamples'>): boolean {
+  return r.perDevice > 0 && r.devices.length > 0 && r.devices.every((d) => d.limit === 'max' && searchBound(r, d.max) === 'data');
+}
+
+/** The data one device gets, for people: "the whole 256-sample training set", "a device's share of the 8,000-sample training set for ddp on 2 devices". */
+export function dataBoundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>): string {
+  const set = `${(r.trainSamples ?? 0).toLocaleString('en-US')}-sample training set`;
   return (r.strategy === 'dp' || r.strategy === 'ddp') && r.jobDevices > 1 ? `a device's share of the ${set} for ${r.strategy} on ${r.jobDevices} devices` : `the whole ${set}`;
+}
+
+/** Why a device's search stopped at `max` with every trial fitting, for people: the data, or the --max-batch-size given. */
+export function boundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>, max: number): string {
+  if (searchBound(r, max) === 'max-batch-size') return `reached --max-batch-size ${max}; larger batches were not tried`;
+  return `the largest size tried, ${max}, fit: the data holds only ${max} per device (${dataBoundText(r)})`;
 }
 
 /** Where a trial measured, for people: "CPU (wasm)", "GPU 1 (tensorflow)". */

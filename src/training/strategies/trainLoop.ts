@@ -176,7 +176,7 @@ export async function trainLoop(o: LoopOptions): Promise<JobMetrics> {
     lastEval = end.evaluation;
     await emit({ type: 'job/epoch', epoch: epoch + 1, epochs: spec.epochs, trainLoss: lastTrainLoss, testLoss: lastEval.loss, testAccuracy: lastEval.accuracy, samplesPerSecond: epochSamples / trainSecs, durationMs: Date.now() - epochStart });
     if (spec.checkpointDir) {
-      const dir = await o.checkpoint({ epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString() });
+      const dir = await o.checkpoint({ epochsDone: epoch + 1, globalStep, job: spec.name, savedAt: new Date().toISOString(), file: spec.file, model: spec.model });
       await emit({ type: 'job/checkpoint', epoch: epoch + 1, dir });
     }
   }

@@ -5,7 +5,7 @@
  */
 import { fork } from 'node:child_process';
 import { dirname } from 'node:path';
-import { boundText, measuredOn, memoryIsNotTheLimit, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../training/launchers/findBatchSize';
+import { dataBoundText, measuredOn, memoryIsNotTheLimit, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../training/launchers/findBatchSize';
 
 /** How long the search gets to stop its trial after a cancel before it is killed. */
 const cancelGraceMs = 5000;
@@ -107,11 +107,13 @@ export function searchMessage(ending: SearchEnding): SearchMessage {
   if (failed) return { text: `Find Max Batch Size for ${r.job} stopped: a trial failed for another reason than memory: ${failed.error?.reason ?? 'unknown'}${failed.error?.hint ? ` ${failed.error.hint}` : ''}`, error: true };
   if (r.perDevice === 0) return { text: `Not even a batch of 1 fits on ${where} for ${r.job}: the model alone is too large.`, error: true };
   if (memoryIsNotTheLimit(r)) {
-    const most = r.trainSamples !== undefined && boundText(r, d[0].max) !== 'the --max-batch-size bound' ? `; no batchSize above ${r.trainSamples.toLocaleString('en-US')} (the training set) trains on more examples` : '';
-    return { text: `Memory is not the limit here: for ${r.job}, a batch of ${r.perDevice.toLocaleString('en-US')} per device (${boundText(r, d[0].max)}) fits, measured on ${where}${most}. Nothing to change.`, error: false };
+    const most = r.trainSamples !== undefined ? `; no batchSize above ${r.trainSamples.toLocaleString('en-US')} (the training set) trains on more examples` : '';
+    return { text: `Memory is not the limit here: for ${r.job}, a batch of ${r.perDevice.toLocaleString('en-US')} per device (${dataBoundText(r)}) fits, measured on ${where}${most}. Nothing to change.`, error: false };
   }
   const global = r.suggestedBatchSize !== undefined && r.strategy !== 'single' ? ` For ${r.strategy} on ${r.jobDevices} devices that is "batchSize": ${r.suggestedBatchSize}.` : '';
   const none = r.suggestedBatchSize === undefined ? ` The job's ${r.strategy} strategy cannot take it (a batch must hold whole micro-batches).` : '';
   const caveat = suggestionCaveat(r);
+  // Stopped by --max-batch-size with every trial fitting: the largest tried, not the largest that fits.
+  if (d.every((x) => x.limit === 'max')) return { text: `A batch of ${r.perDevice} per device fits for ${r.job}, measured on ${where}: the search reached --max-batch-size ${r.maxBatchSize ?? r.perDevice}, so larger batches were not tried.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
   return { text: `Largest batch that fits for ${r.job}: ${r.perDevice} per device, measured on ${where}.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
 }

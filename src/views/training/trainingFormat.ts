@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import type { PanelJobWorker } from '../../common/protocol';
 import type { GpuSnapshot } from '../../gpu/types';
-import type { ExistingRun } from '../../training/job/checkpoint';
+import { otherJobsRun, type ExistingRun, type FolderJob } from '../../training/job/checkpoint';
 import type { JobEvent, JobMetrics, WorkerInfo } from '../../training/job/events';
 import type { BackendChoice, Strategy } from '../../training/job/spec';
 
@@ -251,18 +251,28 @@ export interface ExistingRunPrompt {
   readonly buttons: readonly ('Resume' | 'Start Over')[];
 }
 
-export function existingRunPrompt(run: ExistingRun, job: { readonly name: string; readonly epochs: number }, folder: string): ExistingRunPrompt {
+export function existingRunPrompt(run: ExistingRun, job: FolderJob & { readonly epochs: number }, folder: string): ExistingRunPrompt {
   const n = run.epochs.length;
   const latest = run.latest;
   const saved = run.savedAt ? `, saved ${run.savedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}` : '';
+  const over = `Start Over: move the earlier run into ${folder}/previous-<time>/ (kept, nothing deleted) and train from epoch 1.`;
+  // Another job's run (the template's "checkpoints" is shared by every job file of a folder): resuming would load another model's weights.
+  const other = latest ? otherJobsRun(run, job) : undefined;
+  if (latest && other) {
+    return {
+      message: `${folder} already holds a run that is not ${job.name}'s: ${other} (${latest.epoch} epoch${latest.epoch === 1 ? '' : 's'} done, latest ${latest.dir}${saved}).`,
+      detail: `Resume is not offered: it would continue this job from another job's weights. ${over} Or give this job its own "checkpointDir".`,
+      buttons: ['Start Over'],
+    };
+  }
   const message = latest
     ? `${folder} already holds a run of ${run.job ?? job.name}: ${latest.epoch} epoch${latest.epoch === 1 ? '' : 's'} done (latest ${latest.dir}${saved}).`
     : `${folder} already holds ${n} checkpoint folder${n === 1 ? '' : 's'} of an earlier run, with no latest.json naming a whole one.`;
+  const repaired = latest?.repaired ? ` (${latest.repaired}: ${latest.dir} is the newest whole checkpoint)` : '';
   const resume = latest
     ? latest.epoch >= job.epochs
-      ? `Resume: the job's ${job.epochs} epoch${job.epochs === 1 ? ' is' : 's are'} done already, so it only evaluates the model (raise "epochs" to train on).`
-      : `Resume: continue after epoch ${latest.epoch}, up to epoch ${job.epochs}, in the same folder.`
+      ? `Resume: the job's ${job.epochs} epoch${job.epochs === 1 ? ' is' : 's are'} done already, so it only evaluates the model (raise "epochs" to train on)${repaired}.`
+      : `Resume: continue after epoch ${latest.epoch}, up to epoch ${job.epochs}, in the same folder${repaired}.`
     : '';
-  const over = `Start Over: move the earlier run into ${folder}/previous-<time>/ (kept, nothing deleted) and train from epoch 1.`;
   return { message, detail: [resume, over].filter((l) => l).join('\n'), buttons: latest ? ['Resume', 'Start Over'] : ['Start Over'] };
 }

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { formatEvent, parseTrainArgs } from '../../../src/cli/train';
 import type { JobEvent } from '../../../src/training/job/events';
 import { fixtures, repoRoot } from '../../paths';
@@ -102,5 +104,102 @@ describe('gpu-workbench train', function () {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+  describe('one checkpoint folder, one run', () => {
+    let dir: string;
+    let job: string;
+    let ck: string;
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), 'gw-cli-ck-'));
+      job = join(dir, 'ck.job.json');
+      writeFileSync(job, JSON.stringify({ ...JSON.parse(readFileSync(tinyJob, 'utf8')) as object, name: 'ck', maxStepsPerEpoch: 1, checkpointDir: 'ck' }));
+      ck = join(dir, 'ck');
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+    const events = (r: { stdout: string }) => r.stdout.trim().split('\n').map((l) => JSON.parse(l) as JobEvent);
+    const latest = (root: string) => JSON.parse(readFileSync(join(root, 'latest.json'), 'utf8')) as { dir: string; epoch: number };
+
+    it('a second start on a folder a running job holds is refused, naming the folder and the running process, and moves nothing', async () => {
+      // Run A, stopped (SIGSTOP) once it has started, so that it is surely running when B starts.
+      const a = spawn(process.execPath, [cli, 'train', job, '--json', '--epochs', '3'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const aEvents: JobEvent[] = [];
+      const aExit = once(a, 'exit');
+      await new Promise<void>((resolve, reject) => {
+        createInterface({ input: a.stdout }).on('line', (line) => {
+          const e = JSON.parse(line) as JobEvent;
+          aEvents.push(e);
+          if (e.type === 'job/started') {
+            a.kill('SIGSTOP');
+            resolve();
+          }
+        });
+        a.on('exit', () => reject(new Error(`run A ended before it started: ${JSON.stringify(aEvents)}`)));
+      });
+      try {
+        const b = train(job, '--json', '--epochs', '1');
+        assert.equal(b.code, 1, b.stderr);
+        const failed = events(b);
+        assert.equal(failed.length, 1, 'B fails before it starts');
+        assert.ok(failed[0].type === 'job/failed');
+        assert.ok(failed[0].reason.startsWith(`the checkpoint folder ${ck} is in use by another running job: pid ${a.pid}, job ck (${job}), started 20`), failed[0].reason);
+        assert.match(failed[0].hint ?? '', /Wait for that job to end \(or stop it\), or give this job another checkpointDir/);
+        assert.deepEqual(readdirSync(ck).filter((n) => n.startsWith('previous-')), [], 'B moved nothing aside');
+        const human = train(job, '--epochs', '1');
+        assert.match(human.stderr, new RegExp(`^training failed: the checkpoint folder .* is in use by another running job: pid ${a.pid}`));
+      } finally {
+        a.kill('SIGCONT');
+      }
+      const [code] = (await aExit) as [number | null, NodeJS.Signals | null];
+      assert.equal(code, 0);
+      assert.equal(aEvents[aEvents.length - 1]?.type, 'job/done');
+      // Only A's run in the folder, its latest.json naming its last epoch; its lock is gone.
+      assert.deepEqual(readdirSync(ck).sort(), ['epoch-1', 'epoch-2', 'epoch-3', 'latest.json']);
+      assert.deepEqual(latest(ck), { dir: 'epoch-3', epoch: 3 });
+    });
+
+    it('a job that fails before it starts (backend not available) leaves the earlier run where it was', () => {
+      assert.equal(train(job, '--json', '--epochs', '2').code, 0);
+      const failed = train(job, '--json', '--backend', 'tensorflow-gpu');
+      assert.equal(failed.code, 1);
+      const last = events(failed).pop();
+      assert.ok(last?.type === 'job/failed' && /backend "tensorflow-gpu" is not available/.test(last.reason), failed.stdout);
+      assert.deepEqual(readdirSync(ck).sort(), ['epoch-1', 'epoch-2', 'latest.json'], 'nothing moved, no lock left');
+      // Started for real, it says what it moved where.
+      const again = train(job, '--epochs', '1');
+      assert.equal(again.code, 0, again.stderr);
+      const previous = readdirSync(ck).filter((n) => n.startsWith('previous-'));
+      assert.equal(previous.length, 1);
+      assert.ok(again.stdout.includes(`warning: ${ck} held the earlier run of ck (epoch-1 … epoch-2, latest epoch-2`) && again.stdout.includes(`moved to ${join(ck, previous[0])}`), again.stdout);
+    });
+
+    it('a checkpointDir that is a file fails up front, naming it, before any training', () => {
+      writeFileSync(ck, 'not a folder');
+      const r = train(job, '--json');
+      assert.equal(r.code, 1);
+      assert.deepEqual(events(r), [{ type: 'job/failed', reason: `checkpointDir ${ck} is not a folder: it is a file (EEXIST: file already exists, mkdir '${ck}')`, hint: 'Fix or change the job\'s checkpointDir.' }]);
+    });
+
+    it('--resume with an empty latest.json resumes from the newest whole epoch folder and says so', () => {
+      assert.equal(train(job, '--json', '--epochs', '3').code, 0);
+      writeFileSync(join(ck, 'latest.json'), '');
+      const r = train(job, '--json', '--epochs', '4', '--resume');
+      assert.equal(r.code, 0, r.stderr);
+      const all = events(r);
+      assert.ok(all[0].type === 'job/started' && all[0].startEpoch === 3, JSON.stringify(all[0]));
+      assert.ok(all.some((e) => e.type === 'job/log' && e.message.startsWith(`latest.json is empty: resuming from the newest whole checkpoint in ${ck}, epoch-3 (3 epochs done), and latest.json now names it`)), r.stdout);
+      assert.deepEqual(readdirSync(ck).sort(), ['epoch-1', 'epoch-2', 'epoch-3', 'epoch-4', 'latest.json']);
+      assert.deepEqual(latest(ck), { dir: 'epoch-4', epoch: 4 });
+    });
+
+    it('--resume of another job\'s run is refused, saying whose it is', () => {
+      assert.equal(train(job, '--json').code, 0);
+      const other = join(dir, 'other.job.json');
+      writeFileSync(other, JSON.stringify({ ...JSON.parse(readFileSync(job, 'utf8')) as object, name: 'other', model: { preset: 'mlp', hiddenUnits: [8] } }));
+      const r = train(other, '--json', '--resume');
+      assert.equal(r.code, 1);
+      const [failed] = events(r);
+      assert.ok(failed.type === 'job/failed' && failed.reason.includes(`holds a run that is not this job's: it was written by another job file, ${job} (job ck)`), r.stdout);
+      assert.deepEqual(readdirSync(ck).sort(), ['epoch-1', 'latest.json']);
+    });
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { fork, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../../src/cli/train';
 import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../../src/training/launchers/findBatchSize';
@@ -70,7 +71,16 @@ describe('find max batch size: the search', () => {
     const small = device(1000, () => ({ outcome: { kind: 'fits' }, trainSamples: 40 }));
     const s = await searchBatchSize({ start: 64, max: Number.MAX_SAFE_INTEGER, trial: small.trial });
     assert.deepEqual(small.tried, [64]);
-    assert.deepEqual([s.batchSize, s.limit, s.max, s.trials[0].batchSize], [40, 'max', 40, 40]);
+    assert.deepEqual([s.batchSize, s.limit, s.max, s.trials[0].batchSize], [40, 'max', 40, 64]);
+  });
+
+  it('a first trial above a bound it only learns then, out of memory there, is recorded at the batch tried and says nothing about the bound', async () => {
+    // The set holds 40 per device; 64 runs out, 40 fits.
+    const d = device(50, (b) => ({ outcome: b <= 50 ? { kind: 'fits' } : { kind: 'oom', reason: 'OOM' }, trainSamples: 40 }));
+    const r = await searchBatchSize({ start: 64, max: Number.MAX_SAFE_INTEGER, trial: d.trial });
+    assert.deepEqual(d.tried, [64, 40]);
+    assert.deepEqual(r.trials.map((t) => `${t.batchSize} ${t.outcome.kind}`), ['64 oom', '40 fits']);
+    assert.deepEqual([r.batchSize, r.limit], [40, 'max'], 'the bound fits: memory is not the limit');
   });
 
   it('stops at a real error and reports it, without calling it out of memory', async () => {
@@ -196,15 +206,15 @@ describe('gpu-workbench train --find-batch-size', function () {
     assert.deepEqual([spec.epochs, spec.maxStepsPerEpoch, spec.checkpointDir, spec.trialSteps], [1, 2, undefined, 2]);
   });
 
-  it('searches up to the bound and prints batch/trial events, then batch/done, with no batchSize to set when every trial fits', () => {
+  it('searches up to --max-batch-size and prints batch/trial events, then batch/done, suggesting that bound (larger batches were not tried)', () => {
     const r = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--max-batch-size', '64', '--trial-steps', '1', '--json'], { encoding: 'utf8', timeout: 110_000 });
     assert.equal(r.status, 0, r.stderr);
     const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as FindBatchSizeEvent);
     assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind} ${e.deviceLabel}` : e.type)), ['32 fits cpu', '64 fits cpu', 'batch/done']);
     const done = events[2];
     assert.ok(done.type === 'batch/done');
-    // Every trial fit up to the bound: memory is not the limit, so there is no batchSize to set.
-    assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend], [64, undefined, 'max', 'wasm']);
+    // Every trial fit up to --max-batch-size: memory may allow more, so the bound is what to set.
+    assert.deepEqual([done.result.perDevice, done.result.suggestedBatchSize, done.result.devices[0].limit, done.result.devices[0].backend, done.result.maxBatchSize], [64, 64, 'max', 'wasm', 64]);
   });
 
   it('caps a ddp search at a device\'s share of the training set and never suggests a batch larger than the data', () => {
@@ -218,8 +228,35 @@ describe('gpu-workbench train --find-batch-size', function () {
     assert.deepEqual([done.result.perDevice, done.result.devices[0].max, done.result.trainSamples, done.result.suggestedBatchSize], [128, 128, 256, undefined]);
     const human = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--strategy', 'ddp', '--devices', '2', '--trial-steps', '1', '--max-batch-size', '32'], { encoding: 'utf8', timeout: 110_000 });
     assert.equal(human.status, 0, human.stderr);
-    assert.doesNotMatch(human.stdout, /set "batchSize"/);
-    assert.match(human.stdout, /a batch of 32 fits on CPU \(wasm\): the --max-batch-size bound, the largest worth trying \(2 trials\)\nmemory is not the limit here/);
+    // Stopped by --max-batch-size, not by the data: memory may well allow more, so it is no "memory is not the limit".
+    assert.doesNotMatch(human.stdout, /memory is not the limit/);
+    assert.match(human.stdout, /a batch of 32 fits on CPU \(wasm\): reached --max-batch-size 32; larger batches were not tried \(2 trials\)\nset "batchSize": 64 in tiny-mnist\.job\.json \(32 per device x 2 devices/);
+    // Without it, the data stops the search, and says so.
+    const data = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--find-batch-size', '--strategy', 'ddp', '--devices', '2', '--trial-steps', '1'], { encoding: 'utf8', timeout: 110_000 });
+    assert.match(data.stdout, /a batch of 128 fits on CPU \(wasm\): the largest size tried, 128, fit: the data holds only 128 per device \(a device's share of the 256-sample training set for ddp on 2 devices\) \(4 trials\)\nmemory is not the limit here/);
+  });
+
+  it('a job batchSize above what a device gets starts at that share, so an out of memory is recorded at the batch really tried (ddp on 8 devices over 16 samples: 2 each)', function () {
+    this.timeout(240_000);
+    const dir = mkdtempSync(join(tmpdir(), 'gw-fbs-share-'));
+    try {
+      writeFileSync(join(dir, 'sixteen.data.js'), `exports.loadData = async () => {
+        const make = (n) => ({ xs: Array.from({ length: n }, (_, i) => i / n - 0.5), labels: Array.from({ length: n }, (_, i) => i % 4) });
+        return { inputShape: [1], numClasses: 4, train: make(16), test: make(4) };
+      };`);
+      const job = join(dir, 'share.job.json');
+      // big-activations runs out of the wasm heap at a batch of 8 or more; 16 per device is what batchSize 128 on 8 devices would start at.
+      writeFileSync(job, JSON.stringify({ ...JSON.parse(readFileSync(join(fixtures, 'jobs', 'big-activations.job.json'), 'utf8')) as object, model: join(fixtures, 'jobs', 'big-activations.model.js'), data: { module: 'sixteen.data.js' }, batchSize: 128, strategy: 'ddp', devices: 8 }));
+      const r = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', job, '--find-batch-size', '--trial-steps', '1', '--json'], { encoding: 'utf8', timeout: 230_000 });
+      assert.equal(r.status, 0, r.stderr + r.stdout);
+      const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as FindBatchSizeEvent);
+      assert.deepEqual(events.map((e) => (e.type === 'batch/trial' ? `${e.batchSize} ${e.outcome.kind}` : e.type)), ['2 fits', 'batch/done']);
+      const done = events[events.length - 1];
+      assert.ok(done.type === 'batch/done');
+      assert.deepEqual([done.result.perDevice, done.result.devices[0].limit, done.result.trainSamples, done.result.suggestedBatchSize], [2, 'max', 16, undefined]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('forked with IPC, cancels the search when its parent disconnects: the CLI and its trial workers end (exit 130)', async () => {

@@ -39,9 +39,12 @@ describe('Find Max Batch Size: the search process and its message', function () 
     assert.equal(m.offer, undefined, 'no Set "batchSize" button');
     assert.equal(m.text, 'Memory is not the limit here: for mnist, a batch of 4,000 per device (a device\'s share of the 8,000-sample training set for ddp on 2 devices) fits, measured on CPU (wasm); no batchSize above 8,000 (the training set) trains on more examples. Nothing to change.');
     assert.deepEqual(formatBatchEvent({ type: 'batch/done', result: mnist }).split('\n'), [
-      'a batch of 4000 fits on CPU (wasm): a device\'s share of the 8,000-sample training set for ddp on 2 devices, the largest worth trying (0 trials)',
+      'a batch of 4000 fits on CPU (wasm): the largest size tried, 4000, fit: the data holds only 4000 per device (a device\'s share of the 8,000-sample training set for ddp on 2 devices) (0 trials)',
       'memory is not the limit here: every batch the training set can fill fits; keep "batchSize" as it is in mnist.job.json',
     ]);
+    // Stopped by --max-batch-size: larger batches were not tried, so the bound is offered, and nothing says memory is not the limit.
+    const capped = searchMessage({ code: 0, signal: null, stderr: '', result: result({ trainSamples: 8000, maxBatchSize: 512, devices: [{ ...cpu, batchSize: 512, limit: 'max', max: 512 }], perDevice: 512, suggestedBatchSize: 1024 }) });
+    assert.deepEqual(capped, { text: 'A batch of 512 per device fits for mnist, measured on CPU (wasm): the search reached --max-batch-size 512, so larger batches were not tried. For ddp on 2 devices that is "batchSize": 1024.', error: false, offer: 1024 });
     // On a GPU the message names it.
     const gpu = searchMessage({ code: 0, signal: null, stderr: '', result: result({ devices: [{ ...cpu, deviceLabel: 'gpu:1 (CUDA_VISIBLE_DEVICES=1)', backend: 'tensorflow', batchSize: 96, limit: 'memory', max: 4000 }], perDevice: 96, suggestedBatchSize: 192 }) });
     assert.deepEqual(gpu, { text: 'Largest batch that fits for mnist: 96 per device, measured on GPU 1 (tensorflow). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });

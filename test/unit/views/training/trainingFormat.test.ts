@@ -187,4 +187,22 @@ describe('Start Training on a folder that holds a run (existingRunPrompt)', () =
     assert.deepEqual(broken.buttons, ['Start Over']);
     assert.equal(broken.message, 'checkpoints already holds 1 checkpoint folder of an earlier run, with no latest.json naming a whole one.');
   });
+
+  it('offers no Resume for another job\'s run (another job file, or another model) and says whose it is; Start Over keeps it aside', () => {
+    const theirs = { ...run, job: 'cifar', file: '/w/cifar.job.json', model: { kind: 'preset', preset: 'cnn', filters: [8] } };
+    const p = existingRunPrompt(theirs, { name: 'mnist', epochs: 25, file: '/w/mnist.job.json', model: { kind: 'preset', preset: 'mlp', hiddenUnits: [128] } }, 'checkpoints');
+    assert.deepEqual(p.buttons, ['Start Over']);
+    assert.equal(p.message, 'checkpoints already holds a run that is not mnist\'s: it was written by another job file, /w/cifar.job.json (job cifar) (3 epochs done, latest epoch-3, saved 2026-11-24 09:41:49 UTC).');
+    assert.equal(p.detail, 'Resume is not offered: it would continue this job from another job\'s weights. Start Over: move the earlier run into checkpoints/previous-<time>/ (kept, nothing deleted) and train from epoch 1. Or give this job its own "checkpointDir".');
+    // The same job file with its model changed since.
+    const changed = existingRunPrompt({ ...theirs, file: '/w/mnist.job.json' }, { name: 'mnist', epochs: 25, file: '/w/mnist.job.json', model: { kind: 'preset', preset: 'mlp', hiddenUnits: [128] } }, 'checkpoints');
+    assert.deepEqual(changed.buttons, ['Start Over']);
+    assert.match(changed.message, /is not mnist's: its model \(.*"cnn".*\) is not this job's \(.*"mlp".*\)/);
+    // A checkpoint of an older version (no file recorded) of another job name.
+    assert.deepEqual(existingRunPrompt({ ...run, job: 'cifar' }, { name: 'mnist', epochs: 25, file: '/w/mnist.job.json' }, 'checkpoints').buttons, ['Start Over']);
+    // Its own run: Resume, saying when latest.json was unreadable.
+    const own = existingRunPrompt({ ...theirs, file: '/w/mnist.job.json', latest: { dir: 'epoch-3', epoch: 3, repaired: 'latest.json is empty' }, model: { kind: 'preset', preset: 'mlp', hiddenUnits: [128] } }, { name: 'mnist', epochs: 25, file: '/w/mnist.job.json', model: { kind: 'preset', preset: 'mlp', hiddenUnits: [128] } }, 'checkpoints');
+    assert.deepEqual(own.buttons, ['Resume', 'Start Over']);
+    assert.match(own.detail, /^Resume: continue after epoch 3, up to epoch 25, in the same folder \(latest\.json is empty: epoch-3 is the newest whole checkpoint\)\./);
+  });
 });
