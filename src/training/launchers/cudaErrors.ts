@@ -14,28 +14,10 @@
  * `[default1]:` from torchrun's --tee; the rank is kept.
  */
 import { outputLine } from './outputLines';
+import type { CudaProblem, CudaProblemKind } from './problems';
 import { innermostUser, PythonTracebackParser, type ScriptException } from './pythonErrors';
 
-export type CudaProblemKind = 'cuda-oom' | 'cudnn-not-initialized' | 'device-side-assert' | 'nccl';
-
-export interface CudaProblem {
-  readonly kind: CudaProblemKind;
-  /** The error line as printed (without a rank prefix). */
-  readonly message: string;
-  /** What it usually means, for people. */
-  readonly explanation: string;
-  /** What to try, most likely first. */
-  readonly hints: readonly string[];
-  /** The script line that raised it, from the traceback, when there was one. */
-  readonly file?: string;
-  readonly line?: number;
-  readonly rank?: number;
-  /** cuda-oom: the size of the allocation that failed, as printed ("20.00 MiB"). */
-  readonly tryingToAllocate?: string;
-  /** device-side-assert: the kernel's failed assertion, when printed ("t >= 0 && t < n_classes"). */
-  readonly assertion?: string;
-}
-
+export type { CudaProblem, CudaProblemKind } from './problems';
 export { libraryFrame, prefixRank, rankPrefix } from './outputLines';
 
 const oomLine = /CUDA out of memory\.?(?: Tried to allocate ([\d.]+ ?[KMGTP]?i?B))?/;

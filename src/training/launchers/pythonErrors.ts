@@ -20,7 +20,7 @@
  * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
  * have no frame of the user's and are told apart by `userFrame`.
  */
-import type { CudaProblem } from './cudaErrors';
+import type { CudaProblem } from './problems';
 import { frameLine, libraryFrame, outputLine } from './outputLines';
 
 export interface TracebackFrame {
