@@ -27,6 +27,14 @@ export function specKind(fileName: string): SpecKind | undefined {
 }
 
 /**
+ * Which validator a document calls for: only files on disk (not output channels, untitled or
+ * git: views) named *.job.json or *.tune.json. Looked at before anything is scheduled for it.
+ */
+export function documentSpecKind(uri: { readonly scheme: string; readonly fsPath: string }): SpecKind | undefined {
+  return uri.scheme === 'file' ? specKind(uri.fsPath) : undefined;
+}
+
+/**
  * The problems of `text`, read as the file `file` (relative paths in it resolve against its
  * folder). Text that is not JSON gives none: the editor's JSON support reports syntax errors.
  */

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { JobFileError, loadJobFile } from '../../../../src/training/job/spec';
 import { loadSpec, SpecError } from '../../../../src/tuning/spec';
-import { problemRange, specProblems, type SpecProblem } from '../../../../src/views/jobFiles/specProblems';
+import { documentSpecKind, problemRange, specProblems, type SpecProblem } from '../../../../src/views/jobFiles/specProblems';
 import { templateJobText } from '../../../../src/views/training/trainingFormat';
 import { repoRoot } from '../../../paths';
 
@@ -88,6 +88,25 @@ describe('job file and tune spec problems in the editor (specProblems)', () => {
     assert.equal(problems.length, 1, JSON.stringify(problems));
     assert.equal(underlined(text, problems[0]), '"./missing-model.json"');
     assert.match(problems[0].message, /missing-model\.json does not exist/);
+  });
+
+  it('a re-check after the missing model file is created (what the file watcher runs) clears the problem, and a delete brings it back', () => {
+    const text = mnist.replace(/"model": \{[^}]*\}/, '"model": "./later-model.json"');
+    const { problems, file } = check('later.job.json', text);
+    assert.equal(problems.length, 1, JSON.stringify(problems));
+    const model = join(dirname(file), 'later-model.json');
+    writeFileSync(model, '{}');
+    assert.deepEqual(specProblems(text, file), []);
+    rmSync(model);
+    assert.match(specProblems(text, file)[0]?.message ?? '', /later-model\.json does not exist/);
+  });
+
+  it('only job and tune files on disk are checked or scheduled (no timer for a Python file or an output channel)', () => {
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/a.job.json' }), 'job');
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/a.tune.json' }), 'tune');
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/train.py' }), undefined);
+    assert.equal(documentSpecKind({ scheme: 'output', fsPath: 'extension-output-gpu-workbench.job.json' }), undefined);
+    assert.equal(documentSpecKind({ scheme: 'git', fsPath: '/ws/a.job.json' }), undefined);
   });
 
   it('a torchrun job is checked by its schema branch', () => {
