@@ -11,8 +11,9 @@
  *   samples_per_second  training throughput of the epoch, all workers together
  *   time_this_iter_s    the epoch's wall time in seconds
  */
-import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { readJsonFile } from '../common/jsonFile';
 import type { JobEvent } from '../training/job/events';
 import { JobFileError, parseJob } from '../training/job/spec';
 import type { TrialResult } from './events';
@@ -103,7 +104,7 @@ export interface PreparedJobTrial {
 export function prepareJobTrial(opts: { job: string; config: Config; trialDir: string; cli?: string }): PreparedJobTrial {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(opts.job, 'utf8'));
+    raw = readJsonFile(opts.job);
   } catch (err) {
     throw new JobTrialError(`${opts.job}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read: ${(err as Error).message}`}`);
   }

@@ -175,7 +175,7 @@ function parseNode(raw: unknown, path: string, where: string, when: Condition[],
   if (isPlainObject(raw)) {
     const fields: Array<readonly [string, Node]> = [];
     for (const [k, v] of Object.entries(raw)) {
-      if (k.includes('.') || k.includes('[')) throw new SpaceError(`${where}/${k}`, `parameter names may not contain '.' or '[' (got '${k}')`);
+      if (k.includes('.') || k.includes('[')) throw new SpaceError(`${where}/${escapePointer(k)}`, `parameter names may not contain '.' or '[' (got '${k}')`);
       fields.push([k, parseNode(v, path ? `${path}.${k}` : k, `${where}/${escapePointer(k)}`, when, dims, inOption)]);
     }
     return { t: 'group', fields };

@@ -6,6 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { stripBom } from '../common/jsonFile';
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import { primitives, Space, SpaceError } from './space';
 
@@ -111,7 +112,7 @@ export function loadSpec(file: string): TuneSpec {
   }
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    raw = JSON.parse(stripBom(text));
   } catch (err) {
     throw new SpecError(abs, '', `not valid JSON: ${(err as Error).message}`);
   }

@@ -6,6 +6,7 @@
 import Ajv, { type ErrorObject } from 'ajv';
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { stripBom } from '../../common/jsonFile';
 
 export type Strategy = 'single' | 'dp' | 'ddp' | 'pipeline';
 export type BackendChoice = 'auto' | 'tensorflow-gpu' | 'tensorflow' | 'wasm' | 'cpu';
@@ -212,7 +213,7 @@ export function loadJobFile(file: string, overrides: JobOverrides = {}): JobSpec
   }
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    raw = JSON.parse(stripBom(text));
   } catch (err) {
     throw new JobFileError(path, [`is not valid JSON: ${(err as Error).message}`]);
   }

@@ -15,8 +15,8 @@
  * the job.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { readJsonFile } from '../../common/jsonFile';
 import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
@@ -52,7 +52,7 @@ interface RawTorchrun {
 /** Whether a job file asks for torchrun; false for anything unreadable (the TF.js path reports that). */
 export function isTorchrunJob(file: string): boolean {
   try {
-    const raw = JSON.parse(readFileSync(resolve(file), 'utf8')) as { kind?: unknown };
+    const raw = readJsonFile(resolve(file)) as { kind?: unknown };
     return raw?.kind === 'torchrun';
   } catch {
     return false;
@@ -64,7 +64,7 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
   const path = resolve(file);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
+    raw = readJsonFile(path);
   } catch (err) {
     throw new JobFileError(path, [err instanceof SyntaxError ? `is not valid JSON: ${err.message}` : `cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
   }

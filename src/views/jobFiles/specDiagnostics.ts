@@ -6,7 +6,7 @@
  */
 import * as vscode from 'vscode';
 import { log } from '../../log';
-import { specKind, specProblems } from './specProblems';
+import { documentSpecKind, specProblems } from './specProblems';
 
 /** Re-checks a document this long after the last keystroke. */
 const settleMs = 250;
@@ -16,7 +16,7 @@ export function registerSpecDiagnostics(context: vscode.ExtensionContext): void 
   const pending = new Map<string, NodeJS.Timeout>();
 
   const check = (doc: vscode.TextDocument): void => {
-    const kind = doc.uri.scheme === 'file' ? specKind(doc.uri.fsPath) : undefined;
+    const kind = documentSpecKind(doc.uri);
     if (!kind) return;
     try {
       collection.set(doc.uri, specProblems(doc.getText(), doc.uri.fsPath, kind).map((p) => {
@@ -30,6 +30,8 @@ export function registerSpecDiagnostics(context: vscode.ExtensionContext): void 
     }
   };
   const later = (doc: vscode.TextDocument): void => {
+    // Every edit of every document (Python files, output channels) comes here: no timer for those.
+    if (!documentSpecKind(doc.uri)) return;
     const key = doc.uri.toString();
     clearTimeout(pending.get(key));
     pending.set(key, setTimeout(() => {
@@ -38,8 +40,19 @@ export function registerSpecDiagnostics(context: vscode.ExtensionContext): void 
     }, settleMs));
   };
 
+  // A job names its model and data files, a tune spec its trial's job: "X does not exist" has to
+  // go away when X is created (and come back when it is deleted) without a keystroke in the spec.
+  // Open specs are few; a burst of file events (a git checkout) re-checks each once, debounced.
+  const recheckOpen = (): void => {
+    for (const doc of vscode.workspace.textDocuments) later(doc);
+  };
+  const files = vscode.workspace.createFileSystemWatcher('**/*', false, true, false);
+
   context.subscriptions.push(
     collection,
+    files,
+    files.onDidCreate(recheckOpen),
+    files.onDidDelete(recheckOpen),
     vscode.workspace.onDidOpenTextDocument(check),
     vscode.workspace.onDidChangeTextDocument((e) => later(e.document)),
     vscode.workspace.onDidCloseTextDocument((doc) => {

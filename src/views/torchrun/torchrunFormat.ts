@@ -6,6 +6,7 @@
  * `torchrunTask.ts` turns them into VS Code calls.
  */
 import { basename, isAbsolute, resolve } from 'node:path';
+import { stripBom } from '../../common/jsonFile';
 import type { CudaProblemKind } from '../../training/launchers/cudaErrors';
 import type { JobEvent } from '../../training/job/events';
 import { chainWords, exceptionText, type ScriptProblem } from '../../training/launchers/pythonErrors';
@@ -178,7 +179,7 @@ export interface InterpreterChoice {
 /** The job file's own `"python"`, when it names one (undefined for an unreadable file: loading it reports that). */
 export function jobPythonField(text: string): string | undefined {
   try {
-    const raw = JSON.parse(text) as { python?: unknown } | null;
+    const raw = JSON.parse(stripBom(text)) as { python?: unknown } | null;
     return typeof raw?.python === 'string' && raw.python.trim() ? raw.python.trim() : undefined;
   } catch {
     return undefined;

@@ -12,7 +12,6 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
-import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 import * as vscode from 'vscode';
 import { formatEvent } from '../../cli/train';
 import type { PanelJob } from '../../common/protocol';
@@ -25,8 +24,9 @@ import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../trainin
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrun/torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
+import { problemRange } from '../jobFiles/specProblems';
 import {
-  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, problemPath, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem, type PlannedBackend,
 } from './trainingFormat';
 
@@ -455,22 +455,14 @@ class TrainingController implements vscode.Disposable {
     if (answer === open) await this.openAt(file, err instanceof JobFileError ? err.problems[0] : undefined);
   }
 
-  /** Opens the job file with the cursor on the field a problem names. */
+  /** Opens the job file with the field a problem names selected: the range its squiggle has (problemRange). */
   private async openAt(file: string, problem: string | undefined): Promise<void> {
     const editor = await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: false });
-    const path = problem ? problemPath(problem) : undefined;
-    if (!path?.length) return;
-    const tree = parseTree(editor.document.getText());
-    // The deepest part of the path that exists (a missing field: its parent object).
-    for (let n = path.length; n >= 1; n--) {
-      const node = tree && findNodeAtLocation(tree, path.slice(0, n));
-      if (!node) continue;
-      const target = node.parent?.type === 'property' ? node.parent : node;
-      const range = new vscode.Range(editor.document.positionAt(target.offset), editor.document.positionAt(target.offset + target.length));
-      editor.selection = new vscode.Selection(range.start, range.end);
-      editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
-      return;
-    }
+    const at = problem ? problemRange(editor.document.getText(), problem) : undefined;
+    if (!at) return;
+    const range = new vscode.Range(editor.document.positionAt(at.offset), editor.document.positionAt(at.offset + at.length));
+    editor.selection = new vscode.Selection(range.start, range.end);
+    editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
   }
 }
 

@@ -210,14 +210,6 @@ export function appendLoss(steps: number[], loss: number[], step: number, value:
   loss.splice(0, loss.length, ...l);
 }
 
-/** The problem's field as a JSON path: "/data/mnist/trainSize must be …" -> ['data', 'mnist', 'trainSize']. */
-export function problemPath(problem: string): (string | number)[] | undefined {
-  const m = /^\/(\S*?)(?=:|\s|$)/.exec(problem.trim());
-  if (!m) return undefined;
-  if (m[1] === '') return [];
-  return m[1].split('/').map((p) => (/^\d+$/.test(p) ? Number(p) : p));
-}
-
 /** A name in `taken` (file names in the folder) that is free: mnist.job.json, mnist-2.job.json, … */
 export function templateFileName(taken: ReadonlySet<string>, stem = 'mnist'): string {
   for (let i = 1; ; i++) {

@@ -70,6 +70,15 @@ describe('tuning: job trials', function () {
       assert.throws(() => prepareJobTrial({ job: tinyJob, config: { batchSize: -3, lr: 1 }, trialDir }), (e: unknown) => e instanceof JobTrialError && /\/batchSize must be/.test(e.message) && /unknown field "lr"/.test(e.message));
     });
 
+    it('copies a job saved with a UTF-8 byte order mark (Notepad) as it would one without', () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tune-job-bom-'));
+      const bom = join(dir, 'bom.job.json');
+      writeFileSync(bom, `\uFEFF${readFileSync(tinyJob, 'utf8')}`);
+      const p = prepareJobTrial({ job: bom, config: { epochs: 1 }, trialDir: join(dir, 'trial_1') });
+      const copy = JSON.parse(readFileSync(p.jobFile, 'utf8')) as { epochs: number };
+      assert.equal(copy.epochs, 1);
+    });
+
     it('turns job/epoch into a report under the documented names and job/failed into its reason', () => {
       const r = parseJobLine(JSON.stringify({ type: 'job/epoch', epoch: 2, epochs: 3, trainLoss: 0.5, testLoss: 0.6, testAccuracy: 0.8, samplesPerSecond: 1000, durationMs: 1500 }));
       assert.deepEqual(r?.kind === 'report' && r.result, { training_iteration: 2, loss: 0.5, test_loss: 0.6, accuracy: 0.8, samples_per_second: 1000, time_this_iter_s: 1.5 });

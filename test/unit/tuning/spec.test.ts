@@ -41,6 +41,13 @@ describe('tune spec: parsing and validation', () => {
     assert.deepEqual(asha.scheduler, { type: 'asha', timeAttr: 'training_iteration', maxT: 100, gracePeriod: 1, reductionFactor: 4, brackets: 1 });
   });
 
+  it('reads a spec saved with a UTF-8 byte order mark (Notepad)', () => {
+    const file = write(`\uFEFF${JSON.stringify(base)}`, 'bom.tune.json');
+    const spec = loadSpec(file);
+    assert.equal(spec.name, 'bom');
+    assert.deepEqual(spec.trial, parseSpec(base, file).trial);
+  });
+
   it('names the file, the field path and what was expected', () => {
     rejects({ ...base, mode: 'minimize' }, '/mode', /must be one of "min", "max"/);
     rejects({ ...base, metric: undefined }, '/metric', /is required/);

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isTorchrunJob, loadTorchrunJob } from '../../../../src/training/launchers/torchrun';
 import { JobFileError, loadJobFile, parseJob } from '../../../../src/training/job/spec';
 import { fixtures, repoRoot } from '../../../paths';
 
@@ -49,6 +52,22 @@ describe('job file', () => {
     const msg = problems(() => loadJobFile(join(jobs, 'odd-batch.job.json')));
     assert.match(msg, /odd-batch\.job\.json: \/batchSize must be divisible by the number of devices \(2\) for strategy "ddp", got 33/);
     assert.match(msg, /\/data\/mnist: trainSize \+ testSize must be ≤ 10000/);
+  });
+
+  it('loads a job file saved with a UTF-8 byte order mark (Notepad) as the same job without one, TF.js and torchrun', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-bom-'));
+    const text = readFileSync(join(repoRoot, 'examples', 'mnist', 'mnist-ddp.job.json'), 'utf8');
+    writeFileSync(join(dir, 'plain.job.json'), text);
+    writeFileSync(join(dir, 'bom.job.json'), `\uFEFF${text}`);
+    const bom = loadJobFile(join(dir, 'bom.job.json'));
+    assert.deepEqual({ ...bom, file: '', name: '' }, { ...loadJobFile(join(dir, 'plain.job.json')), file: '', name: '' });
+    assert.equal(bom.strategy, 'ddp');
+
+    const torchrun = JSON.parse(readFileSync(join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), 'utf8')) as { script: string };
+    const file = join(dir, 'torchrun.job.json');
+    writeFileSync(file, `\uFEFF${JSON.stringify({ ...torchrun, script: join(repoRoot, 'examples', 'torchrun', torchrun.script) })}`);
+    assert.equal(isTorchrunJob(file), true);
+    assert.equal(loadTorchrunJob(file).nprocPerNode, 2);
   });
 
   it('says when the file is not JSON or missing', () => {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { JobFileError, loadJobFile } from '../../../../src/training/job/spec';
 import { loadSpec, SpecError } from '../../../../src/tuning/spec';
-import { specProblems, type SpecProblem } from '../../../../src/views/jobFiles/specProblems';
+import { documentSpecKind, problemRange, specProblems, type SpecProblem } from '../../../../src/views/jobFiles/specProblems';
 import { templateJobText } from '../../../../src/views/training/trainingFormat';
 import { repoRoot } from '../../../paths';
 
@@ -90,6 +90,25 @@ describe('job file and tune spec problems in the editor (specProblems)', () => {
     assert.match(problems[0].message, /missing-model\.json does not exist/);
   });
 
+  it('a re-check after the missing model file is created (what the file watcher runs) clears the problem, and a delete brings it back', () => {
+    const text = mnist.replace(/"model": \{[^}]*\}/, '"model": "./later-model.json"');
+    const { problems, file } = check('later.job.json', text);
+    assert.equal(problems.length, 1, JSON.stringify(problems));
+    const model = join(dirname(file), 'later-model.json');
+    writeFileSync(model, '{}');
+    assert.deepEqual(specProblems(text, file), []);
+    rmSync(model);
+    assert.match(specProblems(text, file)[0]?.message ?? '', /later-model\.json does not exist/);
+  });
+
+  it('only job and tune files on disk are checked or scheduled (no timer for a Python file or an output channel)', () => {
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/a.job.json' }), 'job');
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/a.tune.json' }), 'tune');
+    assert.equal(documentSpecKind({ scheme: 'file', fsPath: '/ws/train.py' }), undefined);
+    assert.equal(documentSpecKind({ scheme: 'output', fsPath: 'extension-output-gpu-workbench.job.json' }), undefined);
+    assert.equal(documentSpecKind({ scheme: 'git', fsPath: '/ws/a.job.json' }), undefined);
+  });
+
   it('a torchrun job is checked by its schema branch', () => {
     const ddp = example('examples/torchrun/ddp.job.json');
     const text = ddp.replace('"script":', '"scrpt":');
@@ -115,6 +134,35 @@ describe('job file and tune spec problems in the editor (specProblems)', () => {
     assert.equal(b.length, 1, JSON.stringify(b));
     assert.equal(underlined(mode, b[0]), '"minimize"');
     assert.match(b[0].message, /^\/mode: must be one of "min", "max"/);
+  });
+
+  it('env and search-space keys with "/", "~", a space, ":" or only digits: the bad value itself is underlined, not its parent', () => {
+    const ddp = JSON.parse(example('examples/torchrun/ddp.job.json')) as Record<string, unknown>;
+    const keys = ['A/B', 'a~b', 'X Y', 'k:v', '7'];
+    // Each key's value is a number, where env takes strings; each value is distinct so the underline says whose it is.
+    const job = JSON.stringify({ ...ddp, env: Object.fromEntries(keys.map((k, i) => [k, 100 + i])) }, null, 2);
+    const { problems } = check('env.job.json', job);
+    assert.deepEqual(problems.map((p) => underlined(job, p)).sort(), keys.map((_, i) => String(100 + i)).sort(), JSON.stringify(problems));
+    // Start Training's "Open File" selects the same range as the squiggle.
+    for (const p of problems) assert.deepEqual(problemRange(job, p.message), { offset: p.offset, length: p.length });
+    // The path's numbers are array indices only inside arrays: /args/1 is the second argument.
+    const args = JSON.stringify({ ...ddp, args: ['--epochs', 2] }, null, 2);
+    const a = check('args.job.json', args).problems;
+    assert.deepEqual(a.map((p) => underlined(args, p)), ['2'], JSON.stringify(a));
+
+    const quadratic = JSON.parse(example('examples/tuning/quadratic.tune.json')) as { space: Record<string, unknown> };
+    for (const k of [...keys, 'a b']) {
+      const tune = JSON.stringify({ ...quadratic, space: { ...quadratic.space, [k]: { uniform: [2, 1] } } }, null, 2);
+      const t = check(`space-${keys.indexOf(k)}.tune.json`, tune).problems;
+      assert.equal(t.length, 1, JSON.stringify(t));
+      assert.deepEqual(JSON.parse(underlined(tune, t[0])), [2, 1], k);
+    }
+    // A name refused for its '.' is named by an escaped pointer too (a raw "/" would point elsewhere).
+    const dotted = JSON.stringify({ ...quadratic, space: { ...quadratic.space, 'a.b/c': { uniform: [0, 1] } } }, null, 2);
+    const d = check('dotted.tune.json', dotted).problems;
+    assert.equal(d.length, 1, JSON.stringify(d));
+    assert.match(d[0].message, /^\/space\/a\.b~1c: parameter names may not contain/);
+    assert.deepEqual(JSON.parse(underlined(dotted, d[0])), { uniform: [0, 1] });
   });
 
   it('no problems for the examples as they are, nor for text that is not JSON (the editor reports syntax) or other files', () => {

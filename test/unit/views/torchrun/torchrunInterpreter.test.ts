@@ -32,6 +32,7 @@ describe('the interpreter of a torchrun job in the editor', () => {
   it('reads the job file\'s "python" only when it is a non-empty string', () => {
     assert.equal(jobPythonField('{"kind": "torchrun", "script": "t.py", "python": "/usr/bin/python3"}'), '/usr/bin/python3');
     assert.equal(jobPythonField('{"kind": "torchrun", "script": "t.py"}'), undefined);
+    assert.equal(jobPythonField('\uFEFF{"kind": "torchrun", "script": "t.py", "python": "/opt/py"}'), '/opt/py', 'a file saved with a byte order mark');
     assert.equal(jobPythonField('{"python": ""}'), undefined);
     assert.equal(jobPythonField('{"python": 3}'), undefined);
     assert.equal(jobPythonField('{not json'), undefined);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { GpuDevice, GpuSnapshot } from '../../../../src/gpu/types';
 import type { JobEvent } from '../../../../src/training/job/events';
 import {
-  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, plannedBackend, ranOn, gpuIndexOf, hostExitMessage, problemPath, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, plannedBackend, ranOn, gpuIndexOf, hostExitMessage, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText,
 } from '../../../../src/views/training/trainingFormat';
 import { parseJob } from '../../../../src/training/job/spec';
@@ -153,14 +153,6 @@ describe('training loss series', () => {
 });
 
 describe('job files from the editor', () => {
-  it('finds the field a validation problem names', () => {
-    assert.deepEqual(problemPath('/data/mnist must be an object'), ['data', 'mnist']);
-    assert.deepEqual(problemPath('/devices/1 must be an integer'), ['devices', 1]);
-    assert.deepEqual(problemPath('/model: /x/y.json does not exist'), ['model']);
-    assert.deepEqual(problemPath('/ is missing the required field "epochs"'), []);
-    assert.equal(problemPath('cannot be read (ENOENT)'), undefined);
-  });
-
   it('creates the template under a free name, and the template is a valid job', () => {
     assert.equal(templateFileName(new Set(['README.md'])), 'mnist.job.json');
     assert.equal(templateFileName(new Set(['mnist.job.json', 'mnist-2.job.json'])), 'mnist-3.job.json');
