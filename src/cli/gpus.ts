@@ -110,7 +110,7 @@ export function renderTable(s: GpuSnapshot): string {
 function renderNoDevice(s: GpuSnapshot): string {
   if (s.noGpu) {
     return [
-      `No GPU found: ${s.error ?? 'no GPU tool reported a device'}.`,
+      `No GPU found: ${s.error ?? 'no GPU tool reported a device'}`.replace(/\.?$/, '.'),
       'If this machine has an NVIDIA GPU, install its driver (it brings nvidia-smi) or pass --nvidia-smi PATH.',
     ].join('\n');
   }
