@@ -64,6 +64,20 @@ describe('gpu-workbench gpus (the built CLI with the fake nvidia-smi on PATH)', 
     assert.equal(text.split('\n')[0], 'No GPU found: nvidia-smi not found on PATH; amd-smi: no AMD GPU.');
   });
 
+  it('a wrong --nvidia-smi PATH is an error naming that path and exits 1, not "No GPU found"', () => {
+    const r = gpus(['--nvidia-smi', '/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stdout.trimEnd(), 'Could not read the GPUs: nvidia-smi not found at /opt/typo/nvidia-smi: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi');
+    const j = gpus(['--json', '--nvidia-smi=/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(j.code, 1);
+    const out = JSON.parse(j.stdout) as { noGpu?: boolean; badNvidiaSmiPath?: string };
+    assert.equal(out.noGpu, undefined);
+    assert.equal(out.badNvidiaSmiPath, '/opt/typo/nvidia-smi');
+    const w = gpus(['--watch', '--nvidia-smi', '/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(w.code, 1, 'watching stops: nothing to watch until the path is fixed');
+    assert.match(w.stdout, /nvidia-smi not found at \/opt\/typo\/nvidia-smi/);
+  });
+
   it('a tool that exists and fails keeps its error, worded as one', () => {
     const r = gpus([], fakeEnv('no-driver').env);
     assert.equal(r.code, 0, r.stderr);
