@@ -87,6 +87,7 @@ export class Panel {
   private readonly problemError = el('pre', 'tool-error');
   private readonly problemRetryNote = el('p', 'retry-note');
   private readonly problemInventory = el('p', 'inventory');
+  private readonly problemSetting = el('p', 'fix-setting');
   private readonly retry = el('vscode-button', 'retry', 'Retry');
   private readonly noGpu = el('section', 'no-gpu');
   private readonly noGpuLooked = el('p', 'looked');
@@ -105,7 +106,16 @@ export class Panel {
     ring.ariaLabel = 'Waiting for the first sample';
     this.waiting.append(ring, this.waitingText);
     this.retry.addEventListener('click', () => this.onRetry());
-    this.problem.append(this.problemTitle, this.problemText, this.problemError, this.problemRetryNote, this.problemInventory, this.retry);
+    const fix = el('a', 'open-setting', 'fix the path of nvidia-smi');
+    fix.href = '#';
+    fix.title = nvidiaSmiSetting;
+    fix.addEventListener('click', (e) => {
+      e.preventDefault();
+      this.api.postMessage({ type: 'panel/openSetting', id: nvidiaSmiSetting });
+    });
+    this.problemSetting.append('Nothing runs at the path you set: ', fix, ' (setting ', el('code', undefined, nvidiaSmiSetting), '); the panel looks again when the setting changes.');
+    this.problemSetting.hidden = true;
+    this.problem.append(this.problemTitle, this.problemText, this.problemError, this.problemSetting, this.problemRetryNote, this.problemInventory, this.retry);
     this.buildNoGpu();
     this.notice.hidden = true;
     this.hints.hidden = true;
@@ -250,7 +260,14 @@ export class Panel {
 
   private showProblem(snapshot: GpuSnapshot): void {
     this.setMode('problem');
-    if (snapshot.error) {
+    // The nvidia-smi the user set cannot be run: an error to fix in the setting, not "no GPU".
+    this.problemSetting.hidden = snapshot.badNvidiaSmiPath === undefined;
+    if (snapshot.badNvidiaSmiPath !== undefined) {
+      this.problemTitle.textContent = 'nvidia-smi not found';
+      this.problemText.textContent = 'The GPU monitor reported:';
+      this.problemError.textContent = snapshot.error ?? `nvidia-smi not found at ${snapshot.badNvidiaSmiPath}`;
+      this.problemError.hidden = false;
+    } else if (snapshot.error) {
       this.problemTitle.textContent = snapshot.stale ? 'The GPU tool stopped answering' : 'Could not read the GPUs';
       this.problemText.textContent = `${snapshot.source === 'none' ? 'The GPU tool' : snapshot.source} reported:`;
       this.problemError.textContent = snapshot.error;
@@ -305,6 +322,7 @@ export class Panel {
       this.problemTitle.textContent = 'No reading arrived';
       this.problemText.textContent = `The GPU monitor sent no sample within ${Math.round(this.firstSampleTimeoutMs / 1000)} s. The GPU tool may be hanging, or sampling is turned off (setting gpuWorkbench.gpuMonitor.enabled).`;
       this.problemError.hidden = true;
+      this.problemSetting.hidden = true;
       this.problemRetryNote.hidden = true;
       this.problemInventory.hidden = true;
     }, this.firstSampleTimeoutMs);

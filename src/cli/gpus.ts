@@ -11,16 +11,19 @@ Shows memory used / total, utilisation, temperature, power and the compute proce
 (PID, name, MiB) of every GPU, read from nvidia-smi (NVIDIA) or sysfs / rocm-smi (AMD).
 
 options:
-  --json             print JSON: {"source","devices":[...],"processes":[...],"error"?,"noGpu"?};
+  --json             print JSON: {"source","devices":[...],"processes":[...],"error"?,"noGpu"?,
+                     "badNvidiaSmiPath"?};
                      a value the tool reports as [N/A] is null; "noGpu": true when no
-                     GPU tool is installed here (not an error)
+                     GPU tool is installed here (not an error); "badNvidiaSmiPath" when the
+                     --nvidia-smi PATH given cannot be run (an error, exit code 1)
   --watch            keep sampling and redraw (with --json: one JSON line per sample)
   --interval MS      sampling interval for --watch in milliseconds (default 1000, at least 50)
   --count N          with --watch: stop after N samples
   --nvidia-smi PATH  the nvidia-smi to run (default: nvidia-smi on PATH)
   -h, --help         show this help
 
-Exit code 0 when it ran (also when no GPU was found), 2 for bad options.`;
+Exit code 0 when it ran (also when no GPU was found), 1 when the --nvidia-smi PATH given
+cannot be run, 2 for bad options.`;
 
 interface Options {
   json: boolean;
@@ -70,6 +73,7 @@ export function toJson(s: GpuSnapshot): object {
     ...(s.stale ? { stale: true } : {}),
     ...(s.error !== undefined ? { error: s.error } : {}),
     ...(s.noGpu ? { noGpu: true } : {}),
+    ...(s.badNvidiaSmiPath !== undefined ? { badNvidiaSmiPath: s.badNvidiaSmiPath } : {}),
   };
 }
 
@@ -110,7 +114,7 @@ export function renderTable(s: GpuSnapshot): string {
 function renderNoDevice(s: GpuSnapshot): string {
   if (s.noGpu) {
     return [
-      `No GPU found: ${s.error ?? 'no GPU tool reported a device'}.`,
+      `No GPU found: ${s.error ?? 'no GPU tool reported a device'}`.replace(/\.?$/, '.'),
       'If this machine has an NVIDIA GPU, install its driver (it brings nvidia-smi) or pass --nvidia-smi PATH.',
     ].join('\n');
   }
@@ -132,16 +136,19 @@ function watch(o: Options): Promise<number> {
   const redraw = process.stdout.isTTY === true;
   return new Promise((resolve) => {
     let seen = 0;
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
+    const stop = (code = 0): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
       monitor.dispose();
-      resolve(0);
+      resolve(code);
     };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+    const onSignal = (): void => stop();
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     monitor.onSnapshot((s) => {
       print(s, o, redraw);
+      // Nothing to watch until the path is fixed: say so once and fail.
+      if (s.badNvidiaSmiPath !== undefined) return stop(1);
       seen++;
       if (o.count !== null && seen >= o.count) stop();
     });
@@ -163,6 +170,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (o.watch) return watch(o);
-  print(await sampleOnce({ nvidiaSmiPath: o.nvidiaSmiPath }), o, false);
-  return 0;
+  const s = await sampleOnce({ nvidiaSmiPath: o.nvidiaSmiPath });
+  print(s, o, false);
+  return s.badNvidiaSmiPath !== undefined ? 1 : 0;
 }

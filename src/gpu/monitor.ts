@@ -164,6 +164,12 @@ export class GpuMonitor {
       probe: () => this.probe(),
       onMissing: (reason) => {
         if (gen !== this.generation) return;
+        const path = this.opts.nvidiaSmiPath;
+        if (path !== defaults.nvidiaSmiPath) {
+          // A path the user set and got wrong is theirs to fix, not a machine without a GPU.
+          emit({ source: 'none', devices: [], processes: [], takenAt: Date.now(), badNvidiaSmiPath: path, error: `${reason}: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi` });
+          return;
+        }
         reasons.push(reason);
         void this.startAmd(gen, reasons, emit);
       },

@@ -51,6 +51,11 @@ export interface GpuSnapshot {
    * exists and failed or hung (that leaves this unset).
    */
   readonly noGpu?: boolean;
+  /**
+   * With source 'none': the nvidia-smi the user named (setting gpuWorkbench.gpuMonitor.nvidiaSmiPath
+   * or `--nvidia-smi`) cannot be run. An error to fix, never "no GPU here"; `error` names the path.
+   */
+  readonly badNvidiaSmiPath?: string;
 }
 
 /** Static facts read once at start (from `systeminformation`), never in the polling loop. */

@@ -142,7 +142,12 @@ function schedulePush(doc: TextDocument): void {
     pushTimers.delete(doc.uri);
     const current = documents.get(doc.uri);
     if (!current) return;
-    void findingsFor(current).then((findings) => connection.sendDiagnostics({ uri: current.uri, version: current.version, diagnostics: findings.map(toDiagnostic) }));
+    void findingsFor(current).then((findings) => {
+      // Closed or changed while it was linting (the settings are a round trip to the client): a
+      // closed file must keep no hints, and a changed one has its own push coming.
+      if (documents.get(current.uri)?.version !== current.version) return;
+      return connection.sendDiagnostics({ uri: current.uri, version: current.version, diagnostics: findings.map(toDiagnostic) });
+    });
   }, pushDelayMs));
 }
 

@@ -6,7 +6,7 @@ import type { HostToPanelMessage } from '../../src/common/protocol';
 import type { GpuSnapshot } from '../../src/gpu/types';
 import { repoRoot } from '../paths';
 import { canvasPixelsOfColor, eventually, openPanel, pageSuite, startPanelServer, type PanelPage } from './harness';
-import { growthHint, history, noDriver, noGpuTool, processes, rtx3090, t0, twoGpus } from './samples';
+import { badNvidiaSmiPath, growthHint, history, noDriver, noGpuTool, processes, rtx3090, t0, twoGpus } from './samples';
 import { dark, highContrast, light, type Theme } from './themes';
 
 const results = join(repoRoot, 'test-results');
@@ -227,6 +227,25 @@ describe('GPU panel webview (headless Chromium)', function () {
     await p.page.locator('vscode-button.check-again').click();
     await p.waitForPosted('panel/refresh');
     await p.page.getByText('Looking again…').waitFor();
+  });
+
+  it('a wrong nvidia-smi path the user set is an error naming that path, with the setting link and Retry, not "No GPU found"', async () => {
+    const p = await panel();
+    await p.waitForPosted('panel/ready');
+    await p.send(init(badNvidiaSmiPath, { history: [] }));
+    await p.page.getByRole('heading', { name: 'nvidia-smi not found' }).waitFor();
+    assert.equal(await p.page.locator('.tool-error').textContent(), 'nvidia-smi not found at /opt/typo/nvidia-smi: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi');
+    assert.equal(await p.page.locator('.no-gpu').isVisible(), false, 'not the calm no-GPU state');
+    assert.equal(await p.page.getByText('That is fine on a machine without a GPU').isVisible(), false);
+    await p.page.getByRole('link', { name: 'fix the path of nvidia-smi' }).click();
+    await p.waitForPosted('panel/openSetting');
+    assert.deepEqual((await p.posted()).at(-1), { type: 'panel/openSetting', id: 'gpuWorkbench.gpuMonitor.nvidiaSmiPath' });
+    await p.page.locator('vscode-button.retry').click();
+    await p.waitForPosted('panel/refresh');
+    // A tool that fails for another reason shows no setting link.
+    await p.send({ type: 'gpu/snapshot', snapshot: noDriver, hints: [] });
+    await p.page.getByRole('heading', { name: 'Could not read the GPUs' }).waitFor();
+    assert.equal(await p.page.locator('.fix-setting').isVisible(), false);
   });
 
   it('keeps a tool that exists but fails an error, even with no source left ("none" with an error)', async () => {

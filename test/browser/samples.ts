@@ -66,3 +66,13 @@ export const noGpuTool: GpuSnapshot = {
   takenAt: t0,
   noGpu: true,
 };
+
+/** The nvidia-smi path the user set does not exist (what the monitor sends, see monitor.ts). */
+export const badNvidiaSmiPath: GpuSnapshot = {
+  source: 'none',
+  devices: [],
+  processes: [],
+  error: 'nvidia-smi not found at /opt/typo/nvidia-smi: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi',
+  takenAt: t0,
+  badNvidiaSmiPath: '/opt/typo/nvidia-smi',
+};

@@ -74,7 +74,9 @@ export function formatStatusTooltip(snapshot: GpuSnapshot): string {
   const parts: string[] = [];
   if (snapshot.devices.length === 0) {
     parts.push('**No GPU**');
-    parts.push(snapshot.error ? `The GPU tool reported: ${escapeMarkdown(snapshot.error)}` : 'Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU on this machine.');
+    // No tool ran when nothing here can report a GPU: where it looked, in the panel's words.
+    const said = snapshot.noGpu ? `Looked for: ${snapshot.error ?? ''}`.replace(/\.?$/, '.') : `The GPU tool reported: ${snapshot.error ?? ''}`;
+    parts.push(snapshot.error ? escapeMarkdown(said) : 'Neither nvidia-smi (NVIDIA) nor sysfs, amd-smi or rocm-smi (AMD) reported a GPU on this machine.');
   } else {
     for (const d of snapshot.devices) parts.push(deviceLines(d, snapshot));
     if (snapshot.error) parts.push(`The GPU tool reported: ${escapeMarkdown(snapshot.error)}`);

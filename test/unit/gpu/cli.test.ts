@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { repoRoot } from '../../paths';
+import { renderTable } from '../../../src/cli/gpus';
 import { envWithoutNvidiaSmi, fakeEnv } from './helpers';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');
@@ -56,6 +57,25 @@ describe('gpu-workbench gpus (the built CLI with the fake nvidia-smi on PATH)', 
     const out = JSON.parse(gpus(['--json'], envWithoutNvidiaSmi()).stdout) as { source: string; noGpu?: boolean };
     assert.equal(out.source, 'none');
     assert.equal(out.noGpu, true);
+  });
+
+  it('the no-GPU line ends in one period even when a tool\'s message already ends in one', () => {
+    const text = renderTable({ source: 'none', devices: [], processes: [], takenAt: 0, noGpu: true, error: 'nvidia-smi not found on PATH; amd-smi: no AMD GPU.' });
+    assert.equal(text.split('\n')[0], 'No GPU found: nvidia-smi not found on PATH; amd-smi: no AMD GPU.');
+  });
+
+  it('a wrong --nvidia-smi PATH is an error naming that path and exits 1, not "No GPU found"', () => {
+    const r = gpus(['--nvidia-smi', '/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stdout.trimEnd(), 'Could not read the GPUs: nvidia-smi not found at /opt/typo/nvidia-smi: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi');
+    const j = gpus(['--json', '--nvidia-smi=/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(j.code, 1);
+    const out = JSON.parse(j.stdout) as { noGpu?: boolean; badNvidiaSmiPath?: string };
+    assert.equal(out.noGpu, undefined);
+    assert.equal(out.badNvidiaSmiPath, '/opt/typo/nvidia-smi');
+    const w = gpus(['--watch', '--nvidia-smi', '/opt/typo/nvidia-smi'], envWithoutNvidiaSmi());
+    assert.equal(w.code, 1, 'watching stops: nothing to watch until the path is fixed');
+    assert.match(w.stdout, /nvidia-smi not found at \/opt\/typo\/nvidia-smi/);
   });
 
   it('a tool that exists and fails keeps its error, worded as one', () => {

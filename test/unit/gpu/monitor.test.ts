@@ -125,6 +125,21 @@ describe('GpuMonitor with the fake nvidia-smi (real child processes)', function 
     assert.deepEqual(none.devices, []);
   });
 
+  it('a wrong nvidia-smi path the user set is an error naming that path, not "no GPU"', async () => {
+    const m = new GpuMonitor({ intervalMs: 50, env: envWithoutNvidiaSmi(), sysfsRoot: noAmd, nvidiaSmiPath: '/opt/typo/nvidia-smi' });
+    monitors.push(m);
+    const seen: GpuSnapshot[] = [];
+    m.onSnapshot((s) => seen.push(s));
+    m.acquire('test');
+    const none = await waitFor(() => seen.find((s) => s.source === 'none'), 'a none snapshot');
+    assert.equal(none.error, 'nvidia-smi not found at /opt/typo/nvidia-smi: fix gpuWorkbench.gpuMonitor.nvidiaSmiPath / --nvidia-smi');
+    assert.equal(none.noGpu, undefined);
+    assert.equal(none.badNvidiaSmiPath, '/opt/typo/nvidia-smi');
+    // The default looked up on PATH and missing stays the calm "no GPU here".
+    const s = await sampleOnce({ env: envWithoutNvidiaSmi(), intervalMs: 100, sysfsRoot: noAmd, nvidiaSmiPath: 'nvidia-smi' });
+    assert.equal(s.badNvidiaSmiPath, undefined);
+  });
+
   it('reads AMD cards from sysfs when there is no nvidia-smi', async () => {
     const m = new GpuMonitor({ intervalMs: 50, env: envWithoutNvidiaSmi(), sysfsRoot: join(fixtures, 'amd', 'sysfs') });
     monitors.push(m);

@@ -11,6 +11,7 @@ import {
   ConfigurationRequest,
   DiagnosticRefreshRequest,
   DidChangeTextDocumentNotification,
+  DidCloseTextDocumentNotification,
   DidOpenTextDocumentNotification,
   DocumentDiagnosticRequest,
   ExitNotification,
@@ -49,6 +50,9 @@ export class Client {
   refreshes = 0;
   settings: unknown = { enabled: true, rules: {} };
   readonly configurationScopes: string[] = [];
+  /** While set, configuration requests are answered only once it resolves (to hold a lint mid-way). */
+  configurationGate: Promise<void> | undefined;
+  configurationAnswers = 0;
   private constructor(readonly proc: ChildProcess, readonly rpc: ProtocolConnection) {}
 
   static async start(capabilities: ClientCapabilities, workspaceFolder?: string): Promise<Client> {
@@ -58,8 +62,10 @@ export class Client {
     rpc.onNotification(PublishDiagnosticsNotification.type, (p) => {
       client.published.push(p);
     });
-    rpc.onRequest(ConfigurationRequest.type, (p) => {
+    rpc.onRequest(ConfigurationRequest.type, async (p) => {
       for (const item of p.items) client.configurationScopes.push(item.scopeUri ?? '');
+      if (client.configurationGate) await client.configurationGate;
+      client.configurationAnswers++;
       return p.items.map(() => client.settings);
     });
     rpc.onRequest(DiagnosticRefreshRequest.type, () => {
@@ -75,6 +81,10 @@ export class Client {
 
   async open(uri: string, text: string, version = 1): Promise<void> {
     await this.rpc.sendNotification(DidOpenTextDocumentNotification.type, { textDocument: { uri, languageId: 'python', version, text } });
+  }
+
+  async close(uri: string): Promise<void> {
+    await this.rpc.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri } });
   }
 
   async replace(uri: string, text: string, version: number): Promise<void> {

@@ -43,6 +43,32 @@ describe('language server over JSON-RPC', function () {
     await waitFor('cleared diagnostics', () => c.published.slice(before).find((p) => p.uri === uri && p.version === 2 && p.diagnostics.length === 0));
   });
 
+  it('publishes nothing for a document closed while its push was still linting (no hints left for a closed file)', async () => {
+    client = await Client.start({ workspace: { configuration: true } });
+    const c = client;
+    // The linter is ready: another document's push arrives.
+    const other = 'file:///project/other.py';
+    await c.open(other, leak);
+    await waitFor('diagnostics of the other file', () => c.published.find((p) => p.uri === other && p.diagnostics.length > 0));
+    // Hold the settings request of the next push: its lint waits for the answer.
+    let release = (): void => undefined;
+    c.configurationGate = new Promise<void>((r) => { release = r; });
+    const uri = 'file:///project/closed.py';
+    await c.open(uri, leak);
+    await waitFor('the push to ask for its settings', () => (c.configurationScopes.includes(uri) ? true : undefined));
+    await c.close(uri);
+    await waitFor('the empty publish on close', () => (c.published.some((p) => p.uri === uri && p.diagnostics.length === 0) ? true : undefined));
+    const answered = c.configurationAnswers;
+    release();
+    c.configurationGate = undefined;
+    await waitFor('the settings answer to go out', () => (c.configurationAnswers > answered ? true : undefined));
+    // The server handles messages in order, and the held lint finishes in the same turn as the
+    // settings answer: by the time a later request is answered, any publish it made has arrived.
+    await c.rpc.sendRequest(HoverRequest.type, { textDocument: { uri: other }, position: { line: 0, character: 0 } });
+    const afterClose = c.published.slice(c.published.findIndex((p) => p.uri === uri && p.diagnostics.length === 0) + 1);
+    assert.deepEqual(afterClose.filter((p) => p.uri === uri), [], 'no hints published for the closed file');
+  });
+
   it('answers pull diagnostics, hovers with the memory effect and docs, and fix-all', async () => {
     client = await Client.start(pullCapabilities);
     const c = client;

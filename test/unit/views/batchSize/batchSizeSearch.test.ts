@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FindBatchSizeEvent, FindBatchSizeResult } from '../../../../src/training/launchers/findBatchSize';
 import { searchMessage, startSearch, type Cancellation } from '../../../../src/views/batchSize/batchSizeSearch';
 import { formatBatchEvent } from '../../../../src/cli/train';
 import { fixtures, repoRoot } from '../../../paths';
-import { alive, tinyJob, until } from '../../training/helpers';
+import { alive, tinyJob } from '../../training/helpers';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');
 
@@ -50,32 +52,60 @@ describe('Find Max Batch Size: the search process and its message', function () 
     assert.deepEqual(gpu, { text: 'Largest batch that fits for mnist: 96 per device, measured on GPU 1 (tensorflow). For ddp on 2 devices that is "batchSize": 192.', error: false, offer: 192 });
   });
 
+  /** The gated job: its second trial waits in loadData until the test lets it go (see gated.data.js). */
+  function gated(): { job: string; gate: string; loaders(): number[]; done(): void } {
+    const gate = mkdtempSync(join(tmpdir(), 'gwb-batch-gate-'));
+    process.env.GPU_WORKBENCH_TEST_GATE = gate;
+    return {
+      job: join(fixtures, 'jobs', 'gated-activations.job.json'),
+      gate,
+      // The loads: the search sizing the training set, the first trial, the held second trial.
+      // Who loaded the data: the search sizing the training set, each trial's worker (the
+      // second held at the gate, if the cancel had not already stopped it from starting).
+      loaders: () => readFileSync(join(gate, 'loads'), 'utf8').trim().split('\n').map(Number),
+      done: () => { delete process.env.GPU_WORKBENCH_TEST_GATE; rmSync(gate, { recursive: true, force: true }); },
+    };
+  }
+
   it('stops on cancel: the search ends at once, says it was cancelled, and offers nothing', async () => {
-    const c = canceller();
-    const fits: number[] = [];
-    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), {
-      onEvent: (e) => { if (e.type === 'batch/trial' && e.outcome.kind === 'fits' && fits.push(e.batchSize) === 1) c.cancel(); },
-      cancel: c,
-    });
-    const ending = await s.ended;
-    assert.equal(ending.code, 130, ending.stderr);
-    const m = searchMessage(ending);
-    assert.deepEqual([m.error, m.offer], [false, undefined]);
-    // The search may finish a trial or two while the SIGTERM is on its way (a loaded machine):
-    // the message names the largest batch it saw fit, not a fixed one.
-    assert.deepEqual(fits.slice(0, 1), [2]);
-    assert.match(m.text, new RegExp(`^Find Max Batch Size for big-activations was cancelled; a batch of ${Math.max(...fits)} fits so far\\.$`));
-    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+    const g = gated();
+    try {
+      const c = canceller();
+      const fits: number[] = [];
+      const s = startSearch(cli, g.job, {
+        onEvent: (e) => { if (e.type === 'batch/trial' && e.outcome.kind === 'fits' && fits.push(e.batchSize) === 1) c.cancel(); },
+        cancel: c,
+      });
+      // The second trial holds until cancelled: the cancel lands while a trial runs.
+      const ending = await s.ended;
+      assert.equal(ending.code, 130, ending.stderr);
+      const m = searchMessage(ending);
+      assert.deepEqual([m.error, m.offer], [false, undefined]);
+      assert.deepEqual(fits, [2]);
+      assert.equal(m.text, 'Find Max Batch Size for gated-activations was cancelled; a batch of 2 fits so far.');
+      // `ended` is the search process's exit; the held trial's worker went with it.
+      assert.equal(alive(s.pid as number), false, 'the search process is gone');
+      const loaders = g.loaders();
+      assert.ok(loaders.length >= 2 && loaders.length <= 3, `the search and one trial loaded the data, a second trial at most got to the gate: ${loaders.length}`);
+      assert.deepEqual(loaders.filter((pid) => alive(pid)), [], 'no trial worker is left behind');
+    } finally {
+      g.done();
+    }
   });
 
   it('stop() (the extension disposed) ends the search process like a cancel, and is a no-op once it has ended', async () => {
-    let stopped = false;
-    const s = startSearch(cli, join(fixtures, 'jobs', 'big-activations.job.json'), { onEvent: (e) => { if (e.type === 'batch/trial' && !stopped) { stopped = true; s.stop(); } } });
-    const ending = await s.ended;
-    assert.equal(ending.code, 130, ending.stderr);
-    assert.match(searchMessage(ending).text, /was cancelled/);
-    s.stop();
-    await until('the search process to be gone', () => s.pid === undefined || !alive(s.pid), 2000);
+    const g = gated();
+    try {
+      let stopped = false;
+      const s = startSearch(cli, g.job, { onEvent: (e) => { if (e.type === 'batch/trial' && !stopped) { stopped = true; s.stop(); } } });
+      const ending = await s.ended;
+      assert.equal(ending.code, 130, ending.stderr);
+      assert.match(searchMessage(ending).text, /was cancelled/);
+      assert.equal(alive(s.pid as number), false, 'the search process is gone');
+      s.stop();
+    } finally {
+      g.done();
+    }
   });
 
   it('says why when the job is refused or the process dies, and never offers a batch it cannot take', () => {

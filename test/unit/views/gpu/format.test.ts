@@ -59,6 +59,13 @@ describe('status bar tooltip (formatStatusTooltip)', () => {
     assert.match(md, /The GPU tool reported: NVIDIA\\-SMI has failed because it couldn't communicate with the NVIDIA driver\\\./);
   });
 
+  it('with no GPU here (no tool ran) says where it looked, as the panel does, not what a tool reported', () => {
+    const md = formatStatusTooltip(snapshot([], { source: 'none', noGpu: true, error: 'nvidia-smi not found on PATH; no AMD GPU in /sys/class/drm' }));
+    assert.match(md, /^\*\*No GPU\*\*/);
+    assert.match(md, /Looked for: nvidia\\-smi not found on PATH; no AMD GPU in \/sys\/class\/drm\\\.$/m);
+    assert.doesNotMatch(md, /The GPU tool reported/);
+  });
+
   it('says when the numbers are stale', () => {
     assert.match(formatStatusTooltip(snapshot([device(0, 1024)], { stale: true })), /\*\*Stale:\*\* no new sample since/);
     assert.doesNotMatch(formatStatusTooltip(snapshot([device(0, 1024)])), /Stale/);
