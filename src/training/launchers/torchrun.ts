@@ -99,8 +99,9 @@ export function torchrunCommand(spec: TorchrunSpec): string[] {
   // names its rank. Also the workaround that makes torchrun 1.13 run on Python 3.11 at all: its default "0"
   // (Std.NONE) is not found by iterating the Std flag enum there, and the launcher dies in to_map().
   // Not --standalone: torch 1.13 pins its rendezvous store to port 29400 there, so a second job on the host
-  // (two torchrun trials of an experiment, or the user's own torchrun in a terminal) fails with "Broken pipe" or
-  // "address already in use". A c10d store on port 0 takes a free port per job, as --standalone does from torch 2.
+  // (two torchrun trials of an experiment, or the user's own torchrun in a terminal) joins the first one's store
+  // (seen here: "RuntimeError: Broken pipe" in the exit barrier when both ended together). A c10d store on port 0
+  // takes a free port per job, as --standalone itself does from torch 2.
   return [spec.python, '-m', 'torch.distributed.run', ...singleNodeRendezvous, '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', spec.script, ...spec.args];
 }
 
