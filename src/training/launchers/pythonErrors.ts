@@ -20,7 +20,7 @@
  * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
  * have no frame of the user's and are told apart by `userFrame`.
  */
-import type { CudaProblem } from './problems';
+import type { CudaProblem, ProblemBase } from './problems';
 import { frameLine, libraryFrame, outputLine } from './outputLines';
 
 export interface TracebackFrame {
@@ -321,20 +321,13 @@ export function shortLibraryPath(file: string): string {
 }
 
 /** An exception of the user's script as a problem: where it belongs (the user's innermost frame) and what it says. */
-export interface ExceptionProblem {
+export interface ExceptionProblem extends ProblemBase {
   readonly kind: 'exception';
   /** `RuntimeError`, `torch.cuda.OutOfMemoryError`. */
   readonly exceptionType: string;
-  /** `Type: message` as printed, all the message's lines. */
+  /** `Type: message` as printed, all the message's lines; the explanation says where it was raised, when that
+   * is a library's line, and what it was chained to; hints only for the errors where they are known. */
   readonly message: string;
-  /** Where it was raised, when that is a library's line, and what it was chained to. */
-  readonly explanation: string;
-  /** What to try, for the errors where that is known. */
-  readonly hints: readonly string[];
-  /** The user's innermost frame. */
-  readonly file?: string;
-  readonly line?: number;
-  readonly rank?: number;
   readonly chain?: readonly ChainedException[];
   /** The rank lost its connection to another: most likely because that one failed first. */
   readonly peerLost?: boolean;
