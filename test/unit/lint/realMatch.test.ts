@@ -63,6 +63,15 @@ describe('real-code corpus: matching findings to labels', () => {
     assert.match(formatReport(r), /p\/a\.py:30 accumulated-loss \[warning\]/);
   });
 
+  it('lists every entry on one line, even when a message holds a line break', () => {
+    const project = { id: 'p', labels: [label('a.py', 2, 'safe', 'sampler-shuffle')] };
+    const findings = [{ ...finding('a.py', 2, 'sampler-shuffle'), message: 'gets `sampler=\\\n`: raises' }, { ...finding('a.py', 7), message: 'first\r\nsecond' }];
+    const text = formatReport(report([{ project, findings }], [{ id: 'sampler-shuffle', severity: 'error' }, ...levels]));
+    const fp = text.split('\n').filter((l) => l.startsWith('  FP '));
+    assert.deepEqual(fp, ['  FP p/a.py:2 sampler-shuffle: labelled safe: because | ours: gets `sampler=\\\\n`: raises']);
+    assert.ok(text.split('\n').includes('  p/a.py:7 accumulated-loss [warning] first\\nsecond'), text);
+  });
+
   it('gives no precision or recall where nothing was labelled, rather than 0 or 1', () => {
     const r = report([{ project: { id: 'p', labels: [] }, findings: [] }], levels);
     assert.equal(r.total.precision, undefined);
