@@ -122,6 +122,8 @@ export function report(results: readonly { project: Pick<Project, 'id' | 'labels
 }
 
 const num = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed(2));
+/** One entry per line: a line break inside a message or reason is shown as `\\n`. */
+const oneLine = (s: string): string => s.replace(/\r?\n/g, '\\n');
 
 /** The report as text: a Markdown table per rule, then every FP, FN and unlabelled finding. */
 export function formatReport(r: Report): string {
@@ -131,10 +133,10 @@ export function formatReport(r: Report): string {
   const out = [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...table.slice(1).map((c) => `| ${c.join(' | ')} |`)];
   const where = (project: string, path: string, line: number): string => `${project}/${path}:${line}`;
   out.push('', `false positives (${r.falsePositives.length}):`);
-  for (const o of r.falsePositives) out.push(`  FP ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: labelled safe: ${o.label.reason} | ours: ${o.findings[0].message}`);
+  for (const o of r.falsePositives) out.push(`  FP ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: labelled safe: ${oneLine(o.label.reason)} | ours: ${oneLine(o.findings[0].message)}`);
   out.push('', `false negatives (${r.falseNegatives.length}):`);
-  for (const o of r.falseNegatives) out.push(`  FN ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: ${o.label.reason}${o.label.fix ? ` (fix: ${o.label.fix})` : ''}`);
+  for (const o of r.falseNegatives) out.push(`  FN ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: ${oneLine(o.label.reason)}${o.label.fix ? ` (fix: ${o.label.fix})` : ''}`);
   out.push('', `unlabelled findings (${r.unlabelled.length}):`);
-  for (const f of r.unlabelled) out.push(`  ${where(f.project, f.path, f.line)} ${f.rule} [${f.severity}] ${f.message}`);
+  for (const f of r.unlabelled) out.push(`  ${where(f.project, f.path, f.line)} ${f.rule} [${f.severity}] ${oneLine(f.message)}`);
   return out.join('\n');
 }

@@ -3,13 +3,15 @@
  * corpus in test/fixtures/lint/real/ (docs/lint-corpus.md), whose files
  * `node scripts/lint-corpus.mjs fetch` puts in ${LINT_CORPUS_DIR:-<repo>/.lint-corpus}.
  *
- *   npm run bench -- lint        (or: npx tsc -p . && node out/bench/lint/real.js [--json])
+ *   npm run bench -- lint        (or: npx tsc -p . && node out/bench/lint/real.js [--json] [--corpus DIR]...)
  *
  * Each project is linted as the CLI lints a folder: every file of the project is one
  * workspace (setFile for each, then lintWorkspace), default settings. Findings are matched to
  * labels (bench/lint/_realMatch.ts): per rule, findings, TP, FP, unlabelled, hazards labelled,
  * found, precision and recall (rules at warning level and above), then every false positive,
  * false negative and unlabelled finding. `--json` prints the same as one JSON object.
+ * `--corpus DIR` (repeatable) reads the project files from those folders instead of
+ * test/fixtures/lint/real (e.g. another labeller's worktree too); an id found twice is an error.
  * Without the cache it says how to fetch it and exits 0; a project not (or wrongly) cached is
  * left out and named.
  */
@@ -28,9 +30,29 @@ export interface CorpusRun {
   readonly report: Report;
 }
 
+/** Reads and validates the project files of every folder; an id in two folders is a problem. */
+export function readCorpora(folders: readonly string[]): { projects: Project[]; problems: string[] } {
+  const projects: Project[] = [];
+  const problems: string[] = [];
+  const seen = new Map<string, string>();
+  for (const folder of folders) {
+    const r = corpusLib.readCorpus(folder);
+    problems.push(...r.problems.map((p) => (folders.length > 1 ? `${folder}: ${p}` : p)));
+    for (const p of r.projects) {
+      const first = seen.get(p.id);
+      if (first !== undefined) problems.push(`${p.id}.json is in both ${first} and ${folder}`);
+      else {
+        seen.set(p.id, folder);
+        projects.push(p);
+      }
+    }
+  }
+  return { projects, problems };
+}
+
 /** Lints every cached project; undefined when the cache folder does not exist. */
-export async function runCorpus(cache = corpusLib.cacheFolder(repoRoot)): Promise<CorpusRun | undefined> {
-  const { projects, problems } = corpusLib.readCorpus(corpusLib.corpusFolder(repoRoot));
+export async function runCorpus(cache = corpusLib.cacheFolder(repoRoot), folders: readonly string[] = [corpusLib.corpusFolder(repoRoot)]): Promise<CorpusRun | undefined> {
+  const { projects, problems } = readCorpora(folders);
   if (problems.length) throw new Error(`the corpus files have problems (node scripts/lint-corpus.mjs check):\n${problems.join('\n')}`);
   if (!existsSync(cache)) return undefined;
   const skipped: string[] = [];
@@ -74,8 +96,20 @@ export async function runCorpus(cache = corpusLib.cacheFolder(repoRoot)): Promis
 }
 
 async function main(): Promise<void> {
-  const json = process.argv.includes('--json');
-  const run = await runCorpus();
+  const argv = process.argv.slice(2);
+  const json = argv.includes('--json');
+  const folders: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--json') continue;
+    if (a === '--corpus' || a.startsWith('--corpus=')) {
+      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
+      if (!v) throw new Error('--corpus expects a folder of <id>.json project files');
+      if (!existsSync(v)) throw new Error(`--corpus: no such folder: ${v}`);
+      folders.push(v);
+    } else throw new Error(`unknown argument '${a}' (usage: node out/bench/lint/real.js [--json] [--corpus DIR]...)`);
+  }
+  const run = await runCorpus(undefined, folders.length ? folders : undefined);
   if (!run) {
     const cache = corpusLib.cacheFolder(repoRoot);
     const msg = `skipped: no corpus cache at ${cache} (fetch it: node scripts/lint-corpus.mjs fetch [--mirror DIR]; LINT_CORPUS_DIR picks another folder)`;

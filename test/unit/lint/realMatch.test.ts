@@ -1,4 +1,8 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readCorpora } from '../../../bench/lint/real';
 import { corpusLib, formatReport, matchProject, report, type Label, type SeenFinding } from '../../../bench/lint/_realMatch';
 import { rules } from '../../../src/lint/linter';
 
@@ -61,6 +65,15 @@ describe('real-code corpus: matching findings to labels', () => {
     assert.match(formatReport(r), /FP p\/a\.py:9 accumulated-loss: labelled safe: because/);
     assert.match(formatReport(r), /FN p\/a\.py:5 accumulated-loss: because/);
     assert.match(formatReport(r), /p\/a\.py:30 accumulated-loss \[warning\]/);
+  });
+
+  it('lists every entry on one line, even when a message holds a line break', () => {
+    const project = { id: 'p', labels: [label('a.py', 2, 'safe', 'sampler-shuffle')] };
+    const findings = [{ ...finding('a.py', 2, 'sampler-shuffle'), message: 'gets `sampler=\\\n`: raises' }, { ...finding('a.py', 7), message: 'first\r\nsecond' }];
+    const text = formatReport(report([{ project, findings }], [{ id: 'sampler-shuffle', severity: 'error' }, ...levels]));
+    const fp = text.split('\n').filter((l) => l.startsWith('  FP '));
+    assert.deepEqual(fp, ['  FP p/a.py:2 sampler-shuffle: labelled safe: because | ours: gets `sampler=\\\\n`: raises']);
+    assert.ok(text.split('\n').includes('  p/a.py:7 accumulated-loss [warning] first\\nsecond'), text);
   });
 
   it('gives no precision or recall where nothing was labelled, rather than 0 or 1', () => {
@@ -127,5 +140,27 @@ describe('real-code corpus: validating a project file', () => {
     // `printf 'hello\n' | git hash-object --stdin` and the empty blob.
     assert.equal(blobSha(Buffer.from('hello\n')), 'ce013625030ba8dba906f756967f9e9ca394464a');
     assert.equal(blobSha(Buffer.alloc(0)), 'e69de29bb2d1d6434b8b29ae775ad8c2e48c5391');
+  });
+});
+
+describe('real-code corpus: several project folders (bench --corpus)', () => {
+  let tmp: string;
+  const project = (id: string) => ({ id, repo: 'o/n', commit: 'a'.repeat(40), license: 'MIT', files: { 'a.py': 'b'.repeat(40) }, labels: [] });
+  beforeEach(() => {
+    tmp = mkdtempSync(join(tmpdir(), 'corpora-'));
+    for (const d of ['one', 'two']) mkdirSync(join(tmp, d));
+  });
+  afterEach(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('reads every folder and refuses an id found in two of them', () => {
+    writeFileSync(join(tmp, 'one', 'p.json'), JSON.stringify(project('p')));
+    writeFileSync(join(tmp, 'two', 'q.json'), JSON.stringify(project('q')));
+    const ok = readCorpora([join(tmp, 'one'), join(tmp, 'two')]);
+    assert.deepEqual(ok.problems, []);
+    assert.deepEqual(ok.projects.map((p) => p.id), ['p', 'q']);
+    writeFileSync(join(tmp, 'two', 'p.json'), JSON.stringify(project('p')));
+    const twice = readCorpora([join(tmp, 'one'), join(tmp, 'two')]);
+    assert.deepEqual(twice.problems, [`p.json is in both ${join(tmp, 'one')} and ${join(tmp, 'two')}`]);
+    assert.deepEqual(twice.projects.map((p) => p.id), ['p', 'q']);
   });
 });
