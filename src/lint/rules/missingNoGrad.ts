@@ -6,6 +6,7 @@ import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -33,7 +34,9 @@ type Context =
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
-    if (!model.isModelCall(call)) continue;
+    // A project function that runs the forward for its caller (`wrapper.eval_batch(batch)`).
+    const wrapper = model.isModelCall(call) ? undefined : forwardWrapper(model, call);
+    if (!wrapper && !model.isModelCall(call)) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     if (!calleeNode) continue;
@@ -48,12 +51,25 @@ function check(model: FileModel): RawFinding[] {
     if (model.callReachesBackward(call)) continue;
     if (fn && callersGuarded(fn, 1)) continue;
     findings.push({
-      message: `\`${model.src(call).split('\n')[0]}\` runs ${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` runs ${wrapper ? `a forward pass (in \`${wrapper.cls ? `${wrapper.cls.name}.` : ''}${wrapper.name}\`) ` : ''}${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
       range: rangeOf(call),
       fixes: [fixFor(model, call, context, fn)],
     });
   }
   return findings;
+}
+
+/**
+ * The project function this call reaches when it runs a model's forward pass with autograd on
+ * and no training step of its own, leaving the guard to its caller. Not when the function's
+ * own name marks it as inference: then the forward inside it is the finding.
+ */
+function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | undefined {
+  const target = resolveCall(model, call) ?? resolveInstanceCall(model, call);
+  const fn = target?.fn;
+  if (!fn || target.cls || !runsForward(fn, 1) || runsTrainingStep(fn, 1)) return undefined;
+  if (inferenceName.test(fn.name) && !(fn.cls && fn.model.isModuleClassInfo(fn.cls))) return undefined;
+  return fn;
 }
 
 function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {

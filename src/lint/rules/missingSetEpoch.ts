@@ -11,6 +11,7 @@
 import { headerRange, indentUnit, insertAtBodyTop } from '../fixes';
 import { lastName, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
+import { resolveCall } from '../model/summaries';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
@@ -49,10 +50,20 @@ function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   const reported = new Set<SyntaxNode>();
   for (const call of model.targetCalls()) {
-    if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
-    const shuffle = model.keywordArg(call, 'shuffle');
-    if (shuffle && model.src(shuffle) === 'False') continue;
-    for (const chain of chainsFrom(model, call)) {
+    let chains: Chain[];
+    if (distributedSampler.test(model.qualify(model.callee(call)) ?? '')) {
+      const shuffle = model.keywordArg(call, 'shuffle');
+      if (shuffle && model.src(shuffle) === 'False') continue;
+      chains = chainsFrom(model, call);
+    } else {
+      // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
+      const target = resolveCall(model, call);
+      const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
+      const chain = returned && chainFromResult(model, call, returned);
+      if (!chain) continue;
+      chains = [chain];
+    }
+    for (const chain of chains) {
       for (const loop of epochLoops(model, chain)) {
         if (reported.has(loop)) continue;
         if (chain.bound.some((b) => contains(loop, b))) continue;
@@ -68,6 +79,58 @@ function check(model: FileModel): RawFinding[] {
     }
   }
   return findings;
+}
+
+interface ReturnedLoader {
+  /** The element of the result that is the loader (undefined: the result itself), and the sampler's. */
+  readonly loader: number | undefined;
+  readonly sampler: number | undefined;
+  readonly mayBeNone: boolean;
+}
+
+/** Does `fn` build a loader over a shuffling DistributedSampler and return it (alone or in a tuple)? */
+function returnedLoader(fn: FunctionInfo): ReturnedLoader | undefined {
+  return fn.model.fact(`returnedLoader:${fn.node.order}`, () => {
+    const model = fn.model;
+    for (const call of model.callsIn(fn.node)) {
+      if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
+      const shuffle = model.keywordArg(call, 'shuffle');
+      if (shuffle && model.src(shuffle) === 'False') continue;
+      for (const chain of chainsFrom(model, call)) {
+        for (const ret of fn.body ? descendants(fn.body, isScopeNode) : []) {
+          const value = ret.type === 'return_statement' ? namedChildren(ret)[0] : undefined;
+          const v = value && unparen(value);
+          if (!v) continue;
+          if (model.src(v) === chain.loaderKey) return { loader: undefined, sampler: undefined, mayBeNone: chain.mayBeNone };
+          if (v.type === 'expression_list' || v.type === 'tuple') {
+            const items = namedChildren(v).map((i) => model.src(i));
+            const loader = items.indexOf(chain.loaderKey);
+            const sampler = items.indexOf(chain.samplerText);
+            if (loader >= 0) return { loader, sampler: sampler >= 0 ? sampler : undefined, mayBeNone: chain.mayBeNone };
+          }
+        }
+      }
+    }
+    return undefined;
+  });
+}
+
+/** The chain of a call of a loader-building function, in the caller's scope: `loader = build(...)`, `loader, sampler = build(...)`. */
+function chainFromResult(model: FileModel, call: SyntaxNode, returned: ReturnedLoader): Chain | undefined {
+  const assign = call.parent;
+  const left = assign?.type === 'assignment' && call.field === 'right' ? child(assign, 'left') : undefined;
+  if (!assign || !left) return undefined;
+  const items = left.type === 'pattern_list' || left.type === 'tuple_pattern' ? namedChildren(left) : [left];
+  const loaderTarget = returned.loader === undefined ? (items.length === 1 ? items[0] : undefined) : items.length > 1 ? items[returned.loader] : undefined;
+  const samplerTarget = returned.sampler !== undefined && items.length > 1 ? items[returned.sampler] : undefined;
+  if (!loaderTarget || (loaderTarget.type !== 'identifier' && loaderTarget.type !== 'attribute')) return undefined;
+  // `sampler = DistributedSampler(ds) if distributed else None` in the helper, and only the loader
+  // handed back: whether this call's loader is distributed at all is the helper's argument's business.
+  if (returned.mayBeNone && !samplerTarget) return undefined;
+  const loaderKey = model.src(loaderTarget);
+  if (evalName.test(lastName(loaderKey))) return undefined;
+  const samplerText = samplerTarget && (samplerTarget.type === 'identifier' || samplerTarget.type === 'attribute') ? model.src(samplerTarget) : `${loaderKey}.sampler`;
+  return { scope: model.scopeOf(call), samplerText, mayBeNone: returned.mayBeNone, loaderKey, loaderTarget, bound: [assign] };
 }
 
 /** The statement `x = <value>` (through a conditional and parentheses) that binds `node`, and its target. */
@@ -171,6 +234,9 @@ function targetsOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return [];
   const q = model.qualify(callee) ?? '';
   if (/^(torch|lightning|pytorch_lightning|transformers|accelerate)\./.test(q)) return [];
+  // The function the call reaches, when the summaries can tell (the same name in another script is not it).
+  const target = resolveCall(model, call);
+  if (target?.fn && !target.cls) return [target.fn];
   return [...model.facts.functionsNamed(lastName(model.src(callee)))];
 }
 
