@@ -158,7 +158,7 @@ export abstract class ModelProvenance extends ModelModels {
         }
         const b = this.binding(key, n);
         // `loss, parts = self.step_losses(batch)`: the element this name takes.
-        if (b?.value && b.unpacked && unparen(b.value).type === 'call') return this.callElementCarries(unparen(b.value), this.elementIndex(b.target, b.at));
+        if (b?.value && b.unpacked && unparen(b.value).type === 'call') return this.elementCarries(unparen(b.value), this.elementIndex(b.target, b.at), seen);
         if (b?.value) return this.carriesHistory(b.value, seen);
         if (n.type === 'attribute') {
           // `out.logits` carries history when `out` does; `self.x` is unknown.
@@ -197,9 +197,13 @@ export abstract class ModelProvenance extends ModelModels {
    * summary (model/summaries.ts); any other call as a whole.
    */
   callElementCarries(call: SyntaxNode, index: number | string | undefined): boolean {
-    if (this.gradState(call) === 'off') return false;
+    return this.elementCarries(call, index, new Set());
+  }
+
+  protected elementCarries(call: SyntaxNode, index: number | string | undefined, seen: Set<number>): boolean {
+    if (this.gradState(call) === 'off' || seen.has(call.order)) return false;
     const known = summaryCarries(this as unknown as FileModel, call, index);
-    return known ?? this.carriesHistory(call);
+    return known ?? this.carriesHistory(call, seen);
   }
 
   /** The position of `target` in the tuple pattern of the assignment `at` (`a, b = ...`: `b` is 1); undefined when nested or starred. */

@@ -444,6 +444,20 @@ export function summaryCarries(model: FileModel, call: SyntaxNode, index: number
   if (depth > maxDepth) return undefined;
   const target = resolveCall(model, call) ?? resolveInstanceCall(model, call);
   if (!target) return undefined;
+  // `x = f(x)` in a loop: the argument's history leads back to this call.
+  if (asking.has(call)) return false;
+  asking.add(call);
+  try {
+    return targetCarries(model, call, target, index, depth);
+  } finally {
+    asking.delete(call);
+  }
+}
+
+/** The calls whose result is being asked about, for `x = f(x)`. */
+const asking = new Set<SyntaxNode>();
+
+function targetCarries(model: FileModel, call: SyntaxNode, target: Callee, index: number | string | undefined, depth: number): boolean | undefined {
   if (target.cls) {
     // An object built by a constructor carries what its arguments carry: `Record(loss.item(), n)` nothing.
     if (target.cls.model.isModuleClassInfo(target.cls)) return undefined;
