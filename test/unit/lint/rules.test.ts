@@ -122,6 +122,11 @@ describe('lint rules over the fixture corpus', () => {
         'trainer.py:41:accumulated-loss',
       ]);
     });
+    it('follows DistributedSampler loaders that helpers build into callers and into trainers that keep them in attributes', () => {
+      const results = lint('ddp_helpers');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.equal(results.flatMap((r) => r.expected).length, 3);
+    });
     it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
       const missing = lint('distributed');
       assert.ok(missing.some((r) => r.expected.length > 0));
