@@ -6,7 +6,7 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, backwardOwners, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type ScopeData } from './types';
 import { ModelModels } from './models';
-import { summaryCarries } from './summaries';
+import { namedLikeModel, summaryCarries } from './summaries';
 import type { FileModel } from '../model';
 
 export abstract class ModelProvenance extends ModelModels {
@@ -220,7 +220,7 @@ export abstract class ModelProvenance extends ModelModels {
     const callee = this.callee(call);
     if (!callee) return false;
     // A project function or class: what its summary says the result carries.
-    if (!this.isModelCall(call)) {
+    if (!this.isModelCall(call) || namedLikeModel(this as unknown as FileModel, call)) {
       const known = summaryCarries(this as unknown as FileModel, call, undefined);
       if (known !== undefined) return known;
     }

@@ -142,6 +142,13 @@ export function resolveCall(model: FileModel, call: SyntaxNode): Callee | undefi
   if (callee.type === 'identifier') {
     const name = model.src(callee);
     if (historyFreeBuiltins.has(name)) return undefined;
+    // A parameter or a variable of that name is not the function (`def train(model, ...)`: `model(x)`).
+    const scope = model.scopeOf(call);
+    if (model.isParam(scope, name) || model.binding(name, call)) {
+      const cls = classOfValue(model, callee, call);
+      const fn = cls && methodOf(cls, '__call__');
+      return fn ? { fn, cls: undefined, bound: true } : undefined;
+    }
     track(`fn:${name}`);
     const own = model.functions.filter((f) => f.name === name && !f.cls);
     if (own.length) return own.length === 1 ? { fn: own[0], cls: undefined, bound: false } : undefined;
@@ -615,4 +622,15 @@ export function touchesTorch(model: FileModel, node: SyntaxNode): boolean {
     }
   }
   return false;
+}
+
+/**
+ * A call that the names alone take for a model (`load_model(path)`, `build_net(cfg)`) but that
+ * reaches a project function: the function, whose summary says what the call does.
+ */
+export function namedLikeModel(model: FileModel, call: SyntaxNode): FunctionInfo | undefined {
+  const callee = model.callee(call);
+  if (!callee || callee.type !== 'identifier' || model.isKnownModule(callee, call)) return undefined;
+  const target = resolveCall(model, call);
+  return target?.fn && !target.cls ? target.fn : undefined;
 }

@@ -6,7 +6,7 @@ import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
-import { resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
+import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -35,8 +35,10 @@ function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
     // A project function that runs the forward for its caller (`wrapper.eval_batch(batch)`).
-    const wrapper = model.isModelCall(call) ? undefined : forwardWrapper(model, call);
-    if (!wrapper && !model.isModelCall(call)) continue;
+    // `load_model(path)` named like a model but a project function: what it does is its summary's to say.
+    const modelCall = model.isModelCall(call) && !namedLikeModel(model, call);
+    const wrapper = modelCall ? undefined : forwardWrapper(model, call);
+    if (!wrapper && !modelCall) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     if (!calleeNode) continue;
