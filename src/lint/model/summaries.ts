@@ -14,7 +14,7 @@
 import { track } from '../deps';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import type { FileModel } from '../model';
-import { type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily } from './types';
+import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily } from './types';
 
 /** How many calls deep a summary looks (the caller's call is depth 0). */
 export const maxDepth = 3;
@@ -118,7 +118,7 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
   if (key === 'self') {
     return model.functionOf(atNode)?.cls;
   }
-  const b = model.binding(key, atNode) ?? (n.type === 'attribute' ? model.bindingAnywhere(key) : undefined);
+  const b = model.binding(key, atNode) ?? (n.type === 'attribute' ? attributeBinding(model, key, atNode) : undefined);
   const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
   if (v?.type !== 'call') return undefined;
   const callee = model.callee(v);
@@ -128,6 +128,17 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
   return classNamed(model, name);
 }
 
+/** `self.meters = MeterBank()` in a method of the class whose method reads `self.meters`. */
+function attributeBinding(model: FileModel, key: string, atNode: SyntaxNode): Binding | undefined {
+  const cls = key.startsWith('self.') ? model.functionOf(atNode)?.cls : undefined;
+  if (!cls) return undefined;
+  for (const m of cls.methods.values()) {
+    const list = model.bindingsIn(m.node, key);
+    if (list.length) return list[list.length - 1];
+  }
+  return undefined;
+}
+
 /**
  * The project function (or class) a call reaches: `f(...)` defined here or imported,
  * `self.m(...)` in the class or its bases, `x.m(...)` for an `x` built from a workspace class,
@@ -135,6 +146,29 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
  * receiver of unknown type, the one workspace method of a distinctive name.
  */
 export function resolveCall(model: FileModel, call: SyntaxNode): Callee | undefined {
+  // Once per call and file version: every rule asks about the same calls.
+  return model.fact(`resolve:${call.order}`, () => resolve(model, call) ?? null) ?? undefined;
+}
+
+/** A file version's module-level functions by name (its function list never changes). */
+const topLevelFunctions = new WeakMap<FileModel, Map<string, FunctionInfo[]>>();
+
+function topLevelNamed(model: FileModel, name: string): FunctionInfo[] {
+  let byName = topLevelFunctions.get(model);
+  if (!byName) {
+    byName = new Map();
+    for (const f of model.functions) {
+      if (f.cls) continue;
+      const list = byName.get(f.name);
+      if (list) list.push(f);
+      else byName.set(f.name, [f]);
+    }
+    topLevelFunctions.set(model, byName);
+  }
+  return byName.get(name) ?? [];
+}
+
+function resolve(model: FileModel, call: SyntaxNode): Callee | undefined {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;
   const q = model.qualify(callee) ?? '';
@@ -150,7 +184,7 @@ export function resolveCall(model: FileModel, call: SyntaxNode): Callee | undefi
       return fn ? { fn, cls: undefined, bound: true } : undefined;
     }
     track(`fn:${name}`);
-    const own = model.functions.filter((f) => f.name === name && !f.cls);
+    const own = topLevelNamed(model, name);
     if (own.length) return own.length === 1 ? { fn: own[0], cls: undefined, bound: false } : undefined;
     if (/^[A-Z]/.test(name)) {
       const cls = classNamed(model, name);
