@@ -7,7 +7,6 @@ import { ancestors, child, contains, descendants, loopTypes, namedChildren, unpa
 import { accumulateMutators, backwardOwners, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type ScopeData } from './types';
 import { ModelModels } from './models';
 import { namedLikeModel, summaryCarries } from './summaries';
-import type { FileModel } from '../model';
 
 export abstract class ModelProvenance extends ModelModels {
   // ---------------------------------------------------------------- backward and history
@@ -202,7 +201,7 @@ export abstract class ModelProvenance extends ModelModels {
 
   protected elementCarries(call: SyntaxNode, index: number | string | undefined, seen: Set<number>): boolean {
     if (this.gradState(call) === 'off' || seen.has(call.order)) return false;
-    const known = summaryCarries(this as unknown as FileModel, call, index);
+    const known = summaryCarries(this, call, index);
     return known ?? this.carriesHistory(call, seen);
   }
 
@@ -220,8 +219,8 @@ export abstract class ModelProvenance extends ModelModels {
     const callee = this.callee(call);
     if (!callee) return false;
     // A project function or class: what its summary says the result carries.
-    if (!this.isModelCall(call) || namedLikeModel(this as unknown as FileModel, call)) {
-      const known = summaryCarries(this as unknown as FileModel, call, undefined);
+    if (!this.isModelCall(call) || namedLikeModel(this, call)) {
+      const known = summaryCarries(this, call, undefined);
       if (known !== undefined) return known;
     }
     const q = this.qualify(callee) ?? '';

@@ -619,17 +619,17 @@ export function returnsState(fn: FunctionInfo): boolean {
  * `self.total += value * n`, `for v in values: self.sum += v`, `running[k] += v` into a
  * parameter `running` (then the pair names both), at `depth`.
  */
-export function accumulatedParams(fn: FunctionInfo): { into: string | 'self'; from: string }[] {
+export function accumulatedParams(fn: FunctionInfo): { into: string; from: string }[] {
   return fn.model.fact(`summary:accumulates:${fn.node.order}`, () => {
     const model = fn.model;
-    const out: { into: string | 'self'; from: string }[] = [];
+    const out: { into: string; from: string }[] = [];
     const params = fn.params.filter((_p, i) => !(i === 0 && dunder(fn)));
     for (const stmt of fn.body ? descendants(fn.body, (n) => n.type === 'function_definition') : []) {
       if (stmt.type !== 'expression_statement') continue;
       const acc = model.accumulation(stmt);
       if (!acc) continue;
       const target = model.src(acc.target);
-      let into: string | 'self' | undefined;
+      let into: string | undefined;
       if (target.startsWith('self.')) into = 'self';
       else {
         let base = unparen(acc.target);
