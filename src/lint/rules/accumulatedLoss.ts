@@ -255,6 +255,8 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
  * second carries a graph.
  */
 function checkHelperCall(model: FileModel, call: SyntaxNode): RawFinding | undefined {
+  const args = child(call, 'arguments');
+  if (!args || namedChildren(args).length < 2) return undefined;
   const target = resolveCall(model, call);
   if (!target?.fn || target.cls) return undefined;
   for (const { into, from } of accumulatedParams(target.fn)) {

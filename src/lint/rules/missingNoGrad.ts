@@ -37,7 +37,8 @@ function check(model: FileModel): RawFinding[] {
     // A project function that runs the forward for its caller (`wrapper.eval_batch(batch)`).
     // `load_model(path)` named like a model but a project function: what it does is its summary's to say.
     const modelCall = model.isModelCall(call) && !namedLikeModel(model, call);
-    const wrapper = modelCall ? undefined : forwardWrapper(model, call);
+    // A wrapper's summary is asked for only in an inference context (the cheap test first).
+    const wrapper = modelCall || !inferenceContext(model, call) ? undefined : forwardWrapper(model, call);
     if (!wrapper && !modelCall) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
@@ -72,6 +73,12 @@ function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | unde
   if (!fn || target.cls || !runsForward(fn, 1) || runsTrainingStep(fn, 1)) return undefined;
   if (inferenceName.test(fn.name) && !(fn.cls && fn.model.isModuleClassInfo(fn.cls))) return undefined;
   return fn;
+}
+
+function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  return contextOf(model, call, model.src(callee), model.functionOf(call)) !== undefined;
 }
 
 function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {
