@@ -256,7 +256,7 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
  */
 function checkHelperCall(model: FileModel, call: SyntaxNode): RawFinding | undefined {
   const args = child(call, 'arguments');
-  if (!args || namedChildren(args).length < 2) return undefined;
+  if (call.parent?.type !== 'expression_statement' || !args || namedChildren(args).length < 2) return undefined;
   const target = resolveCall(model, call);
   if (!target?.fn || target.cls) return undefined;
   for (const { into, from } of accumulatedParams(target.fn)) {

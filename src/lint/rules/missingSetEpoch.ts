@@ -68,6 +68,7 @@ function check(model: FileModel): RawFinding[] {
       chains = chainsFrom(model, call);
     } else {
       // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
+      if (call.parent?.type !== 'assignment' || call.field !== 'right') continue;
       const target = resolveCall(model, call);
       const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
       const chain = returned && chainFromResult(model, call, returned);
@@ -371,7 +372,7 @@ function loopsOverLoaderAttributes(model: FileModel): { loop: SyntaxNode; key: s
   if (focus && focus.type !== 'class_definition' && focus.type !== 'decorated_definition') return out;
   const fns = focus ? [...descendants(focus, (n) => n.type === 'function_definition')].filter((n) => n.type === 'function_definition').map((n) => model.functionByNode.get(n)) : model.functions;
   for (const fn of fns) {
-    if (!fn?.cls || !fn.body) continue;
+    if (!fn?.cls || !fn.body || !keepsLoader(fn.cls)) continue;
     for (const loop of loopsIn(model, fn.node)) {
       if (loop.type !== 'for_statement') continue;
       for (const key of attributesIteratedIn(model, loop, fn.cls, 0)) {
@@ -383,6 +384,20 @@ function loopsOverLoaderAttributes(model: FileModel): { loop: SyntaxNode; key: s
     }
   }
   return out;
+}
+
+/** Does some `self.x` of the class hold a distributed loader (the cheap test before any loop is looked at)? */
+function keepsLoader(cls: ClassInfo): boolean {
+  const init = cls.methods.get('__init__');
+  if (!init?.body) return false;
+  return cls.model.fact(`keepsLoader:${cls.node.order}`, () => {
+    for (const n of descendants(init.body as SyntaxNode, isScopeNode)) {
+      if (n.type !== 'assignment') continue;
+      const left = child(n, 'left');
+      if (left?.type === 'attribute' && /^self\.\w+$/.test(cls.model.src(left)) && distributedOrigin(cls, cls.model.src(left))) return true;
+    }
+    return false;
+  }) ?? false;
 }
 
 /** The `self.x` that a loop's body iterates, directly or in a method of the class it calls (two levels). */
