@@ -205,7 +205,7 @@ export class Linter {
   lintFile(path: string, text?: string, options: LintOptions = {}): Finding[] {
     if (text !== undefined) this.setFile(path, text);
     const model = this.workspace.get(path);
-    if (!model || options.enabled === false || !model.usesTorch) return [];
+    if (!model || options.enabled === false || !this.workspace.usesProjectTorch(model)) return [];
     const findings: Finding[] = [];
     const byRule = new Map(this.rules.map((r) => [r.id, r]));
     for (const result of this.results(path, model)) {

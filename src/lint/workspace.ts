@@ -5,7 +5,7 @@
  */
 import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
 import { recorded, recordingNow, replay, track, unrecorded } from './deps';
-import { descendants } from './syntax';
+import { accumulatedParams, touchesTorch } from './model/summaries';
 import { flatCopy } from './text';
 
 type ByName<T> = Map<string, Map<string, T[]>>;
@@ -47,20 +47,10 @@ function classAccumulates(cls: ClassInfo, method: string): readonly number[] | u
   let result: readonly number[] | undefined;
   const fn = cls.methods.get(method);
   if (fn?.body) {
+    // The parameters whose value reaches `self.x += ...` (through loops over them: `for v in values`), not as `.item()`.
     const params = fn.params.slice(1);
     const found = new Set<number>();
-    for (const stmt of descendants(fn.body, (n) => n.type === 'function_definition')) {
-      if (stmt.type !== 'expression_statement') continue;
-      const acc = fn.model.accumulation(stmt);
-      if (!acc || !fn.model.src(acc.target).startsWith('self.')) continue;
-      const used = new Set<string>();
-      if (acc.value.type === 'identifier') used.add(fn.model.src(acc.value));
-      for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type !== 'attribute') used.add(fn.model.src(d));
-      for (const d of descendants(acc.value)) if (d.type === 'identifier' && d.parent?.type === 'attribute' && d.field === 'object') used.add(fn.model.src(d));
-      params.forEach((p, i) => {
-        if (used.has(p)) found.add(i);
-      });
-    }
+    for (const { into, from } of accumulatedParams(fn)) if (into === 'self' && params.includes(from)) found.add(params.indexOf(from));
     if (found.size) result = [...found].sort((a, b) => a - b);
   }
   known.set(method, result);
@@ -211,6 +201,59 @@ export class Workspace implements WorkspaceFacts {
   functionsNamed(name: string): readonly FunctionInfo[] {
     track(`fn:${name}`);
     return all(this.functions, name);
+  }
+
+  classesNamed(name: string): readonly ClassInfo[] {
+    track(`cls:${name}`);
+    return all(this.classes, name);
+  }
+
+  /**
+   * Does a file that imports no torch library use the project's own torch code: does it import
+   * a function or class (or a module) of a workspace file that uses torch, and is that function
+   * or class torch code itself (an `nn.Module`, or code that names a torch library)? Such a file
+   * is linted like one that imports torch (issue #13, cause 5); other Python is left alone.
+   */
+  usesProjectTorch(model: FileModel): boolean {
+    if (model.usesTorch) return true;
+    return this.cached(`projectTorch:${model.path}`, () => unrecorded(() => {
+      for (const q of new Set(model.aliases.values())) {
+        const dotted = q.replace(/^\.+/, '');
+        const parts = dotted.split('.');
+        // `from engine import evaluate` (a name of module `engine`) or `import engine` / `from pkg import engine` (a module).
+        for (const [module, name] of [[parts.slice(0, -1), parts[parts.length - 1]], [parts, undefined]] as [string[], string | undefined][]) {
+          if (module.length === 0) continue;
+          const file = this.moduleFile(module, model.path);
+          if (!file?.usesTorch) continue;
+          if (name === undefined) return true;
+          const cls = file.classes.find((c) => c.name === name);
+          if (cls && (file.isModuleClassInfo(cls) || touchesTorch(file, cls.node))) return true;
+          const fn = file.functions.find((f) => f.name === name && !f.cls);
+          if (fn && touchesTorch(file, fn.node)) return true;
+        }
+      }
+      return false;
+    }), false);
+  }
+
+  /** The workspace file of a module (`a.b` -> `.../a/b.py` or `.../a/b/__init__.py`), the one nearest `from`'s folder. */
+  private moduleFile(module: readonly string[], from: string): FileModel | undefined {
+    const tail = module.join('/');
+    let best: FileModel | undefined;
+    let bestScore = -1;
+    for (const [path, file] of this.files) {
+      const p = path.replace(/\\/g, '/');
+      if (!(p.endsWith(`/${tail}.py`) || p === `${tail}.py` || p.endsWith(`/${tail}/__init__.py`))) continue;
+      // The nearest: the longest common folder prefix with the importing file.
+      let score = 0;
+      const f = from.replace(/\\/g, '/');
+      while (score < p.length && score < f.length && p[score] === f[score]) score++;
+      if (score > bestScore) {
+        best = file;
+        bestScore = score;
+      }
+    }
+    return best;
   }
 }
 

@@ -6,6 +6,7 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, backwardOwners, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type ScopeData } from './types';
 import { ModelModels } from './models';
+import { namedLikeModel, summaryCarries } from './summaries';
 
 export abstract class ModelProvenance extends ModelModels {
   // ---------------------------------------------------------------- backward and history
@@ -155,6 +156,8 @@ export abstract class ModelProvenance extends ModelModels {
           if (/^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/.test(name)) return false;
         }
         const b = this.binding(key, n);
+        // `loss, parts = self.step_losses(batch)`: the element this name takes.
+        if (b?.value && b.unpacked && unparen(b.value).type === 'call') return this.elementCarries(unparen(b.value), this.elementIndex(b.target, b.at), seen);
         if (b?.value) return this.carriesHistory(b.value, seen);
         if (n.type === 'attribute') {
           // `out.logits` carries history when `out` does; `self.x` is unknown.
@@ -187,9 +190,39 @@ export abstract class ModelProvenance extends ModelModels {
     }
   }
 
+  /**
+   * Does element `index` (a tuple position or a dict key) of this call's result carry history;
+   * the whole result when `index` is undefined. A call of a project function answers by its
+   * summary (model/summaries.ts); any other call as a whole.
+   */
+  callElementCarries(call: SyntaxNode, index: number | string | undefined): boolean {
+    return this.elementCarries(call, index, new Set());
+  }
+
+  protected elementCarries(call: SyntaxNode, index: number | string | undefined, seen: Set<number>): boolean {
+    if (this.gradState(call) === 'off' || seen.has(call.order)) return false;
+    const known = summaryCarries(this, call, index);
+    return known ?? this.carriesHistory(call, seen);
+  }
+
+  /** The position of `target` in the tuple pattern of the assignment `at` (`a, b = ...`: `b` is 1); undefined when nested or starred. */
+  protected elementIndex(target: SyntaxNode, at: SyntaxNode): number | undefined {
+    const left = at.type === 'assignment' ? child(at, 'left') : undefined;
+    if (!left || target.parent !== left) return undefined;
+    const items = namedChildren(left);
+    if (items.some((i) => i.type === 'list_splat_pattern')) return undefined;
+    const i = items.indexOf(target);
+    return i >= 0 ? i : undefined;
+  }
+
   protected callCarries(call: SyntaxNode, seen: Set<number>): boolean {
     const callee = this.callee(call);
     if (!callee) return false;
+    // A project function or class: what its summary says the result carries.
+    if (!this.isModelCall(call) || namedLikeModel(this, call)) {
+      const known = summaryCarries(this, call, undefined);
+      if (known !== undefined) return known;
+    }
     const q = this.qualify(callee) ?? '';
     const args = () => namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a)).filter((a): a is SyntaxNode => !!a);
     const anyArg = () => args().some((a) => this.carriesHistory(a, seen) || ((a.type === 'list' || a.type === 'tuple' || a.type === 'generator_expression' || a.type === 'list_comprehension') && this.containsHistory(a, seen)));

@@ -41,6 +41,8 @@ export interface WorkspaceFacts {
   callSites(name: string): readonly CallSite[];
   /** Functions and methods named `name`, across the workspace. */
   functionsNamed(name: string): readonly FunctionInfo[];
+  /** Classes named `name`, across the workspace. */
+  classesNamed(name: string): readonly ClassInfo[];
 }
 
 export type GradState = 'off' | 'on' | 'default';

@@ -7,7 +7,8 @@ import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
 import { track } from '../deps';
 import type { Rule } from '../rule';
-import { baseOf, child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
+import { baseOf, child, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { accumulatedParams, argumentFor, carrierIn, resolveCall, returnsState } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'accumulated-loss';
@@ -35,7 +36,7 @@ function check(model: FileModel): RawFinding[] {
     }
   }
   for (const call of model.targetCalls()) {
-    const f = checkMeterCall(model, call);
+    const f = checkMeterCall(model, call) ?? checkHelperCall(model, call);
     if (f) findings.push(f);
   }
   return findings;
@@ -150,19 +151,46 @@ function suffixFor(model: FileModel, value: SyntaxNode, kind: Accumulation['kind
 function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | undefined {
   if (!model.carriesHistory(acc.value)) return undefined;
   const base = baseOf(acc.target);
+  // `meters.track("loss").add_(loss)`: a project method that hands back state kept on its object.
+  if (base.type === 'call') return keptByCall(model, base) ? finding(model, acc) : undefined;
   if (base.type !== 'identifier' && base.type !== 'attribute') return undefined;
   // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
   if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
-  const suffix = suffixFor(model, acc.value, acc.kind);
+  return finding(model, acc);
+}
+
+/** Does this call (the accumulator) return state its object keeps: `self._meters.setdefault(name, ...)`? */
+function keptByCall(model: FileModel, call: SyntaxNode): boolean {
+  const target = resolveCall(model, call);
+  return !!target?.fn && !target.cls && returnsState(target.fn);
+}
+
+function finding(model: FileModel, acc: Accumulation): RawFinding {
   const valueText = model.src(acc.value);
   const targetText = model.src(acc.target);
+  // `StepRecord(step, loss)`: the record keeps what it is built from; the fix goes on that argument.
+  const fixed = constructorArgument(model, acc.value) ?? acc.value;
+  const suffix = suffixFor(model, fixed, fixed === acc.value ? acc.kind : 'add');
+  const fixedText = model.src(fixed);
   return {
     message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: every step's activations stay on the GPU.`,
     range: rangeOf(acc.stmt),
-    fixes: [{ title: `Store \`${suffix === '.item()' ? `${valueText}.item()` : `${valueText}${suffix}`}\` instead`, edits: [appendToExpression(model, acc.value, suffix)] }],
+    fixes: [{ title: `Store \`${suffix === '.item()' ? `${fixedText}.item()` : `${fixedText}${suffix}`}\` instead`, edits: [appendToExpression(model, fixed, suffix)] }],
   };
+}
+
+/** For an object built by a project class's constructor, the argument that carries history. */
+function constructorArgument(model: FileModel, value: SyntaxNode): SyntaxNode | undefined {
+  const v = unparen(value);
+  if (v.type !== 'call' || !resolveCall(model, v)?.cls) return undefined;
+  const args = child(v, 'arguments');
+  for (const a of args ? namedChildren(args) : []) {
+    const found = carrierIn(model, a.type === 'keyword_argument' ? (child(a, 'value') ?? a) : a);
+    if (found) return found;
+  }
+  return undefined;
 }
 
 /**
@@ -205,8 +233,9 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
   if (!indexes) return undefined;
   const args = model.positionalArgs(call);
   for (const i of indexes) {
-    const arg = args[i];
-    if (!arg || !model.carriesHistory(arg)) continue;
+    // `meter.update([loss], n)`: the element of a list literal that carries the graph.
+    const arg = args[i] && carrierIn(model, args[i]);
+    if (!arg) continue;
     const stmt = call.parent?.type === 'expression_statement' ? call.parent : call;
     if (!outlivesStep(model, baseOf(mc.receiver), stmt, true)) continue;
     const suffix = model.isScalar(arg) ? '.item()' : '.detach()';
@@ -215,6 +244,38 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
       message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step, so every step's activations stay on the GPU.`,
       range: rangeOf(stmt),
       fixes: [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
+    };
+  }
+  return undefined;
+}
+
+/**
+ * `accumulate(epoch_losses, losses)` where the project function adds its second parameter into
+ * its first (`running[k] += v` for each item): the first argument outlives the step and the
+ * second carries a graph.
+ */
+function checkHelperCall(model: FileModel, call: SyntaxNode): RawFinding | undefined {
+  const args = child(call, 'arguments');
+  if (call.parent?.type !== 'expression_statement' || !args || namedChildren(args).length < 2) return undefined;
+  const target = resolveCall(model, call);
+  if (!target?.fn || target.cls) return undefined;
+  for (const { into, from } of accumulatedParams(target.fn)) {
+    if (into === 'self') continue;
+    const store = argumentFor(model, call, target, into);
+    const given = argumentFor(model, call, target, from);
+    const value = given && carrierIn(model, given);
+    if (!store || !value) continue;
+    const base = baseOf(unparen(store));
+    if (base.type !== 'identifier' && base.type !== 'attribute') continue;
+    const stmt = call.parent?.type === 'expression_statement' ? call.parent : call;
+    if (model.reachesBackward(model.src(base), stmt)) continue;
+    if (!outlivesStep(model, base, stmt, true)) continue;
+    const suffix = model.isScalar(value) ? '.item()' : '.detach()';
+    const valueText = model.src(value);
+    return {
+      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${valueText}\` with its autograd graph: \`${target.fn.name}\` accumulates it into \`${model.src(store)}\`, which outlives the training step, so every step's activations stay on the GPU.`,
+      range: rangeOf(stmt),
+      fixes: value.type === 'identifier' || value.type === 'attribute' || value.type === 'call' ? [{ title: `Pass \`${valueText}${suffix}\` instead`, edits: [appendToExpression(model, value, suffix)] }] : [],
     };
   }
   return undefined;

@@ -1,8 +1,10 @@
 /** empty-cache-in-loop: `torch.cuda.empty_cache()` on every iteration. */
 import { rangeOf, removeStatement } from '../fixes';
-import type { FileModel } from '../model';
+import { basename } from 'node:path';
+import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, child, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'empty-cache-in-loop';
@@ -34,11 +36,16 @@ export const rule: Rule = {
           if (cond && /%|\bstep\b|==/.test(model.src(cond))) excused = true;
         }
       }
-      if (!inLoop || excused) continue;
+      if (excused) continue;
+      // Not in a loop of its own: in a method or `__call__` that a loop calls every iteration.
+      const caller = inLoop ? undefined : loopingCaller(model, call);
+      if (!inLoop && !caller) continue;
       const stmt = statementOf(call);
       if (stmt && leavesLoopAfter(stmt)) continue;
       findings.push({
-        message: '`torch.cuda.empty_cache()` on every iteration frees no memory that is still in use and makes the next step allocate from the driver again.',
+        message: caller
+          ? `\`torch.cuda.empty_cache()\` runs on every iteration of the loop that calls \`${caller.text}\` (${caller.where}): it frees no memory that is still in use and makes the next step allocate from the driver again.`
+          : '`torch.cuda.empty_cache()` on every iteration frees no memory that is still in use and makes the next step allocate from the driver again.',
         range: rangeOf(call),
         fixes: stmt && stmt.type === 'expression_statement' ? [{ title: 'Remove the call', edits: [removeStatement(model, stmt)] }] : [],
       });
@@ -51,4 +58,45 @@ export const rule: Rule = {
 function leavesLoopAfter(stmt: SyntaxNode): boolean {
   const siblings = stmt.parent?.type === 'block' ? stmt.parent.children : [];
   return siblings.slice(siblings.indexOf(stmt) + 1).some((s) => s.type === 'break_statement' || s.type === 'return_statement' || s.type === 'raise_statement');
+}
+
+/**
+ * A call, in a loop and not excused there (`except`, `if step % n == 0`), of the function that
+ * contains `node` outside any loop of its own; through up to two more functions. A class's
+ * `__call__` is called through its instances (`cleaner = MemoryCleaner()` ... `cleaner()`).
+ */
+function loopingCaller(model: FileModel, node: SyntaxNode, depth = 0): { text: string; where: string } | undefined {
+  const fn = model.functionOf(node);
+  if (!fn || depth > 2) return undefined;
+  for (const site of fn.name === '__call__' && fn.cls ? instanceCalls(fn.cls) : callSitesOf(fn)) {
+    const target = resolveCall(site.model, site.call) ?? resolveInstanceCall(site.model, site.call);
+    if (target?.fn !== fn) continue;
+    if (excusedInLoop(site.model, site.call, undefined)) continue;
+    const inLoop = [...ancestors(site.call)].find((a) => isScopeNode(a) || loopTypes.has(a.type));
+    if (inLoop && loopTypes.has(inLoop.type)) {
+      const stmt = statementOf(site.call);
+      if (stmt && leavesLoopAfter(stmt)) continue;
+      return { text: site.model.src(site.call).split('\n')[0], where: `${site.model === model ? 'line' : `${basename(site.model.path)}:`}${site.model === model ? ' ' : ''}${site.call.startRow + 1}` };
+    }
+    if (!inLoop) {
+      const further = loopingCaller(site.model, site.call, depth + 1);
+      if (further) return further;
+    }
+  }
+  return undefined;
+}
+
+/** The calls of instances of `cls`: `x()` for every `x = Cls(...)` (or `self.x = Cls(...)`) in the workspace. */
+function instanceCalls(cls: ClassInfo): CallSite[] {
+  const out: CallSite[] = [];
+  for (const made of cls.model.facts.callSites(cls.name)) {
+    const assign = made.call.parent;
+    const left = assign?.type === 'assignment' ? child(assign, 'left') : undefined;
+    if (!left || (left.type !== 'identifier' && left.type !== 'attribute')) continue;
+    const key = made.model.src(left);
+    for (const use of made.model.facts.callSites(lastName(key))) {
+      if (use.model === made.model && made.model.src(made.model.callee(use.call) ?? use.call) === key) out.push(use);
+    }
+  }
+  return out;
 }

@@ -6,6 +6,7 @@ import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -33,7 +34,12 @@ type Context =
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
-    if (!model.isModelCall(call)) continue;
+    // A project function that runs the forward for its caller (`wrapper.eval_batch(batch)`).
+    // `load_model(path)` named like a model but a project function: what it does is its summary's to say.
+    const modelCall = model.isModelCall(call) && !namedLikeModel(model, call);
+    // A wrapper's summary is asked for only in an inference context (the cheap test first).
+    const wrapper = modelCall || !inferenceContext(model, call) ? undefined : forwardWrapper(model, call);
+    if (!wrapper && !modelCall) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     if (!calleeNode) continue;
@@ -48,12 +54,31 @@ function check(model: FileModel): RawFinding[] {
     if (model.callReachesBackward(call)) continue;
     if (fn && callersGuarded(fn, 1)) continue;
     findings.push({
-      message: `\`${model.src(call).split('\n')[0]}\` runs ${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` runs ${wrapper ? `a forward pass (in \`${wrapper.cls ? `${wrapper.cls.name}.` : ''}${wrapper.name}\`) ` : ''}${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
       range: rangeOf(call),
       fixes: [fixFor(model, call, context, fn)],
     });
   }
   return findings;
+}
+
+/**
+ * The project function this call reaches when it runs a model's forward pass with autograd on
+ * and no training step of its own, leaving the guard to its caller. Not when the function's
+ * own name marks it as inference: then the forward inside it is the finding.
+ */
+function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | undefined {
+  const target = resolveCall(model, call) ?? resolveInstanceCall(model, call);
+  const fn = target?.fn;
+  if (!fn || target.cls || !runsForward(fn, 1) || runsTrainingStep(fn, 1)) return undefined;
+  if (inferenceName.test(fn.name) && !(fn.cls && fn.model.isModuleClassInfo(fn.cls))) return undefined;
+  return fn;
+}
+
+function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  return contextOf(model, call, model.src(callee), model.functionOf(call)) !== undefined;
 }
 
 function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {

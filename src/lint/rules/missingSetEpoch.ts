@@ -9,8 +9,9 @@
  * (three levels down), on any receiver, is taken as the fix being in place.
  */
 import { headerRange, indentUnit, insertAtBodyTop } from '../fixes';
-import { lastName, type FileModel, type FunctionInfo } from '../model';
+import { lastName, type ClassInfo, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
+import { resolveCall } from '../model/summaries';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
@@ -43,16 +44,38 @@ interface Chain {
   readonly loaderTarget: SyntaxNode;
   /** Statements that bind the sampler and the loader: they must be outside the epoch loop. */
   readonly bound: readonly SyntaxNode[];
+  /** Only reached as `loader.sampler`, which is no DistributedSampler in a run that is not distributed: no fix is sure. */
+  readonly unfixable?: boolean;
 }
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   const reported = new Set<SyntaxNode>();
+  for (const found of loopsOverLoaderAttributes(model)) {
+    if (reported.has(found.loop)) continue;
+    reported.add(found.loop);
+    findings.push({
+      message: `\`${found.key}\` is iterated every epoch, but \`${found.key}.sampler.set_epoch(epoch)\` is never called: the DistributedSampler (${found.origin}) repeats the same order each epoch.`,
+      range: headerRange(found.loop),
+      fixes: [],
+    });
+  }
   for (const call of model.targetCalls()) {
-    if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
-    const shuffle = model.keywordArg(call, 'shuffle');
-    if (shuffle && model.src(shuffle) === 'False') continue;
-    for (const chain of chainsFrom(model, call)) {
+    let chains: Chain[];
+    if (distributedSampler.test(model.qualify(model.callee(call)) ?? '')) {
+      const shuffle = model.keywordArg(call, 'shuffle');
+      if (shuffle && model.src(shuffle) === 'False') continue;
+      chains = chainsFrom(model, call);
+    } else {
+      // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
+      if (call.parent?.type !== 'assignment' || call.field !== 'right') continue;
+      const target = resolveCall(model, call);
+      const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
+      const chain = returned && chainFromResult(model, call, returned);
+      if (!chain) continue;
+      chains = [chain];
+    }
+    for (const chain of chains) {
       for (const loop of epochLoops(model, chain)) {
         if (reported.has(loop)) continue;
         if (chain.bound.some((b) => contains(loop, b))) continue;
@@ -68,6 +91,64 @@ function check(model: FileModel): RawFinding[] {
     }
   }
   return findings;
+}
+
+interface ReturnedLoader {
+  /** The element of the result that is the loader (undefined: the result itself), and the sampler's. */
+  readonly loader: number | undefined;
+  readonly sampler: number | undefined;
+  readonly mayBeNone: boolean;
+}
+
+/** Does `fn` build a loader over a shuffling DistributedSampler and return it (alone or in a tuple)? */
+function returnedLoader(fn: FunctionInfo): ReturnedLoader | undefined {
+  return fn.model.fact(`returnedLoader:${fn.node.order}`, () => {
+    const model = fn.model;
+    for (const call of model.callsIn(fn.node)) {
+      if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
+      const shuffle = model.keywordArg(call, 'shuffle');
+      if (shuffle && model.src(shuffle) === 'False') continue;
+      // `return DataLoader(ds, ..., sampler=DistributedSampler(ds))`
+      const loaderCall = call.parent?.type === 'keyword_argument' ? call.parent.parent?.parent : call.parent?.parent;
+      if (loaderCall?.type === 'call' && isDataLoader(model, loaderCall) && samplerArg(model, loaderCall) === call && loaderCall.parent?.type === 'return_statement') {
+        return { loader: undefined, sampler: undefined, mayBeNone: false };
+      }
+      for (const chain of chainsFrom(model, call)) {
+        for (const ret of fn.body ? descendants(fn.body, isScopeNode) : []) {
+          const value = ret.type === 'return_statement' ? namedChildren(ret)[0] : undefined;
+          const v = value && unparen(value);
+          if (!v) continue;
+          if (model.src(v) === chain.loaderKey) return { loader: undefined, sampler: undefined, mayBeNone: chain.mayBeNone };
+          if (v.type === 'expression_list' || v.type === 'tuple') {
+            const items = namedChildren(v).map((i) => model.src(i));
+            const loader = items.indexOf(chain.loaderKey);
+            const sampler = items.indexOf(chain.samplerText);
+            if (loader >= 0) return { loader, sampler: sampler >= 0 ? sampler : undefined, mayBeNone: chain.mayBeNone };
+          }
+        }
+      }
+    }
+    return undefined;
+  });
+}
+
+/** The chain of a call of a loader-building function, in the caller's scope: `loader = build(...)`, `loader, sampler = build(...)`. */
+function chainFromResult(model: FileModel, call: SyntaxNode, returned: ReturnedLoader): Chain | undefined {
+  const assign = call.parent;
+  const left = assign?.type === 'assignment' && call.field === 'right' ? child(assign, 'left') : undefined;
+  if (!assign || !left) return undefined;
+  const items = left.type === 'pattern_list' || left.type === 'tuple_pattern' ? namedChildren(left) : [left];
+  const loaderTarget = returned.loader === undefined ? (items.length === 1 ? items[0] : undefined) : items.length > 1 ? items[returned.loader] : undefined;
+  const samplerTarget = returned.sampler !== undefined && items.length > 1 ? items[returned.sampler] : undefined;
+  if (!loaderTarget || (loaderTarget.type !== 'identifier' && loaderTarget.type !== 'attribute')) return undefined;
+  // `sampler = DistributedSampler(ds) if distributed else None` in the helper: a call that leaves a
+  // switch of the helper at its default False/None (or passes False) may build no distributed loader.
+  const target = returned.mayBeNone ? resolveCall(model, call) : undefined;
+  if (returned.mayBeNone && (!target?.fn || switchedOff(model, call, target.fn))) return undefined;
+  const loaderKey = model.src(loaderTarget);
+  if (evalName.test(lastName(loaderKey))) return undefined;
+  const samplerText = samplerTarget && (samplerTarget.type === 'identifier' || samplerTarget.type === 'attribute') ? model.src(samplerTarget) : `${loaderKey}.sampler`;
+  return { scope: model.scopeOf(call), samplerText, mayBeNone: returned.mayBeNone, loaderKey, loaderTarget, bound: [assign], unfixable: returned.mayBeNone && !samplerTarget };
 }
 
 /** The statement `x = <value>` (through a conditional and parentheses) that binds `node`, and its target. */
@@ -171,6 +252,9 @@ function targetsOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return [];
   const q = model.qualify(callee) ?? '';
   if (/^(torch|lightning|pytorch_lightning|transformers|accelerate)\./.test(q)) return [];
+  // The function the call reaches, when the summaries can tell (the same name in another script is not it).
+  const target = resolveCall(model, call);
+  if (target?.fn && !target.cls) return [target.fn];
   return [...model.facts.functionsNamed(lastName(model.src(callee)))];
 }
 
@@ -252,9 +336,125 @@ function epochVariable(model: FileModel, loop: SyntaxNode): string | undefined {
 }
 
 function fixFor(model: FileModel, loop: SyntaxNode, chain: Chain): Fix | undefined {
+  if (chain.unfixable) return undefined;
   const epoch = epochVariable(model, loop);
   if (!epoch) return undefined;
   const call = `${chain.samplerText}.set_epoch(${epoch})`;
   const edit = insertAtBodyTop(model, loop, chain.mayBeNone ? [`if ${chain.samplerText} is not None:`, `${indentUnit(model)}${call}`] : [call]);
   return edit ? { title: `Call \`${call}\` at the start of each epoch`, edits: [edit] } : undefined;
+}
+
+/** Does the call leave a parameter of `fn` that defaults to False/None at its default, or pass it False/None? */
+function switchedOff(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boolean {
+  const params = child(fn.node, 'parameters');
+  const offset = model.methodCall(call) && fn.cls && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0;
+  const positional = model.positionalArgs(call);
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    const value = child(p, 'value');
+    if (!name || !value || !/^(False|None)$/.test(fn.model.src(value))) continue;
+    const param = fn.model.src(name);
+    const given = model.keywordArg(call, param) ?? positional[fn.params.indexOf(param) - offset];
+    if (!given || /^(False|None)$/.test(model.src(given))) return true;
+  }
+  return false;
+}
+
+/**
+ * Epoch loops of a class that iterate a loader kept in an attribute (`self.train_data`, set in
+ * `__init__` from a parameter) through its methods, where the class is built with a loader over a
+ * shuffling DistributedSampler from a project helper (`Trainer(model, prepare_dataloader(ds), ...)`).
+ */
+function loopsOverLoaderAttributes(model: FileModel): { loop: SyntaxNode; key: string; origin: string }[] {
+  const out: { loop: SyntaxNode; key: string; origin: string }[] = [];
+  const focus = model.focus;
+  if (focus && focus.type !== 'class_definition' && focus.type !== 'decorated_definition') return out;
+  const fns = focus ? [...descendants(focus, (n) => n.type === 'function_definition')].filter((n) => n.type === 'function_definition').map((n) => model.functionByNode.get(n)) : model.functions;
+  for (const fn of fns) {
+    if (!fn?.cls || !fn.body || !keepsLoader(fn.cls)) continue;
+    for (const loop of loopsIn(model, fn.node)) {
+      if (loop.type !== 'for_statement') continue;
+      for (const key of attributesIteratedIn(model, loop, fn.cls, 0)) {
+        const origin = distributedOrigin(fn.cls, key);
+        if (!origin || loopSetsEpoch(model, loop)) continue;
+        out.push({ loop, key, origin });
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** Does some `self.x` of the class hold a distributed loader (the cheap test before any loop is looked at)? */
+function keepsLoader(cls: ClassInfo): boolean {
+  const init = cls.methods.get('__init__');
+  if (!init?.body) return false;
+  return cls.model.fact(`keepsLoader:${cls.node.order}`, () => {
+    for (const n of descendants(init.body as SyntaxNode, isScopeNode)) {
+      if (n.type !== 'assignment') continue;
+      const left = child(n, 'left');
+      if (left?.type === 'attribute' && /^self\.\w+$/.test(cls.model.src(left)) && distributedOrigin(cls, cls.model.src(left))) return true;
+    }
+    return false;
+  }) ?? false;
+}
+
+/** The `self.x` that a loop's body iterates, directly or in a method of the class it calls (two levels). */
+function attributesIteratedIn(model: FileModel, node: SyntaxNode, cls: ClassInfo, depth: number): string[] {
+  const out: string[] = [];
+  for (const d of descendants(node, isScopeNode)) {
+    if (d === node) continue;
+    if (d.type === 'for_statement') {
+      const right = child(d, 'right');
+      const r = right && unparen(right);
+      if (r && r.type === 'attribute' && /^self\.\w+$/.test(model.src(r))) out.push(model.src(r));
+    }
+    if (d.type === 'call') {
+      // `self._run_epoch(epoch, self.train_loader)`: handed to a function that iterates it.
+      for (const a of model.positionalArgs(d)) {
+        const key = model.src(unparen(a));
+        if (/^self\.\w+$/.test(key) && passesToIterator(model, d, key, 1)) out.push(key);
+      }
+    }
+    if (d.type === 'call' && depth < 2) {
+      const mc = model.methodCall(d);
+      if (!mc || model.src(mc.receiver) !== 'self') continue;
+      const m = cls.methods.get(mc.method);
+      if (m?.body) out.push(...attributesIteratedIn(model, m.body, cls, depth + 1));
+    }
+  }
+  return out;
+}
+
+/** Where `self.x` of `cls` gets a shuffling distributed loader: `__init__` stores a parameter that a constructor call fills with a helper's loader. */
+function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
+  const init = cls.methods.get('__init__');
+  if (!init?.body) return undefined;
+  const model = cls.model;
+  if (evalName.test(lastName(key))) return undefined;
+  const stored = model.bindingsIn(init.node, key).map((b) => (b.value ? unparen(b.value) : undefined));
+  // `self.train_loader = self._prepare_dataloader(train_dataset)`
+  if (stored.length === 1 && stored[0]?.type === 'call') {
+    const target = resolveCall(model, stored[0]);
+    const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
+    return returned && returned.loader === undefined && !returned.mayBeNone ? `built by \`${target?.fn?.name}()\`` : undefined;
+  }
+  const param = stored.length === 1 && stored[0]?.type === 'identifier' ? model.src(stored[0]) : undefined;
+  if (!param || !init.params.includes(param)) return undefined;
+  const index = init.params.indexOf(param) - 1;
+  for (const site of model.facts.callSites(cls.name)) {
+    const arg = site.model.keywordArg(site.call, param) ?? site.model.positionalArgs(site.call)[index];
+    if (!arg) continue;
+    let value: SyntaxNode | undefined = unparen(arg);
+    if (value.type === 'identifier') {
+      const b = site.model.binding(site.model.src(value), site.call);
+      value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    }
+    if (value?.type !== 'call') continue;
+    const target = resolveCall(site.model, value);
+    const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
+    if (returned && returned.loader === undefined && !returned.mayBeNone) return `built by \`${target?.fn?.name}()\`, passed to \`${cls.name}\``;
+  }
+  return undefined;
 }

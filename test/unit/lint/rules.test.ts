@@ -107,6 +107,26 @@ describe('lint rules over the fixture corpus', () => {
     it('reports an evaluation one caller leaves unguarded, and a meter passed in from another file', () => {
       for (const r of lint('unguarded')) assert.deepEqual(r.got, r.expected, r.name);
     });
+    it('follows values through the project\'s own functions and containers, and lints a script that uses its torch code without importing torch', () => {
+      const results = lint('project');
+      // Every file's findings are exactly its markers: the script without `import torch` included,
+      // and report.py (plain Python that imports only the torch-free meters) silent.
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      const marked = results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)).sort();
+      assert.deepEqual(marked, [
+        'train.py:12:missing-no-grad',
+        'train.py:22:missing-set-epoch',
+        'trainer.py:28:empty-cache-in-loop',
+        'trainer.py:39:accumulated-loss',
+        'trainer.py:40:accumulated-loss',
+        'trainer.py:41:accumulated-loss',
+      ]);
+    });
+    it('follows DistributedSampler loaders that helpers build into callers and into trainers that keep them in attributes', () => {
+      const results = lint('ddp_helpers');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.equal(results.flatMap((r) => r.expected).length, 3);
+    });
     it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
       const missing = lint('distributed');
       assert.ok(missing.some((r) => r.expected.length > 0));
