@@ -27,6 +27,11 @@ export interface CallSite {
   readonly call: SyntaxNode;
 }
 
+/** A function or method named as a value, not called (`callbacks=[evaluate]`, `hook(self.predict)`): its callers are unknown. */
+export interface ValueReference {
+  readonly node: SyntaxNode;
+}
+
 /** Cross-file facts, answered by the workspace index. */
 export interface WorkspaceFacts {
   /** A function by that name wraps a grad guard (a `@contextmanager` or a decorator). */
@@ -41,6 +46,8 @@ export interface WorkspaceFacts {
   callSites(name: string): readonly CallSite[];
   /** Functions and methods named `name`, across the workspace. */
   functionsNamed(name: string): readonly FunctionInfo[];
+  /** Places that use a name `name` (or `x.name`) as a value rather than calling it, across the workspace. */
+  valueReferences(name: string): readonly ValueReference[];
 }
 
 export type GradState = 'off' | 'on' | 'default';
@@ -106,6 +113,7 @@ export interface ChunkIndex {
   exports?: Set<string>;
   contribution?: Contribution;
   sites?: { name: string; call: SyntaxNode }[];
+  valueRefs?: { name: string; node: SyntaxNode }[];
 }
 
 export const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);
