@@ -148,9 +148,12 @@ export function siteStatus(site: CallSite): PathStatus {
   return caller ? functionStatus(caller) : 'eval';
 }
 
-/** Does the value of `call` flow into a backward pass in its scope (as an argument, through assignments, containers)? */
+/**
+ * Does the value of `call` flow into a backward pass in its scope (as an argument, through
+ * assignments, containers)? Unlike `callReachesBackward`, a call of a function that trains is not
+ * enough: its value is what matters here.
+ */
 export function feedsBackward(model: FileModel, call: SyntaxNode): boolean {
-  if (model.callReachesBackward(call)) return true;
   const stmt = statementOf(call);
   if (!stmt) return false;
   const acc = stmt.type === 'expression_statement' ? model.accumulation(stmt) : undefined;
@@ -166,10 +169,14 @@ export function feedsBackward(model: FileModel, call: SyntaxNode): boolean {
       if (model.reachesBackward(model.src(t), stmt) || model.reachesBackward(model.src(baseOf(t)), stmt)) return true;
     }
   }
-  // Inside a backward call's arguments or receiver.
+  // Inside a backward call's arguments or receiver; the value of a `return` in a scope that backpropagates it.
   for (const a of ancestors(call)) {
-    if (a === stmt) break;
     if (a.type === 'call' && isTrainingCall(model, a)) return true;
+    if (a.type === 'named_expression' || (a.type === 'assignment' && a !== expr)) {
+      const left = child(a, a.type === 'named_expression' ? 'name' : 'left');
+      if (left && model.reachesBackward(model.src(left), a)) return true;
+    }
+    if (a === stmt) break;
   }
   return false;
 }
@@ -327,4 +334,70 @@ function isStored(id: SyntaxNode): boolean {
 /** Can `@torch.no_grad()` go on `fn`: it trains nothing and every caller is known to evaluate? */
 export function decorateSafe(fn: FunctionInfo): boolean {
   return !trains(fn) && functionStatus(fn) === 'eval';
+}
+
+/** Methods only a tensor has (a Python number has none of them). */
+const tensorOnlyMethods = /^(item|backward|detach|detach_|cpu|cuda|to|numpy|tolist|size|dim|numel|mean|sum|float|half|double|clone|view|reshape|squeeze|unsqueeze|add_|div_|mul_|zero_|all_reduce)$/;
+
+/**
+ * Is `key` used as a tensor after `stmt` in its scope: a tensor-only method on it, or an
+ * argument of a `torch.` function (`dist.all_reduce(loss)`)? Not when the scope binds it to a
+ * tensor (`torch.zeros(...)`), which stays one after `+= x.item()`.
+ */
+export function usedAsTensorAfter(model: FileModel, key: string, stmt: SyntaxNode): boolean {
+  const scope = model.scopeOf(stmt);
+  const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
+  if (!body) return false;
+  for (const b of model.bindingsIn(scope, key)) {
+    if (b.value && !b.unpacked && /^torch\.(zeros|ones|tensor|full|empty|as_tensor)/.test(model.qualify(b.value.type === 'call' ? model.callee(b.value) : undefined) ?? '')) return false;
+  }
+  for (const n of descendants(body, isScopeNode)) {
+    if (n.type !== 'call' || n.start < stmt.end) continue;
+    const mc = model.methodCall(n);
+    if (mc && model.src(mc.receiver) === key && tensorOnlyMethods.test(mc.method)) return true;
+    const q = model.qualify(model.callee(n)) ?? '';
+    if (q.startsWith('torch.') && model.positionalArgs(n).some((a) => model.src(a) === key)) return true;
+  }
+  return false;
+}
+
+/**
+ * Does the method `cls.method` use its `index`-th parameter (without `self`) as a tensor, or an
+ * attribute it accumulates it into (`self.sum += val`, then `self.sum.item()`)?
+ */
+export function meterUsesAsTensor(model: FileModel, cls: string, method: string, index: number): boolean {
+  for (const fn of model.facts.functionsNamed(method)) {
+    if (fn.cls?.name !== cls || !fn.body) continue;
+    const param = fn.params.slice(1)[index];
+    if (!param) continue;
+    const keys = new Set([param]);
+    for (const n of descendants(fn.body, isScopeNode)) {
+      if (n.type !== 'expression_statement') continue;
+      const acc = fn.model.accumulation(n);
+      if (acc && [acc.value, ...descendants(acc.value)].some((d) => d.type === 'identifier' && fn.model.src(d) === param)) keys.add(fn.model.src(acc.target));
+    }
+    for (const m of fn.cls.methods.values()) {
+      for (const n of m.body ? descendants(m.body, isScopeNode) : []) {
+        if (n.type !== 'call') continue;
+        const mc = fn.model.methodCall(n);
+        const q = fn.model.qualify(fn.model.callee(n)) ?? '';
+        const receiverKey = mc ? fn.model.src(mc.receiver) : '';
+        const mine = m === fn || receiverKey.startsWith('self.');
+        if (mc && mine && keys.has(receiverKey) && tensorOnlyMethods.test(mc.method)) return true;
+        if (q.startsWith('torch.') && fn.model.positionalArgs(n).some((a) => keys.has(fn.model.src(a)) && (m === fn || fn.model.src(a).startsWith('self.')))) return true;
+      }
+    }
+  }
+  return false;
+}
+
+/**
+ * Does the value a statement accumulates leave its function (returned, yielded) for a caller on a
+ * training path, one that backpropagates what it gets? Then it is a loss, and `.item()` or
+ * `.detach()` on it would change the gradients.
+ */
+export function leavesForBackward(model: FileModel, stmt: SyntaxNode): boolean {
+  const fn = model.functionOf(stmt);
+  if (!fn || !returnsFrom(model, stmt, fn.node)) return false;
+  return functionStatus(fn) === 'train';
 }

@@ -8,6 +8,7 @@ import { callSitesOf, lastName, type Accumulation, type FileModel, type Function
 import { track } from '../deps';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, unparen, type SyntaxNode } from '../syntax';
+import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'accumulated-loss';
@@ -155,7 +156,11 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
   if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
-  const suffix = suffixFor(model, acc.value, acc.kind);
+  // Returned to a caller that backpropagates it: the accumulator is that caller's loss.
+  if (leavesForBackward(model, acc.stmt)) return undefined;
+  let suffix = suffixFor(model, acc.value, acc.kind);
+  // `total += loss.item()` makes `total` a number: `.detach()` where it is used as a tensor later.
+  if (suffix === '.item()' && usedAsTensorAfter(model, model.src(base), acc.stmt)) suffix = '.detach()';
   const valueText = model.src(acc.value);
   const targetText = model.src(acc.target);
   return {
@@ -209,12 +214,14 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
     if (!arg || !model.carriesHistory(arg)) continue;
     const stmt = call.parent?.type === 'expression_statement' ? call.parent : call;
     if (!outlivesStep(model, baseOf(mc.receiver), stmt, true)) continue;
-    const suffix = model.isScalar(arg) ? '.item()' : '.detach()';
+    const suffix = model.isScalar(arg) && !meterUsesAsTensor(model, cls, mc.method, i) ? '.item()' : '.detach()';
     const argText = model.src(arg);
+    // `p = augment.tune(pred)` with `p` feeding the loss: what the call returns may carry `pred`'s graph.
+    const resultUsed = call.parent?.type !== 'expression_statement';
     return {
       message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step, so every step's activations stay on the GPU.`,
       range: rangeOf(stmt),
-      fixes: [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
+      fixes: (resultUsed && feedsBackward(model, call)) || leavesForBackward(model, stmt) ? [] : [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
     };
   }
   return undefined;

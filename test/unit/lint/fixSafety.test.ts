@@ -119,6 +119,81 @@ describe('lint fixes never change what training computes', () => {
     });
   });
 
+  describe('where no fix is certain, the linter offers none (or guards the evaluation caller)', () => {
+    const lintText = async (text: string) => {
+      const linter = await createLinter();
+      try {
+        return linter.lintFile(join(lintFixtures, 'inline.py'), text).map((f) => ({ line: f.range.start.line + 1, rule: f.ruleId, fixes: f.fixes.map((x) => x.title) }));
+      } finally {
+        linter.dispose();
+      }
+    };
+
+    it('a meter call whose result feeds the loss keeps its argument as it is', async () => {
+      const text = [
+        'import torch',
+        '',
+        'class AdaptiveAugment:',
+        '    def __init__(self):',
+        '        self.signs = 0',
+        '',
+        '    def tune(self, real_pred):',
+        '        self.signs += torch.sign(real_pred).sum()',
+        '        return self.signs.item() * 1e-3',
+        '',
+        'def train(discriminator, loader, d_optim, augment):',
+        '    ada = AdaptiveAugment()',
+        '    p = 0.0',
+        '    for real in loader:',
+        '        real_pred = discriminator(augment(real, p))',
+        '        d_loss = torch.nn.functional.softplus(-real_pred).mean()',
+        '        d_optim.zero_grad()',
+        '        d_loss.backward()',
+        '        d_optim.step()',
+        '        p = ada.tune(real_pred)',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 20, rule: 'accumulated-loss', fixes: [] }]);
+    });
+
+    it('a registered evaluation function (its callers are unknown) gets no decorator', async () => {
+      const text = [
+        'import torch',
+        'from registry import register',
+        '',
+        '@register("accuracy")',
+        'def evaluate(model, loader):',
+        '    correct = 0',
+        '    for x, y in loader:',
+        '        correct += (model(x).argmax(1) == y).sum().item()',
+        '    return correct',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 8, rule: 'missing-no-grad', fixes: [] }]);
+    });
+
+    it('a helper passed on in a lambda is guarded at its evaluation caller', async () => {
+      const text = [
+        'import torch',
+        'from trainer import Trainer',
+        '',
+        'def predict(model, x):',
+        '    return model(x)',
+        '',
+        'def build(model, optimizer):',
+        '    return Trainer(model, optimizer, forward=lambda batch: predict(model, batch))',
+        '',
+        'def evaluate(model, loader):',
+        '    correct = 0',
+        '    for x, y in loader:',
+        '        correct += (predict(model, x).argmax(1) == y).sum().item()',
+        '    return correct',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 13, rule: 'missing-no-grad', fixes: ['Decorate `evaluate` with `@torch.no_grad()`'] }]);
+    });
+  });
+
   const corpus = process.env.LINT_CORPUS_DIR ?? join(repoRoot, '.lint-corpus');
   const projects = existsSync(corpus) ? readdirSync(corpus).filter((d) => statSync(join(corpus, d)).isDirectory()).sort() : [];
   it(`applies every fix on the real-code corpus (${projects.length} projects)`, async function () {

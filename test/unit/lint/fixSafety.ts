@@ -114,10 +114,26 @@ function callsOf(scope: SyntaxNode): SyntaxNode[] {
   return body ? [...(body.type === 'call' ? [body] : []), ...descendants(body, isScope)].filter((n) => n.type === 'call') : [];
 }
 
-/** Text keys (identifiers and attributes) an expression reads. */
+/** Methods and attributes whose result carries no gradient back to their receiver. */
+const cutsGradient = /^(detach|detach_|item|tolist|numpy|argmax|argmin|argsort|size|dim|numel|long|int|bool|shape|dtype|device|data|requires_grad|grad)$/;
+
+/** Does the value at `d` pass through `.detach()` (or another method with no gradient) before reaching `top`? */
+function cut(file: Parsed, d: SyntaxNode, top: SyntaxNode): boolean {
+  for (let n: SyntaxNode | null = d; n && n !== top; n = n.parent) {
+    const p = n.parent;
+    if (p?.type === 'attribute' && n.field === 'object') {
+      const attr = child(p, 'attribute');
+      if (attr && cutsGradient.test(src(file, attr))) return true;
+    }
+  }
+  return false;
+}
+
+/** Text keys (identifiers and attributes) an expression reads, except through `.detach()` and the like. */
 function keysOf(file: Parsed, n: SyntaxNode): string[] {
   const out: string[] = [];
   for (const d of [n, ...descendants(n, isScope)]) {
+    if ((d.type === 'identifier' || d.type === 'attribute') && cut(file, d, n)) continue;
     if (d.type === 'identifier' && (d.parent?.type !== 'attribute' || d.field === 'object') && d.parent?.type !== 'keyword_argument') out.push(src(file, d));
     else if (d.type === 'identifier' && d.parent?.type === 'keyword_argument' && d.field === 'value') out.push(src(file, d));
     else if (d.type === 'attribute') out.push(src(file, d));
