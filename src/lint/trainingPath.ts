@@ -18,11 +18,26 @@ export type PathStatus = 'eval' | 'train' | 'unknown';
 /** Decorators that leave the function called by name as written. */
 const transparentDecorators = /^(staticmethod|classmethod|(abc\.)?abstractmethod|(typing\.)?(overload|override)|(typing_extensions\.)?override|(functools\.)?wraps|torch\.jit\.(unused|ignore|export))$/;
 /** Hooks a training framework calls and backpropagates (Lightning, Hugging Face Trainer): no call sites, yet training. */
+/** Names of evaluation entry points (as missing-no-grad reads a function's name). */
+const inferenceEntry = /^_*(eval|valid|val_|test|predict|infer)/i;
 const trainingHook = /^(training_step|train_step|compute_loss|training_step_end|forward|__call__|backward|step|closure)$|^_?(train|fit)($|_)|loss/i;
 
 function combine(a: PathStatus, b: PathStatus): PathStatus {
   if (a === 'train' || b === 'train') return 'train';
   return a === 'unknown' || b === 'unknown' ? 'unknown' : 'eval';
+}
+
+const ownFunctions = new WeakMap<FileModel, Map<string, FunctionInfo[]>>();
+
+/** The file's module-level and nested functions (not methods) by name, built once per file version. */
+function functionsIn(model: FileModel, name: string): FunctionInfo[] {
+  let byName = ownFunctions.get(model);
+  if (!byName) {
+    byName = new Map();
+    for (const f of model.functions) if (!f.cls) byName.set(f.name, [...(byName.get(f.name) ?? []), f]);
+    ownFunctions.set(model, byName);
+  }
+  return byName.get(name) ?? [];
 }
 
 /** The project functions a call can reach. */
@@ -35,7 +50,7 @@ export function resolveCallee(model: FileModel, call: SyntaxNode): FunctionInfo[
     // A name bound to something else (a local, a parameter) is not the function.
     const scope = model.scopeOf(call);
     if (scope !== model.root && (model.isParam(scope, name) || model.bindingsIn(scope, name).length > 0)) return [];
-    return model.functions.filter((f) => f.name === name && !f.cls);
+    return functionsIn(model, name);
   }
   if (callee.type !== 'attribute') return [];
   const object = child(callee, 'object');
@@ -75,10 +90,14 @@ export function trains(fn: FunctionInfo): boolean {
  * stored function), wrapped by a decorator, a property, a method Python calls implicitly?
  */
 export function callersUnknown(fn: FunctionInfo): boolean {
-  if (/^__\w+__$/.test(fn.name) && fn.name !== '__init__') return true;
+  // `forward` runs through `model(x)`, a dunder through its operator.
+  if ((/^__\w+__$/.test(fn.name) && fn.name !== '__init__') || (fn.cls && fn.name === 'forward')) return true;
   for (const d of fn.decorators) {
     const target = d.type === 'call' ? fn.model.callee(d) : d;
-    if (!target || !transparentDecorators.test(fn.model.qualify(target) ?? fn.model.src(target))) return true;
+    // A framework's registration (`@app.route("/predict")`) of a function named for inference is an evaluation entry point.
+    if (!target || !transparentDecorators.test(fn.model.qualify(target) ?? fn.model.src(target))) {
+      if (!(inferenceEntry.test(fn.name) && fn.model.src(target ?? d) !== 'property')) return true;
+    }
   }
   return fn.model.facts.valueReferences(fn.name).some((r) => {
     const n = r.node;
@@ -116,7 +135,7 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
   // Memoised per file version. A cycle (f calls g calls f) sees no contribution from itself: the other callers decide.
   return fn.model.fact(`path:${fn.node.order}`, () => {
     if (callersUnknown(fn)) return 'unknown';
-    const sites = callSitesOf(fn);
+    const sites = sitesOf(fn);
     if (sites.length === 0) return trainingHook.test(fn.name) ? 'unknown' : 'eval';
     let status: PathStatus = 'eval';
     for (const s of sites) {
@@ -125,6 +144,20 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
     }
     return status;
   }) ?? 'eval';
+}
+
+/**
+ * The call sites that can reach `fn`: `callSitesOf`, less those that cannot name it: `self.f()`
+ * or `obj.f()` for a module's function (only `module.f()` can), a bare `f()` for a method.
+ */
+export function sitesOf(fn: FunctionInfo): CallSite[] {
+  return callSitesOf(fn).filter((s) => {
+    const callee = s.model.callee(s.call);
+    if (fn.cls) return callee?.type === 'attribute';
+    if (callee?.type !== 'attribute') return true;
+    const object = child(callee, 'object');
+    return !!object && object.type !== 'call' && s.model.aliases.has(s.model.src(object).split('.')[0]);
+  });
 }
 
 /** Is the computation of this call on a training path? */

@@ -6,7 +6,7 @@ import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
-import { decorateSafe, functionStatus, resolveCallee, trains, wrapSafe } from '../trainingPath';
+import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -29,7 +29,9 @@ export const rule: Rule = {
 type Context =
   | { kind: 'name'; fn: FunctionInfo }
   | { kind: 'loader'; loop: SyntaxNode }
-  | { kind: 'eval'; receiver: string; order: number };
+  | { kind: 'eval'; receiver: string; order: number }
+  /** A helper with no evaluation context of its own that only evaluation calls (`embed()` from `evaluate()`). */
+  | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string };
 
 /** A forward pass a call runs: a model called directly, or a project function (`forward_batch(model, b)`) that runs one nobody reports. */
 interface Forward {
@@ -104,13 +106,30 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
   }
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
-  const context = contextOf(model, call, fwd.texts, fn);
+  const context = contextOf(model, call, fwd.texts, fn) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
   const status = fn && !trains(fn) ? functionStatus(fn) : 'eval';
-  if (status === 'train' || (status === 'unknown' && fn && callSitesOf(fn).length > 0)) return { kind: 'unreported' };
+  if (status === 'train' || (status === 'unknown' && fn && sitesOf(fn).length > 0)) return { kind: 'unreported' };
   return { kind: 'report', context, fn };
+}
+
+/**
+ * A function that does not train, whose every caller is known to evaluate, and that some
+ * evaluation calls without a guard (directly, or through helpers like it): its forward is
+ * reported in it, where the labels of real code put it, and the fix decorates it.
+ */
+function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
+  // A module's own methods are the model's internals: whether autograd records them is their caller's choice.
+  if (depth > 2 || (fn.cls && fn.model.isModuleClassInfo(fn.cls)) || trains(fn) || functionStatus(fn) !== 'eval') return undefined;
+  for (const s of sitesOf(fn)) {
+    if (s.model.gradState(s.call) !== 'default') continue;
+    const caller = s.model.functionOf(s.call);
+    const texts = s.model.positionalArgs(s.call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => s.model.src(a));
+    if (contextOf(s.model, s.call, texts, caller) || (caller && evalOnlyHelper(caller, depth + 1))) return { kind: 'caller', fn, caller: caller ? `\`${caller.name}()\`` : 'the script' };
+  }
+  return undefined;
 }
 
 function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined): Context | undefined {
@@ -237,6 +256,8 @@ function describe(context: Context, model: FileModel): string {
       const right = context.loop.children.find((c) => c.field === 'right');
       return `in a loop over \`${right ? model.src(right) : 'the validation data'}\``;
     }
+    case 'caller':
+      return `in \`${context.fn.name}()\`, which ${context.caller} calls to evaluate,`;
     case 'eval':
       return `after \`${context.receiver}.eval()\` (which does not turn off autograd)`;
   }
@@ -262,7 +283,7 @@ function callersGuarded(fn: FunctionInfo, depth: number): boolean {
  */
 function fixFor(model: FileModel, call: SyntaxNode, context: Context, fn: FunctionInfo | undefined): Fix | undefined {
   const guard = torchSpelling(model, 'no_grad');
-  const allInference = fn && !model.hasTrainingSignal(fn.node) && (context.kind === 'name' || (context.kind === 'eval' && !hasTrainCall(model, fn)));
+  const allInference = fn && !model.hasTrainingSignal(fn.node) && (context.kind === 'name' || context.kind === 'caller' || (context.kind === 'eval' && !hasTrainCall(model, fn)));
   if (fn && allInference && decorateSafe(fn)) {
     return { title: `Decorate \`${fn.name}\` with \`@${guard.text}()\``, edits: [...guard.edits, addDecorator(model, fn, `${guard.text}()`)] };
   }
