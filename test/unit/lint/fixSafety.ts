@@ -226,7 +226,7 @@ export class TrainingPaths {
         let reach = this.reaches.get(scope);
         if (!reach) this.reaches.set(scope, (reach = new Set()));
         const addKeys = (n: SyntaxNode): void => {
-          for (const k of keysOf(file, n)) add(reach as Set<string>, k);
+          for (const k of keysOf(file, n)) add(reach, k);
         };
         const calls = callsOf(scope);
         for (const c of calls) {
