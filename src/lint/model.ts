@@ -11,7 +11,7 @@
 import { ModelProvenance } from './model/provenance';
 
 export { callSitesOf, hasAny, lastName } from './model/types';
-export type { CallSite, ClassInfo, FunctionInfo, GradState, WorkspaceFacts } from './model/types';
+export type { CallSite, ClassInfo, FunctionInfo, GradState, ValueReference, WorkspaceFacts } from './model/types';
 export type { Accumulation } from './model/provenance';
 
 /**
@@ -31,6 +31,9 @@ declare module './model/types' {
     readonly model: FileModel;
   }
   interface CallSite {
+    readonly model: FileModel;
+  }
+  interface ValueReference {
     readonly model: FileModel;
   }
 }

@@ -3,7 +3,7 @@
  * that a fact can cross functions and files (a guard in a caller three levels up, a
  * `@contextmanager` that wraps `no_grad` in utils.py, a meter whose `update` appends).
  */
-import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type WorkspaceFacts } from './model';
+import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type ValueReference, type WorkspaceFacts } from './model';
 import { recorded, recordingNow, replay, track, unrecorded } from './deps';
 import { accumulatedParams, touchesTorch } from './model/summaries';
 import { flatCopy } from './text';
@@ -64,7 +64,8 @@ export class Workspace implements WorkspaceFacts {
   private readonly functions: ByName<FunctionInfo> = new Map();
   private readonly classes: ByName<ClassInfo> = new Map();
   private readonly sites: ByName<CallSite> = new Map();
-  private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[] }>();
+  private readonly refs: ByName<ValueReference> = new Map();
+  private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[]; refs: string[] }>();
   private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   private memoGeneration = -1;
   /** The latest change, and the latest change to any other file than that one, for `changedOutside`. */
@@ -82,7 +83,7 @@ export class Workspace implements WorkspaceFacts {
   set(model: FileModel): void {
     this.remove(model.path);
     this.files.set(model.path, model);
-    const names = { functions: [] as string[], classes: [] as string[], sites: [] as string[] };
+    const names = { functions: [] as string[], classes: [] as string[], sites: [] as string[], refs: [] as string[] };
     for (const fn of model.functions) {
       add(this.functions, fn.name, model.path, fn);
       names.functions.push(fn.name);
@@ -94,6 +95,10 @@ export class Workspace implements WorkspaceFacts {
     for (const { name, call } of model.callSiteNames()) {
       add(this.sites, name, model.path, { model, call });
       names.sites.push(name);
+    }
+    for (const { name, node } of model.valueReferenceNames()) {
+      add(this.refs, name, model.path, { model, node });
+      names.refs.push(name);
     }
     this.namesByFile.set(model.path, names);
     this.generation++;
@@ -132,6 +137,7 @@ export class Workspace implements WorkspaceFacts {
     drop(this.functions, names.functions, path);
     drop(this.classes, names.classes, path);
     drop(this.sites, names.sites, path);
+    drop(this.refs, names.refs, path);
     this.namesByFile.delete(path);
     this.files.delete(path);
     this.generation++;
@@ -195,6 +201,12 @@ export class Workspace implements WorkspaceFacts {
   callSites(name: string): readonly CallSite[] {
     track(`site:${name}`);
     return all(this.sites, name);
+  }
+
+  /** Where `name` (or `x.name`) is used as a value, not called, across the workspace. */
+  valueReferences(name: string): readonly ValueReference[] {
+    track(`ref:${name}`);
+    return all(this.refs, name);
   }
 
   /** Functions named `name` across the workspace. */

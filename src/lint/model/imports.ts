@@ -233,6 +233,7 @@ export abstract class ModelImports {
       const callee = this.callee(call);
       if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) out.add(`site:${lastName(this.src(callee))}`);
     }
+    for (const r of (chunk.valueRefs ??= this.valueRefsOf(chunk))) out.add(`ref:${r.name}`);
     for (const n of [top, ...descendants(top)]) {
       if (n.type === 'attribute') {
         const a = child(n, 'attribute');
@@ -300,6 +301,40 @@ export abstract class ModelImports {
       }
       yield* chunk.sites;
     }
+  }
+
+  /**
+   * Names used as values rather than called, for the workspace's reference index: an identifier
+   * read (not bound, not imported, not a parameter) and `x.name` read without a call
+   * (`callbacks=[evaluate]`, `hook(self.predict)`). A function named so may be called from anywhere.
+   */
+  *valueReferenceNames(): Generator<{ name: string; node: SyntaxNode }> {
+    for (const chunk of this.chunks.values()) {
+      if (!chunk.valueRefs) chunk.valueRefs = this.valueRefsOf(chunk);
+      yield* chunk.valueRefs;
+    }
+  }
+
+  private valueRefsOf(chunk: ChunkIndex): { name: string; node: SyntaxNode }[] {
+    const out: { name: string; node: SyntaxNode }[] = [];
+    const stored = (n: SyntaxNode): boolean => {
+      for (let a: SyntaxNode | null = n, p = n.parent; p; a = p, p = p.parent) {
+        if ((p.type === 'assignment' || p.type === 'augmented_assignment' || p.type === 'for_statement' || p.type === 'for_in_clause') && a.field === 'left') return true;
+        if (/^(import_statement|import_from_statement|future_import_statement|parameters|lambda_parameters|global_statement|nonlocal_statement|as_pattern_target|aliased_import)$/.test(p.type)) return true;
+        if (p.type === 'as_pattern' && a.field === 'alias') return true;
+        if (!/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|parenthesized_expression|dotted_name|default_parameter|typed_parameter|typed_default_parameter)$/.test(p.type)) return false;
+      }
+      return false;
+    };
+    for (const id of chunk.references) if (!stored(id)) out.push({ name: this.src(id), node: id });
+    for (const n of descendants(chunk.node)) {
+      // `forward_fn=predict`: the index of references leaves keyword arguments out.
+      if (n.type === 'identifier' && n.parent?.type === 'keyword_argument' && n.field === 'value') out.push({ name: this.src(n), node: n });
+      if (n.type !== 'attribute' || n.field === 'function' || n.parent?.type === 'attribute' || stored(n)) continue;
+      const a = child(n, 'attribute');
+      if (a) out.push({ name: this.src(a), node: n });
+    }
+    return out;
   }
 
   /** The calls the rules look at: those of the focused statement, or all. */

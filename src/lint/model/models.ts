@@ -109,6 +109,7 @@ export abstract class ModelModels extends ModelGuards {
       return arg.type === 'identifier' || arg.type === 'attribute' ? 'model' : undefined;
     }
     if (/^torch\.nn\.(modules\.\w+\.)?[A-Z]\w*$/.test(q)) return /Loss$/.test(q) ? 'loss' : /^torch\.nn\.(Parameter|ParameterList|ParameterDict|init)/.test(q) ? undefined : 'model';
+    if (/^transformers\.\w*(Tokenizer|Processor|Config|FeatureExtractor)\w*\./.test(q)) return undefined;
     if (/^torchvision\.models\.|^timm\.create_model$|^transformers\.\w+\.from_pretrained$|^transformers\.\w*Model\w*$/.test(q)) return 'model';
     if (/\.from_pretrained$/.test(q) && /Model|AutoModel/.test(q)) return 'model';
     const cls = lastName(q);

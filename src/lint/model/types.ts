@@ -27,6 +27,11 @@ export interface CallSite {
   readonly call: SyntaxNode;
 }
 
+/** A function or method named as a value, not called (`callbacks=[evaluate]`, `hook(self.predict)`): its callers are unknown. */
+export interface ValueReference {
+  readonly node: SyntaxNode;
+}
+
 /** Cross-file facts, answered by the workspace index. */
 export interface WorkspaceFacts {
   /** A function by that name wraps a grad guard (a `@contextmanager` or a decorator). */
@@ -43,6 +48,8 @@ export interface WorkspaceFacts {
   functionsNamed(name: string): readonly FunctionInfo[];
   /** Classes named `name`, across the workspace. */
   classesNamed(name: string): readonly ClassInfo[];
+  /** Places that use a name `name` (or `x.name`) as a value rather than calling it, across the workspace. */
+  valueReferences(name: string): readonly ValueReference[];
 }
 
 export type GradState = 'off' | 'on' | 'default';
@@ -108,6 +115,7 @@ export interface ChunkIndex {
   exports?: Set<string>;
   contribution?: Contribution;
   sites?: { name: string; call: SyntaxNode }[];
+  valueRefs?: { name: string; node: SyntaxNode }[];
 }
 
 export const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);

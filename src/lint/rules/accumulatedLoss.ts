@@ -9,6 +9,7 @@ import { track } from '../deps';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulatedParams, argumentFor, carrierIn, resolveCall, returnsState } from '../model/summaries';
+import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'accumulated-loss';
@@ -158,6 +159,8 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
   if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
+  // Returned to a caller that backpropagates it: the accumulator is that caller's loss.
+  if (leavesForBackward(model, acc.stmt)) return undefined;
   return finding(model, acc);
 }
 
@@ -168,11 +171,14 @@ function keptByCall(model: FileModel, call: SyntaxNode): boolean {
 }
 
 function finding(model: FileModel, acc: Accumulation): RawFinding {
+  const base = baseOf(acc.target);
   const valueText = model.src(acc.value);
   const targetText = model.src(acc.target);
   // `StepRecord(step, loss)`: the record keeps what it is built from; the fix goes on that argument.
   const fixed = constructorArgument(model, acc.value) ?? acc.value;
-  const suffix = suffixFor(model, fixed, fixed === acc.value ? acc.kind : 'add');
+  let suffix = suffixFor(model, fixed, fixed === acc.value ? acc.kind : 'add');
+  // `total += loss.item()` makes `total` a number: `.detach()` where it is used as a tensor later.
+  if (suffix === '.item()' && base.type !== 'call' && usedAsTensorAfter(model, model.src(base), acc.stmt)) suffix = '.detach()';
   const fixedText = model.src(fixed);
   return {
     message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: every step's activations stay on the GPU.`,
@@ -238,12 +244,14 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
     if (!arg) continue;
     const stmt = call.parent?.type === 'expression_statement' ? call.parent : call;
     if (!outlivesStep(model, baseOf(mc.receiver), stmt, true)) continue;
-    const suffix = model.isScalar(arg) ? '.item()' : '.detach()';
+    const suffix = model.isScalar(arg) && !meterUsesAsTensor(model, cls, mc.method, i) ? '.item()' : '.detach()';
     const argText = model.src(arg);
+    // `p = augment.tune(pred)` with `p` feeding the loss: what the call returns may carry `pred`'s graph.
+    const resultUsed = call.parent?.type !== 'expression_statement';
     return {
       message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step, so every step's activations stay on the GPU.`,
       range: rangeOf(stmt),
-      fixes: [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
+      fixes: (resultUsed && feedsBackward(model, call)) || leavesForBackward(model, stmt) ? [] : [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
     };
   }
   return undefined;

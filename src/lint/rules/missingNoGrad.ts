@@ -7,6 +7,7 @@ import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
+import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -29,34 +30,35 @@ export const rule: Rule = {
 type Context =
   | { kind: 'name'; fn: FunctionInfo }
   | { kind: 'loader'; loop: SyntaxNode }
-  | { kind: 'eval'; receiver: string; order: number };
+  | { kind: 'eval'; receiver: string; order: number }
+  /** A helper with no evaluation context of its own that only evaluation calls (`embed()` from `evaluate()`). */
+  | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string };
+
+/** A forward pass a call runs: a model called directly, or a project function (`forward_batch(model, b)`) that runs one nobody reports. */
+interface Forward {
+  readonly calleeNode: SyntaxNode;
+  /** The texts an `x.eval()` before the call must name: the model, or the helper's arguments. */
+  readonly texts: readonly string[];
+  /** The helper that runs the forward, for a call of one. */
+  readonly via?: FunctionInfo;
+}
+
+type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined } | { kind: 'safe' } | { kind: 'unreported' };
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
-    // A project function that runs the forward for its caller (`wrapper.eval_batch(batch)`).
-    // `load_model(path)` named like a model but a project function: what it does is its summary's to say.
-    const modelCall = model.isModelCall(call) && !namedLikeModel(model, call);
-    // A wrapper's summary is asked for only in an inference context (the cheap test first).
-    const wrapper = modelCall || !inferenceContext(model, call) ? undefined : forwardWrapper(model, call);
-    if (!wrapper && !modelCall) continue;
-    const mc = model.methodCall(call);
-    const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
-    if (!calleeNode) continue;
-    const calleeText = model.src(calleeNode);
-    const fn = model.functionOf(call);
-    const context = contextOf(model, call, calleeText, fn);
-    if (!context) continue;
-    if (context.kind === 'name' && model.hasTrainingSignal(context.fn.node)) continue;
-    if (context.kind === 'name' && (ownComputation(model, call, calleeText, context.fn) || oneOffInTest(model, call, context.fn))) continue;
-    if (model.gradState(call) !== 'default') continue;
-    if (frozenScript(model, calleeNode, call)) continue;
-    if (model.callReachesBackward(call)) continue;
-    if (fn && callersGuarded(fn, 1)) continue;
+    const fwd = forwardOf(model, call);
+    if (!fwd) continue;
+    const verdict = judge(model, call, fwd);
+    if (verdict.kind !== 'report') continue;
+    const { context, fn } = verdict;
+    const fix = fixFor(model, call, context, fn);
+    const runs = fwd.via ? `runs a model's forward pass (in \`${fwd.via.cls ? `${fwd.via.cls.name}.` : ''}${fwd.via.name}()\`) ${describe(context, model)}` : `runs ${describe(context, model)}`;
     findings.push({
-      message: `\`${model.src(call).split('\n')[0]}\` runs ${wrapper ? `a forward pass (in \`${wrapper.cls ? `${wrapper.cls.name}.` : ''}${wrapper.name}\`) ` : ''}${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` ${runs} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
       range: rangeOf(call),
-      fixes: [fixFor(model, call, context, fn)],
+      fixes: fix ? [fix] : [],
     });
   }
   return findings;
@@ -78,15 +80,93 @@ function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | unde
 function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
-  return contextOf(model, call, model.src(callee), model.functionOf(call)) !== undefined;
+  return contextOf(model, call, [model.src(callee)], model.functionOf(call)) !== undefined;
 }
 
-function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {
+/** The forward pass `call` runs, if any: a model call, or a call of a project function that runs an unreported one. */
+function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
+  // `load_model(path)` is named like a model, but a project function: its summary says what it runs.
+  if (model.isModelCall(call) && !namedLikeModel(model, call)) {
+    const mc = model.methodCall(call);
+    const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
+    return calleeNode ? { calleeNode, texts: [model.src(calleeNode)] } : undefined;
+  }
+  const callee = model.callee(call);
+  if (!callee) return undefined;
+  // Plain names and `self.` methods: the project function the name resolves to.
+  if (!(callee.type === 'identifier' || (callee.type === 'attribute' && /^self\.[A-Za-z_]\w*$/.test(model.src(callee))))) {
+    // `wrapper.eval_batch(batch)`: another object's method, by its class's summary, and only in an inference context.
+    const wrapper = callee.type === 'attribute' && inferenceContext(model, call) ? forwardWrapper(model, call) : undefined;
+    const receiver = wrapper && model.methodCall(call)?.receiver;
+    return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
+  }
+  const via = resolveCallee(model, call).find((g) => !trains(g) && unreportedForward(g));
+  if (!via) return undefined;
+  const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
+  return { calleeNode: callee, texts, via };
+}
+
+/**
+ * Does `fn` run a forward pass, unguarded, that no finding reports inside it (it has no
+ * evaluation context, or it is also called on a training path)? Then its evaluation callers
+ * are where the guard belongs.
+ */
+function unreportedForward(fn: FunctionInfo): boolean {
+  const model = fn.model;
+  return model.fact(`unreportedForward:${fn.node.order}`, () => {
+    for (const c of model.callsIn(fn.node)) {
+      const fwd = forwardOf(model, c);
+      if (fwd && judge(model, c, fwd).kind === 'unreported') return true;
+    }
+    return false;
+  }) ?? false;
+}
+
+/** Whether the forward at `call` is reported here, needs no guard at all, or is left to the evaluation callers. */
+function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
+  if (model.gradState(call) !== 'default') return { kind: 'safe' };
+  const fn = model.functionOf(call);
+  if (!fwd.via && frozenScript(model, fwd.calleeNode, call)) return { kind: 'safe' };
+  if (model.callReachesBackward(call)) return { kind: 'safe' };
+  if (fn && inferenceName.test(fn.name)) {
+    if (model.hasTrainingSignal(fn.node)) return { kind: 'safe' };
+    if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
+  }
+  if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
+  const context = contextOf(model, call, fwd.texts, fn) ?? (fn && evalOnlyHelper(fn));
+  if (!context) return { kind: 'unreported' };
+  // A helper the training step also calls (or one handed on as a callback, with callers of its
+  // own too): its forward must record a graph; the guard goes on its evaluation callers.
+  const status = fn && !trains(fn) ? functionStatus(fn) : 'eval';
+  if (status === 'train' || (status === 'unknown' && fn && sitesOf(fn).length > 0)) return { kind: 'unreported' };
+  return { kind: 'report', context, fn };
+}
+
+/**
+ * A function that does not train, whose every caller is known to evaluate, and that some
+ * evaluation calls without a guard (directly, or through helpers like it): its forward is
+ * reported in it, where the labels of real code put it, and the fix decorates it.
+ */
+function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
+  // A module's own methods are the model's internals: whether autograd records them is their caller's choice.
+  if (depth > 2 || (fn.cls && fn.model.isModuleClassInfo(fn.cls)) || trains(fn) || functionStatus(fn) !== 'eval') return undefined;
+  for (const s of sitesOf(fn)) {
+    if (s.model.gradState(s.call) !== 'default') continue;
+    const caller = s.model.functionOf(s.call);
+    const texts = s.model.positionalArgs(s.call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => s.model.src(a));
+    if (contextOf(s.model, s.call, texts, caller) || (caller && evalOnlyHelper(caller, depth + 1))) return { kind: 'caller', fn, caller: caller ? `\`${caller.name}()\`` : 'the script' };
+  }
+  return undefined;
+}
+
+function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
   const loop = model.evalLoaderLoopOf(call);
   if (loop) return { kind: 'loader', loop };
-  const e = model.evalEventFor(call, calleeText);
-  if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
+  for (const text of texts) {
+    const e = model.evalEventFor(call, text);
+    if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
+  }
   return undefined;
 }
 
@@ -203,6 +283,8 @@ function describe(context: Context, model: FileModel): string {
       const right = context.loop.children.find((c) => c.field === 'right');
       return `in a loop over \`${right ? model.src(right) : 'the validation data'}\``;
     }
+    case 'caller':
+      return `in \`${context.fn.name}()\`, which ${context.caller} calls to evaluate,`;
     case 'eval':
       return `after \`${context.receiver}.eval()\` (which does not turn off autograd)`;
   }
@@ -220,15 +302,23 @@ function callersGuarded(fn: FunctionInfo, depth: number): boolean {
   });
 }
 
-function fixFor(model: FileModel, call: SyntaxNode, context: Context, fn: FunctionInfo | undefined): Fix {
-  const allInference = fn && !model.hasTrainingSignal(fn.node) && (context.kind === 'name' || (context.kind === 'eval' && !hasTrainCall(model, fn)));
-  if (fn && allInference) {
-    const guard = torchSpelling(model, 'no_grad');
+/**
+ * The guard for this finding, only where it changes nothing a training path computes: the
+ * function's decorator when every caller of it is known to evaluate (trainingPath.ts), else
+ * `with no_grad():` around the validation loop or the call's own statement when nothing it
+ * computes reaches a backward pass or leaves for a caller that may train. Undefined otherwise.
+ */
+function fixFor(model: FileModel, call: SyntaxNode, context: Context, fn: FunctionInfo | undefined): Fix | undefined {
+  const guard = torchSpelling(model, 'no_grad');
+  const allInference = fn && !model.hasTrainingSignal(fn.node) && (context.kind === 'name' || context.kind === 'caller' || (context.kind === 'eval' && !hasTrainCall(model, fn)));
+  if (fn && allInference && decorateSafe(fn)) {
     return { title: `Decorate \`${fn.name}\` with \`@${guard.text}()\``, edits: [...guard.edits, addDecorator(model, fn, `${guard.text}()`)] };
   }
-  const guard = torchSpelling(model, 'no_grad');
-  const target = wrapTarget(model, call, context);
-  return { title: `Wrap in \`with ${guard.text}():\``, edits: [...guard.edits, wrapStatement(model, target, `with ${guard.text}():`)] };
+  const own = statementOf(call);
+  for (const target of new Set([wrapTarget(model, call, context), ...(own ? [own] : [])])) {
+    if (wrapSafe(model, target, fn)) return { title: `Wrap in \`with ${guard.text}():\``, edits: [...guard.edits, wrapStatement(model, target, `with ${guard.text}():`)] };
+  }
+  return undefined;
 }
 
 function hasTrainCall(model: FileModel, fn: FunctionInfo): boolean {

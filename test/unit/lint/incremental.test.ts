@@ -146,6 +146,24 @@ describe('incremental re-analysis', function () {
     assert.equal(seen[3], seen[1]);
   });
 
+  it('moves a shared helper\'s missing-no-grad (and its fix) when another statement starts or stops training through it, or hands it on', () => {
+    const path = '/incremental/shared-helper.py';
+    const shared = readFixtures(join(lintFixtures, 'bad'), (n) => n === 'shared_predict_helper.py')[0].text;
+    // The training step stops calling the helper: it evaluates only.
+    const evalOnly = shared.replace('logits = predict(model, images)', 'logits = model(images)');
+    // Handed on as a value: its callers are unknown again.
+    const handedOn = `${evalOnly}\n\nHOOKS = {"predict": predict}\n`;
+    const texts = [shared, evalOnly, handedOn, evalOnly, shared];
+    const seen = lintSteps(path, texts);
+    const lineOf = (text: string, needle: string) => text.split('\n').findIndex((l) => l.includes(needle));
+    assert.equal(seen[0], `${lineOf(shared, 'preds = predict(')}:missing-no-grad`);
+    // In the helper itself (its first line of that text), no longer at the caller.
+    assert.equal(seen[1], `${lineOf(evalOnly, '    logits = model(images)')}:missing-no-grad`);
+    assert.equal(seen[2], seen[0]);
+    assert.equal(seen[3], seen[1]);
+    assert.equal(seen[4], seen[0]);
+  });
+
   // Lookups compared by value (`FileModel.signatureOf`): the class a name is built from, and a
   // binding found in another scope. An edit elsewhere in the binding statement changes nothing;
   // an edit of the bound value changes the other statement's findings.

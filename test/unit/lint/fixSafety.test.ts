@@ -1,0 +1,221 @@
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { createLinter, type SourceFile } from '../../../src/lint/linter';
+import { repoRoot } from '../../paths';
+import { lintFixtures, readFixtures } from './corpus';
+import { FixSafetyChecker, type Violation } from './fixSafety';
+
+/** Every `.py` under `dir` (the fixtures' `.fixed.py` expectations are results, not inputs). */
+function pythonFiles(dir: string): SourceFile[] {
+  const out: SourceFile[] = [];
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (name.endsWith('.py') && !name.endsWith('.fixed.py')) out.push({ path: p, text: readFileSync(p, 'utf8') });
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+const show = (vs: readonly Violation[]): string[] => vs.map((v) => `${relative(repoRoot, v.path)}: ${v.fix}: ${v.problem}`);
+
+describe('lint fixes never change what training computes', () => {
+  let checker: FixSafetyChecker;
+  before(async () => {
+    checker = await FixSafetyChecker.create();
+  });
+  after(() => checker.dispose());
+
+  /** Each fixture file is a workspace of its own (two scripts may both define `evaluate`); each workspace folder one workspace. */
+  const workspaces = (): { name: string; files: SourceFile[] }[] => [
+    ...readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py')).map((f) => ({ name: `bad/${f.name}`, files: [f] })),
+    ...readFixtures(join(lintFixtures, 'good')).map((f) => ({ name: `good/${f.name}`, files: [f] })),
+    ...readdirSync(join(lintFixtures, 'workspace')).sort().map((d) => ({ name: `workspace/${d}`, files: pythonFiles(join(lintFixtures, 'workspace', d)) })),
+    { name: 'examples/pytorch', files: pythonFiles(join(repoRoot, 'examples', 'pytorch')).map((f) => ({ path: f.path, text: f.text })) },
+  ];
+
+  it('applies every fix on every fixture (one at a time, all together, fix-all): parses, no guard on a training path, no .item()/.detach() on what is backpropagated', async () => {
+    let checked = 0;
+    const violations: Violation[] = [];
+    for (const w of workspaces()) {
+      const linter = await createLinter({ onError: (path, err) => { throw new Error(`internal error on ${path}: ${String(err)}`); } });
+      try {
+        const r = checker.check(linter, w.files);
+        checked += r.fixesChecked;
+        violations.push(...r.violations);
+      } finally {
+        linter.dispose();
+      }
+    }
+    assert.deepEqual(show(violations), []);
+    assert.ok(checked >= 60, `only ${checked} fixes were checked`);
+  });
+
+  describe('the checker catches fixes that break training', () => {
+    const shared = readFixtures(join(lintFixtures, 'bad')).find((f) => f.name === 'shared_predict_helper.py') as SourceFile;
+    const lineOf = (text: string, needle: string): number => text.split('\n').findIndex((l) => l.includes(needle));
+    const at = (line: number, character = 0) => ({ start: { line, character }, end: { line, character } });
+
+    it('a no_grad decorator on a helper the training step backpropagates through', () => {
+      const paths = checker.analyse([shared]);
+      const line = lineOf(shared.text, 'def predict(');
+      const vs = checker.checkFix(paths, shared, [{ range: at(line), newText: '@torch.no_grad()\n' }], 'decorate predict');
+      assert.deepEqual(vs.map((v) => v.problem), [
+        '`predict` is on a training path (a training step calls it) and got a grad guard',
+        '`model(images)` is on a training path and now runs under a grad guard',
+        '`logits.float()` is on a training path and now runs under a grad guard',
+      ]);
+    });
+
+    it('a with no_grad() around the training step\'s forward', () => {
+      const paths = checker.analyse([shared]);
+      const line = lineOf(shared.text, 'logits = predict(model, images)');
+      const old = shared.text.split('\n')[line];
+      const vs = checker.checkFix(paths, shared, [{ range: { start: { line, character: 0 }, end: { line, character: old.length } }, newText: `    with torch.no_grad():\n    ${old}` }], 'wrap');
+      assert.deepEqual(vs.map((v) => v.problem), ['`predict(model, images)` is on a training path and now runs under a grad guard']);
+    });
+
+    it('.item() and .detach() on a value that reaches backward(), .item() on one used as a tensor later', () => {
+      const text = [
+        'import torch',
+        '',
+        'def train(model, loader, optimizer, criterion):',
+        '    total = 0',
+        '    for x, y in loader:',
+        '        loss = criterion(model(x), y)',
+        '        total += loss',
+        '    total.backward()',
+        '    optimizer.step()',
+        '',
+        'def run(model, loader, criterion):',
+        '    seen = 0',
+        '    for x, y in loader:',
+        '        seen += criterion(model(x), y)',
+        '    print(seen.item())',
+        '',
+      ].join('\n');
+      const file = { path: join(lintFixtures, 'synthetic_item.py'), text };
+      const paths = checker.analyse([file]);
+      const end = (needle: string) => {
+        const line = lineOf(text, needle);
+        return at(line, text.split('\n')[line].length);
+      };
+      assert.deepEqual(checker.checkFix(paths, file, [{ range: end('total += loss'), newText: '.item()' }], 'item').map((v) => v.problem), [
+        '`loss` gets `.item()` but `total` reaches backward()',
+        '`loss` gets `.item()`, making `total` a Python number, but `total` is used as a tensor later',
+      ]);
+      assert.deepEqual(checker.checkFix(paths, file, [{ range: end('total += loss'), newText: '.detach()' }], 'detach').map((v) => v.problem), ['`loss` gets `.detach()` but `total` reaches backward()']);
+      assert.deepEqual(checker.checkFix(paths, file, [{ range: end('seen += criterion'), newText: '.item()' }], 'item').map((v) => v.problem), ['`criterion(model(x), y)` gets `.item()`, making `seen` a Python number, but `seen` is used as a tensor later']);
+      assert.deepEqual(checker.checkFix(paths, file, [{ range: end('seen += criterion'), newText: '.detach()' }], 'detach'), []);
+    });
+
+    it('a fix that breaks the syntax', () => {
+      const paths = checker.analyse([shared]);
+      const vs = checker.checkFix(paths, shared, [{ range: at(lineOf(shared.text, 'def evaluate(')), newText: '    @torch.no_grad(\n' }], 'broken');
+      assert.ok(vs.some((v) => v.problem === 'the fixed file does not parse'), JSON.stringify(vs));
+    });
+  });
+
+  describe('where no fix is certain, the linter offers none (or guards the evaluation caller)', () => {
+    const lintText = async (text: string) => {
+      const linter = await createLinter();
+      try {
+        return linter.lintFile(join(lintFixtures, 'inline.py'), text).map((f) => ({ line: f.range.start.line + 1, rule: f.ruleId, fixes: f.fixes.map((x) => x.title) }));
+      } finally {
+        linter.dispose();
+      }
+    };
+
+    it('a meter call whose result feeds the loss keeps its argument as it is', async () => {
+      const text = [
+        'import torch',
+        '',
+        'class AdaptiveAugment:',
+        '    def __init__(self):',
+        '        self.signs = 0',
+        '',
+        '    def tune(self, real_pred):',
+        '        self.signs += real_pred.clamp(-1, 1).sum()',
+        '        return self.signs.item() * 1e-3',
+        '',
+        'def train(discriminator, loader, d_optim, augment):',
+        '    ada = AdaptiveAugment()',
+        '    p = 0.0',
+        '    for real in loader:',
+        '        real_pred = discriminator(augment(real, p))',
+        '        d_loss = torch.nn.functional.softplus(-real_pred).mean()',
+        '        d_optim.zero_grad()',
+        '        d_loss.backward()',
+        '        d_optim.step()',
+        '        p = ada.tune(real_pred)',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 20, rule: 'accumulated-loss', fixes: [] }]);
+    });
+
+    it('an evaluation function handed to a trainer as a callback (its callers are unknown) gets no decorator', async () => {
+      const text = [
+        'import torch',
+        'from trainer import Trainer',
+        '',
+        'def evaluate(model, loader):',
+        '    correct = 0',
+        '    for x, y in loader:',
+        '        correct += (model(x).argmax(1) == y).sum().item()',
+        '    return correct',
+        '',
+        'def build(model, optimizer, loader):',
+        '    return Trainer(model, optimizer, loader, eval_fn=evaluate)',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 7, rule: 'missing-no-grad', fixes: [] }]);
+    });
+
+    it('a helper passed on in a lambda is guarded at its evaluation caller', async () => {
+      const text = [
+        'import torch',
+        'from trainer import Trainer',
+        '',
+        'def predict(model, x):',
+        '    return model(x)',
+        '',
+        'def build(model, optimizer):',
+        '    return Trainer(model, optimizer, forward=lambda batch: predict(model, batch))',
+        '',
+        'def evaluate(model, loader):',
+        '    correct = 0',
+        '    for x, y in loader:',
+        '        correct += (predict(model, x).argmax(1) == y).sum().item()',
+        '    return correct',
+        '',
+      ].join('\n');
+      assert.deepEqual(await lintText(text), [{ line: 13, rule: 'missing-no-grad', fixes: ['Decorate `evaluate` with `@torch.no_grad()`'] }]);
+    });
+  });
+
+  const corpus = process.env.LINT_CORPUS_DIR ?? join(repoRoot, '.lint-corpus');
+  const projects = existsSync(corpus) ? readdirSync(corpus).filter((d) => statSync(join(corpus, d)).isDirectory()).sort() : [];
+  it(`applies every fix on the real-code corpus (${projects.length} projects)`, async function () {
+    if (projects.length === 0) {
+      this.skip(); // no real-code cache at LINT_CORPUS_DIR or .lint-corpus: `node scripts/lint-corpus.mjs fetch` (see notes on the corpus)
+    }
+    this.timeout(600_000);
+    const violations: Violation[] = [];
+    let checked = 0;
+    for (const id of projects) {
+      const linter = await createLinter();
+      try {
+        const r = checker.check(linter, pythonFiles(join(corpus, id)));
+        checked += r.fixesChecked;
+        violations.push(...r.violations);
+      } finally {
+        linter.dispose();
+      }
+    }
+    assert.deepEqual(violations.map((v) => `${relative(corpus, v.path)}: ${v.fix}: ${v.problem}`), []);
+    assert.ok(checked > 0, 'the corpus offered no fix at all');
+  });
+});

@@ -1,0 +1,490 @@
+/**
+ * A checker that the lint fixes never change what training computes. It applies every offered
+ * fix of every finding (one at a time, all of a file's together, and fix-all), re-parses, and
+ * checks the result against a training-path analysis of its own, written apart from the linter's
+ * (src/lint/trainingPath.ts) so that the two check each other:
+ *
+ * - the fixed file parses (when the original did);
+ * - no function on a training path got a `no_grad` / `inference_mode` guard, and no call on a
+ *   training path ended up inside one;
+ * - no value that reaches `backward()` got `.item()` / `.detach()`, and no value later used as a
+ *   tensor became a Python number through `.item()`;
+ * - no statement was removed but a cache flush or a device move done elsewhere too.
+ *
+ * Training path, over all files: a function that runs backward / an optimizer step (itself or
+ * through the functions it calls); every call whose value flows (through names, containers,
+ * returns) into a backward pass; every function such a call reaches, all of whose calls then are
+ * on the path too. Calls resolve by name, loosely (`f()` any function `f`, `x.m()` any method
+ * `m`): the checker errs towards "training", so a fix it passes is safe on every reading.
+ */
+import { applyEdits, combineFixes } from '../../../src/lint/fixes';
+import type { Linter, SourceFile } from '../../../src/lint/linter';
+import { loadPython, PythonParser } from '../../../src/lint/parser';
+import { ancestors, child, descendants, namedChildren, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
+import { lineStarts } from '../../../src/lint/text';
+import type { Finding, TextEdit } from '../../../src/lint/types';
+
+export interface Violation {
+  readonly path: string;
+  /** The fix's title, or `all fixes` / `fix-all`. */
+  readonly fix: string;
+  readonly problem: string;
+}
+
+interface Fn {
+  readonly file: Parsed;
+  readonly node: SyntaxNode;
+  readonly name: string;
+  readonly cls: string | undefined;
+  readonly key: string;
+}
+
+interface Parsed {
+  readonly path: string;
+  readonly text: string;
+  readonly root: SyntaxNode;
+  readonly hasError: boolean;
+  readonly fns: Fn[];
+  readonly fnByNode: Map<SyntaxNode, Fn>;
+}
+
+const guardText = /(no_grad|inference_mode)\b|set_grad_enabled\(\s*(False|mode\s*=\s*False)/;
+const optimizerLike = /optim|(^|\.)opt$|scaler|(^|\.)(accelerator|fabric|engine|model_engine)$/i;
+const tensorOnlyMethods = /^(item|backward|detach|cpu|cuda|to|numpy|tolist|size|dim|mean|sum|float|half|clone|view|reshape|squeeze|unsqueeze)$/;
+const isScope = (n: SyntaxNode): boolean => n.type === 'function_definition' || n.type === 'class_definition';
+
+function src(file: { text: string }, n: SyntaxNode): string {
+  return file.text.slice(n.start, n.end);
+}
+
+function parseFile(parser: PythonParser, path: string, text: string): Parsed {
+  const tree = parser.parse(text);
+  const root = toSyntax(tree, text);
+  const hasError = tree.rootNode.hasError;
+  tree.delete();
+  const file: Parsed = { path, text, root, hasError, fns: [], fnByNode: new Map() };
+  const seen = new Map<string, number>();
+  for (const n of descendants(root)) {
+    if (n.type !== 'function_definition') continue;
+    const nameNode = child(n, 'name');
+    const name = nameNode ? src(file, nameNode) : '';
+    let cls: string | undefined;
+    const owner = n.parent?.type === 'decorated_definition' ? n.parent.parent : n.parent;
+    if (owner?.type === 'block' && owner.parent?.type === 'class_definition') {
+      const c = child(owner.parent, 'name');
+      cls = c ? src(file, c) : '';
+    }
+    const base = `${path}:${cls ?? ''}.${name}`;
+    const i = seen.get(base) ?? 0;
+    seen.set(base, i + 1);
+    const fn: Fn = { file, node: n, name, cls, key: `${base}#${i}` };
+    file.fns.push(fn);
+    file.fnByNode.set(n, fn);
+  }
+  return file;
+}
+
+/** The function a node runs in (its nearest enclosing def), undefined at module level. */
+function fnOf(file: Parsed, node: SyntaxNode): Fn | undefined {
+  for (const a of ancestors(node)) if (a.type === 'function_definition') return file.fnByNode.get(a);
+  return undefined;
+}
+
+function decoratorsOf(file: Parsed, fn: SyntaxNode): string[] {
+  return fn.parent?.type === 'decorated_definition' ? fn.parent.children.filter((c) => c.type === 'decorator').map((d) => src(file, d)) : [];
+}
+
+/** Is `node` under a grad guard: a `with no_grad()` around it in its function, or a guard decorator on that function? */
+function guarded(file: Parsed, node: SyntaxNode): boolean {
+  let prev = node;
+  for (const a of ancestors(node)) {
+    if (a.type === 'with_statement' && prev.field === 'body') {
+      const clause = a.children.find((c) => c.type === 'with_clause');
+      if (clause && guardText.test(src(file, clause))) return true;
+    }
+    if (a.type === 'function_definition') return decoratorsOf(file, a).some((d) => guardText.test(d));
+    prev = a;
+  }
+  return false;
+}
+
+/** Calls in a scope's own body (not in nested functions or classes), with the scope node. */
+function callsOf(scope: SyntaxNode): SyntaxNode[] {
+  const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
+  return body ? [...(body.type === 'call' ? [body] : []), ...descendants(body, isScope)].filter((n) => n.type === 'call') : [];
+}
+
+/** Methods and attributes whose result carries no gradient back to their receiver. */
+const cutsGradient = /^(detach|detach_|item|tolist|numpy|argmax|argmin|argsort|size|dim|numel|long|int|bool|shape|dtype|device|data|requires_grad|grad)$/;
+
+/** Does the value at `d` pass through `.detach()` (or another method with no gradient) before reaching `top`? */
+function cut(file: Parsed, d: SyntaxNode, top: SyntaxNode): boolean {
+  for (let n: SyntaxNode | null = d; n && n !== top; n = n.parent) {
+    const p = n.parent;
+    if (p?.type === 'attribute' && n.field === 'object') {
+      const attr = child(p, 'attribute');
+      if (attr && cutsGradient.test(src(file, attr))) return true;
+    }
+  }
+  return false;
+}
+
+/** Text keys (identifiers and attributes) an expression reads, except through `.detach()` and the like. */
+function keysOf(file: Parsed, n: SyntaxNode): string[] {
+  const out: string[] = [];
+  for (const d of [n, ...descendants(n, isScope)]) {
+    if ((d.type === 'identifier' || d.type === 'attribute') && cut(file, d, n)) continue;
+    if (d.type === 'identifier' && (d.parent?.type !== 'attribute' || d.field === 'object') && d.parent?.type !== 'keyword_argument') out.push(src(file, d));
+    else if (d.type === 'identifier' && d.parent?.type === 'keyword_argument' && d.field === 'value') out.push(src(file, d));
+    else if (d.type === 'attribute') out.push(src(file, d));
+  }
+  return out;
+}
+
+/** The storage an assignment target writes: `x`, `self.total`, `d` for `d[k]`. */
+function baseKey(file: Parsed, n: SyntaxNode): string {
+  let t = n;
+  while (t.type === 'subscript' || t.type === 'parenthesized_expression') {
+    const v = t.type === 'subscript' ? child(t, 'value') : namedChildren(t)[0];
+    if (!v) break;
+    t = v;
+  }
+  return src(file, t);
+}
+
+function targetKeys(file: Parsed, left: SyntaxNode): string[] {
+  return [left, ...descendants(left)].filter((t) => t.type === 'identifier' || t.type === 'attribute' || t.type === 'subscript').map((t) => baseKey(file, t));
+}
+
+function methodOf(file: Parsed, call: SyntaxNode): { receiver: SyntaxNode; method: string } | undefined {
+  const f = child(call, 'function');
+  if (f?.type !== 'attribute') return undefined;
+  const receiver = child(f, 'object');
+  const attr = child(f, 'attribute');
+  return receiver && attr ? { receiver, method: src(file, attr) } : undefined;
+}
+
+/** The training-path analysis of a set of files. */
+export class TrainingPaths {
+  private readonly byName = new Map<string, Fn[]>();
+  /** Text keys that reach backward, per scope (a function node or a module root). */
+  readonly reaches = new Map<SyntaxNode, Set<string>>();
+  /** Functions that run backward / a step, themselves or through callees. */
+  readonly trains = new Set<Fn>();
+  /** Functions reached by a call on a training path. */
+  readonly reached = new Set<Fn>();
+  /** Calls on a training path, by their key (see `callKey`). */
+  readonly trainingCalls = new Set<string>();
+  /** Functions whose return value flows into a backward pass at some call site. */
+  private readonly returnsToBackward = new Set<Fn>();
+
+  constructor(readonly files: readonly Parsed[]) {
+    for (const f of files) for (const fn of f.fns) this.byName.set(fn.name, [...(this.byName.get(fn.name) ?? []), fn]);
+    this.solve();
+  }
+
+  resolve(file: Parsed, call: SyntaxNode): Fn[] {
+    const f = child(call, 'function');
+    if (f?.type === 'identifier') return (this.byName.get(src(file, f)) ?? []).filter((g) => !g.cls);
+    const m = methodOf(file, call);
+    if (!m) return [];
+    const receiver = src(file, m.receiver);
+    return (this.byName.get(m.method) ?? []).filter((g) => !!g.cls || (m.receiver.type === 'identifier' && receiver !== 'self'));
+  }
+
+  private isTrainingCall(file: Parsed, call: SyntaxNode): boolean {
+    const m = methodOf(file, call);
+    if (m?.method === 'backward' || m?.method === 'manual_backward') return true;
+    if (m?.method === 'step' && optimizerLike.test(src(file, m.receiver))) return true;
+    return /(^|\.)autograd\.(grad|backward)$/.test(src(file, child(call, 'function') ?? call));
+  }
+
+  /** The expressions whose values a training call backpropagates. */
+  private seeds(file: Parsed, call: SyntaxNode): SyntaxNode[] {
+    const m = methodOf(file, call);
+    const args = namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a)).filter((a): a is SyntaxNode => !!a);
+    if (m?.method === 'backward' && !/(^|\.)(accelerator|fabric|engine|model_engine|trainer)$/.test(src(file, m.receiver))) return [m.receiver, ...args];
+    if (m?.method === 'step') return [];
+    return args;
+  }
+
+  private solve(): void {
+    const scopes: { file: Parsed; scope: SyntaxNode; fn: Fn | undefined }[] = [];
+    for (const file of this.files) {
+      scopes.push({ file, scope: file.root, fn: undefined });
+      for (const fn of file.fns) scopes.push({ file, scope: fn.node, fn });
+    }
+    for (let changed = true, rounds = 0; changed && rounds < 50; rounds++) {
+      changed = false;
+      const add = <T>(set: Set<T>, v: T): void => {
+        if (!set.has(v)) {
+          set.add(v);
+          changed = true;
+        }
+      };
+      for (const { file, scope, fn } of scopes) {
+        let reach = this.reaches.get(scope);
+        if (!reach) this.reaches.set(scope, (reach = new Set()));
+        const addKeys = (n: SyntaxNode): void => {
+          for (const k of keysOf(file, n)) add(reach, k);
+        };
+        const calls = callsOf(scope);
+        for (const c of calls) {
+          if (guarded(file, c)) continue;
+          if (this.isTrainingCall(file, c)) {
+            if (fn) add(this.trains, fn);
+            for (const s of this.seeds(file, c)) addKeys(s);
+          }
+          if (fn && this.resolve(file, c).some((g) => g !== fn && this.trains.has(g))) add(this.trains, fn);
+        }
+        // Flow backwards through assignments, accumulations and returns.
+        const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
+        for (const n of body ? descendants(body, isScope) : []) {
+          if (n.type === 'assignment' || n.type === 'augmented_assignment') {
+            const left = child(n, 'left');
+            const right = child(n, 'right');
+            if (left && right && targetKeys(file, left).some((k) => reach.has(k))) addKeys(right);
+          } else if (n.type === 'call') {
+            const m = methodOf(file, n);
+            if (m && /^(append|extend|insert|add_|update|put|setdefault|__setitem__)$/.test(m.method) && reach.has(baseKey(file, m.receiver))) addKeys(child(n, 'arguments') ?? n);
+          } else if ((n.type === 'return_statement' || n.type === 'yield') && fn && this.returnsToBackward.has(fn)) {
+            addKeys(n);
+          }
+        }
+        // Calls whose value lands in a backpropagated key are on the path; so are all calls of a reached function.
+        for (const c of calls) {
+          if (guarded(file, c)) continue;
+          // A call of a function that trains is on the path itself; that function's own calls are judged by their flow.
+          if (this.resolve(file, c).some((g) => this.trains.has(g))) add(this.trainingCalls, callKey(file, c));
+          const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn) || this.storesBackpropagated(file, c, reach);
+          if (!byValue) continue;
+          add(this.trainingCalls, callKey(file, c));
+          for (const g of this.resolve(file, c)) {
+            add(this.reached, g);
+            add(this.returnsToBackward, g);
+          }
+        }
+      }
+    }
+  }
+
+  /** Does the value of `call` flow into a key that reaches backward (or into a training call, or out of a function whose result does)? */
+  private valueReaches(file: Parsed, call: SyntaxNode, reach: Set<string>, fn: Fn | undefined): boolean {
+    let prev = call;
+    for (const a of ancestors(call)) {
+      if (a.type === 'call' && this.isTrainingCall(file, a)) return true;
+      if (a.type === 'call' && prev.field === 'arguments') {
+        const m = methodOf(file, a);
+        if (m && /^(append|extend|insert|add_|update|put|setdefault)$/.test(m.method) && reach.has(baseKey(file, m.receiver))) return true;
+      }
+      if ((a.type === 'assignment' || a.type === 'augmented_assignment') && prev.field === 'right') {
+        const left = child(a, 'left');
+        return !!left && targetKeys(file, left).some((k) => reach.has(k));
+      }
+      if (a.type === 'return_statement' || a.type === 'yield') return !!fn && this.returnsToBackward.has(fn);
+      if (a.type === 'block' || a.type === 'module' || a.type === 'function_definition' || a.type === 'expression_statement' && a.parent?.type === 'block') break;
+      prev = a;
+    }
+    return false;
+  }
+
+  /** A bare call of a function that stores into an attribute the caller backpropagates (`self.loss = ...`). */
+  private storesBackpropagated(file: Parsed, call: SyntaxNode, reach: Set<string>): boolean {
+    if (call.parent?.type !== 'expression_statement') return false;
+    const attrs = [...reach].filter((k) => k.includes('.'));
+    if (attrs.length === 0) return false;
+    return this.resolve(file, call).some((g) => [...descendants(g.node, isScope)].some((n) => (n.type === 'assignment' || n.type === 'augmented_assignment') && attrs.includes(src(g.file, child(n, 'left') ?? n))));
+  }
+}
+
+/** A call's identity across a fix: its function, its text without whitespace, and its occurrence among equal ones. */
+function callKey(file: Parsed, call: SyntaxNode): string {
+  const fn = fnOf(file, call);
+  const text = src(file, call).replace(/\s+/g, '');
+  const scope = fn?.node ?? file.root;
+  let i = 0;
+  for (const c of scope.type === 'function_definition' ? callsOf(scope) : [...descendants(scope)].filter((n) => n.type === 'call')) {
+    if (c === call) break;
+    if (fnOf(file, c) === fn && src(file, c).replace(/\s+/g, '') === text) i++;
+  }
+  return `${fn?.key ?? `${file.path}:<module>`}:${text}#${i}`;
+}
+
+export class FixSafetyChecker {
+  private constructor(private readonly parser: PythonParser) {}
+
+  static async create(): Promise<FixSafetyChecker> {
+    return new FixSafetyChecker(new PythonParser(await loadPython()));
+  }
+
+  dispose(): void {
+    this.parser.delete();
+  }
+
+  analyse(files: readonly SourceFile[]): TrainingPaths {
+    return new TrainingPaths(files.map((f) => parseFile(this.parser, f.path, f.text)));
+  }
+
+  /**
+   * Lints `files` as one workspace with `linter` and checks every offered fix of every finding,
+   * one at a time, all of a file's fixes together, and the linter's fix-all.
+   */
+  check(linter: Linter, files: readonly SourceFile[]): { violations: Violation[]; fixesChecked: number } {
+    const paths = this.analyse(files);
+    const byPath = new Map(paths.files.map((f) => [f.path, f]));
+    const results = linter.lintWorkspace(files);
+    const violations: Violation[] = [];
+    let fixesChecked = 0;
+    for (const f of files) {
+      const findings: Finding[] = results.get(f.path) ?? [];
+      const old = byPath.get(f.path) as Parsed;
+      for (const finding of findings) {
+        for (const fix of finding.fixes) {
+          fixesChecked++;
+          violations.push(...this.checkEdits(paths, old, fix.edits, `${fix.title} (${finding.ruleId} at line ${finding.range.start.line + 1})`));
+        }
+      }
+      const all = combineFixes(findings.flatMap((x) => x.fixes));
+      if (all.length) violations.push(...this.checkEdits(paths, old, all, 'all fixes'));
+      if (findings.some((x) => x.fixes.length)) {
+        const fixed = linter.fixFile(f.path, f.text);
+        linter.setFile(f.path, f.text);
+        if (fixed !== f.text) violations.push(...this.checkText(paths, old, fixed, [], 'fix-all'));
+      }
+    }
+    return { violations, fixesChecked };
+  }
+
+  /** Checks one fix (its edits) to `file` against an analysis of the workspace it belongs to. */
+  checkFix(paths: TrainingPaths, file: SourceFile, edits: readonly TextEdit[], label: string): Violation[] {
+    const old = paths.files.find((f) => f.path === file.path);
+    if (!old) throw new Error(`${file.path} is not one of the analysed files`);
+    return this.checkEdits(paths, old, edits, label);
+  }
+
+  private checkEdits(paths: TrainingPaths, old: Parsed, edits: readonly TextEdit[], label: string): Violation[] {
+    return this.checkText(paths, old, applyEdits(old.text, edits), edits, label);
+  }
+
+  private checkText(paths: TrainingPaths, old: Parsed, text: string, edits: readonly TextEdit[], label: string): Violation[] {
+    const out: Violation[] = [];
+    const bad = (problem: string): void => {
+      out.push({ path: old.path, fix: label, problem });
+    };
+    const now = parseFile(this.parser, old.path, text);
+    if (now.hasError && !old.hasError) bad('the fixed file does not parse');
+    // Guards: functions and calls on a training path must not be under a new one.
+    const oldFns = new Map(old.fns.map((fn) => [fn.key, fn]));
+    for (const fn of now.fns) {
+      const before = oldFns.get(fn.key);
+      if (!before || !(paths.trains.has(before) || paths.reached.has(before))) continue;
+      const was = decoratorsOf(old, before.node).some((d) => guardText.test(d));
+      if (!was && decoratorsOf(now, fn.node).some((d) => guardText.test(d))) bad(`\`${fn.name}\` is on a training path (${paths.trains.has(before) ? 'it trains' : 'a training step calls it'}) and got a grad guard`);
+    }
+    const oldGuarded = new Map<string, boolean>();
+    for (const c of descendants(old.root)) if (c.type === 'call') oldGuarded.set(callKey(old, c), guarded(old, c));
+    for (const c of descendants(now.root)) {
+      if (c.type !== 'call') continue;
+      const key = callKey(now, c);
+      if (!paths.trainingCalls.has(key) || oldGuarded.get(key) !== false) continue;
+      if (guarded(now, c)) bad(`\`${src(now, c).split('\n')[0]}\` is on a training path and now runs under a grad guard`);
+    }
+    // Values: no `.item()` / `.detach()` on what is backpropagated; no `.item()` on what is used as a tensor later.
+    for (const e of edits) {
+      const m = /\.(item|detach)\(\)/.exec(e.newText);
+      if (!m) continue;
+      const expr = expressionAt(old, e);
+      if (!expr) continue;
+      const scope = fnOf(old, expr)?.node ?? old.root;
+      const reach = paths.reaches.get(scope) ?? new Set();
+      const target = storedInto(old, expr);
+      if (target && (reach.has(target) || (target.includes('.') && [...paths.reaches.values()].some((r) => r.has(target))))) bad(`\`${src(old, expr)}\` gets \`.${m[1]}()\` but \`${target}\` reaches backward()`);
+      if (m[1] === 'item' && target && usedAsTensor(old, target, expr, scope)) bad(`\`${src(old, expr)}\` gets \`.item()\`, making \`${target}\` a Python number, but \`${target}\` is used as a tensor later`);
+    }
+    // Removals: a statement may go only when it is a cache flush or a device move done elsewhere too.
+    for (const e of edits) {
+      if (e.newText.trim() !== '' && e.newText.trim() !== 'pass') continue;
+      for (const stmt of statementsIn(old, e)) {
+        const t = src(old, stmt);
+        if (/^(torch\.)?cuda\.empty_cache\(\)$|^torch\.cuda\.empty_cache\(\)$|^gc\.collect\(\)$/.test(t.trim())) continue;
+        const move = /^(?:(\w[\w.]*)\s*=\s*)?(\w[\w.]*)\.(to\(.*\)|cuda\(.*\))$/s.exec(t.trim());
+        if (move && !undoneInLoop(old, stmt, move[2])) continue;
+        bad(`removes \`${t.split('\n')[0]}\``);
+      }
+    }
+    return out;
+  }
+}
+
+/** The expression an edit appends to (`loss` in `loss` -> `loss.item()`), or the one it replaces. */
+function expressionAt(file: Parsed, e: TextEdit): SyntaxNode | undefined {
+  const starts = lineStarts(file.text);
+  const offset = (p: { line: number; character: number }): number => (starts[p.line] ?? file.text.length) + p.character;
+  const start = offset(e.range.start);
+  const end = offset(e.range.end);
+  let best: SyntaxNode | undefined;
+  for (const n of descendants(file.root)) {
+    if (!n.named) continue;
+    // An insertion attaches to the largest primary expression ending there (`b.c` in `a + b.c`).
+    const fits = start === end ? n.end === end && /^(identifier|attribute|call|subscript|parenthesized_expression)$/.test(n.type) : n.start === start && n.end === end;
+    if (fits && (!best || n.end - n.start > best.end - best.start)) best = n;
+  }
+  return best;
+}
+
+/** Where the value of `expr` is stored: an assignment's target, an accumulator, a meter's receiver. */
+function storedInto(file: Parsed, expr: SyntaxNode): string | undefined {
+  let prev = expr;
+  for (const a of ancestors(expr)) {
+    if ((a.type === 'assignment' || a.type === 'augmented_assignment') && prev.field === 'right') {
+      const left = child(a, 'left');
+      return left ? baseKey(file, left) : undefined;
+    }
+    if (a.type === 'call' && prev.field === 'arguments') {
+      const m = methodOf(file, a);
+      if (m) return baseKey(file, m.receiver);
+    }
+    if (a.type === 'expression_statement' || a.type === 'block') break;
+    prev = a;
+  }
+  return undefined;
+}
+
+/** Is `key` used as a tensor (a tensor-only method, a `torch.` function's argument) after `at`, in its scope? */
+function usedAsTensor(file: Parsed, key: string, at: SyntaxNode, scope: SyntaxNode): boolean {
+  const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
+  // Initialised as a tensor, it stays one after `+= x.item()`.
+  for (const n of body ? descendants(body, isScope) : []) {
+    if (n.type !== 'assignment') continue;
+    const left = child(n, 'left');
+    const right = child(n, 'right');
+    if (left && right && src(file, left) === key && /^torch\.(zeros|ones|tensor|full|empty)/.test(src(file, right))) return false;
+  }
+  for (const n of body ? descendants(body, isScope) : []) {
+    if (n.start < at.end || n.type !== 'call') continue;
+    const m = methodOf(file, n);
+    if (m && src(file, m.receiver) === key && tensorOnlyMethods.test(m.method)) return true;
+    const callee = src(file, child(n, 'function') ?? n);
+    if (/^torch\./.test(callee) && namedChildren(child(n, 'arguments') ?? n).some((a) => src(file, a) === key)) return true;
+  }
+  return false;
+}
+
+/** The statements an edit's range covers entirely. */
+function statementsIn(file: Parsed, e: TextEdit): SyntaxNode[] {
+  const out: SyntaxNode[] = [];
+  for (const n of descendants(file.root)) {
+    if (n.parent?.type !== 'block' && n.parent?.type !== 'module') continue;
+    if (!n.named || n.type === 'comment') continue;
+    const inside = (n.startRow > e.range.start.line || (n.startRow === e.range.start.line && n.startCol >= e.range.start.character)) && (n.endRow < e.range.end.line || (n.endRow === e.range.end.line && n.endCol <= e.range.end.character));
+    if (inside) out.push(n);
+  }
+  return out;
+}
+
+/** Does the loop around a removed `x.to(device)` also move `x` elsewhere (`x.cpu()` to save it), so that the move is needed? */
+function undoneInLoop(file: Parsed, stmt: SyntaxNode, receiver: string): boolean {
+  const loop = [...ancestors(stmt)].find((a) => a.type === 'for_statement' || a.type === 'while_statement');
+  if (!loop) return false;
+  return [...descendants(loop, isScope)].some((n) => n.type === 'call' && !(n.start >= stmt.start && n.end <= stmt.end) && /^(cpu|to|cuda|half|float)$/.test(methodOf(file, n)?.method ?? '') && src(file, methodOf(file, n)?.receiver ?? n) === receiver);
+}
