@@ -41,14 +41,20 @@ function check(model: FileModel): RawFinding[] {
   return findings;
 }
 
-/** Does the storage named by `base` live longer than one training step at `stmt`? */
+/**
+ * Does the storage named by `base` live longer than one training step at `stmt`? A local
+ * does when its value at `stmt` can come from an earlier iteration of the batch loop (flow.ts):
+ * bound before the loop, or reset only on some iterations (`if i % 100 == 0: running = 0`).
+ * One reset at the top of every step bounds it to that step, and a loop over micro-batches
+ * or loss heads inside the step is not the batch loop (`batchLoopOf`).
+ */
 function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, mutation: boolean): boolean {
   if (base.type === 'attribute') return true;
   if (base.type !== 'identifier') return false;
   const name = model.src(base);
   const scope = model.scopeOf(stmt);
   if (scope !== model.root && model.isGlobalIn(scope, name)) return true;
-  const loop = model.stepLoopOf(stmt);
+  const loop = model.batchLoopOf(stmt) ?? model.stepLoopOf(stmt);
   const bindings = model.bindingsIn(scope, name);
   if (bindings.length === 0) {
     if (scope !== model.root && model.isParam(scope, name)) return !!loop;
@@ -56,7 +62,20 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
     return mutation && scope !== model.root && model.bindingsIn(model.root, name).length > 0;
   }
   if (!loop) return false;
-  return bindings.some((b) => !contains(loop, b.target));
+  return model.carriedAcross(name, stmt, loop);
+}
+
+/**
+ * A module's own computation: a local of an `nn.Module`'s `forward` (`x += self.block(x)`,
+ * `out = out + self.shortcut(x)`, a list of per-layer features). It lives for one call, and
+ * the graph it holds is the forward's own, which the caller backpropagates.
+ */
+function moduleComputation(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): boolean {
+  if (base.type !== 'identifier') return false;
+  const fn = model.functionOf(stmt);
+  if (!fn?.cls || !/^(forward|_forward\w*|__call__)$/.test(fn.name)) return false;
+  if (!(model.isModuleClassInfo(fn.cls) || fn.cls.bases.some((b) => /(^|\.)Module$/.test(model.src(b))))) return false;
+  return !model.isGlobalIn(fn.node, model.src(base));
 }
 
 /**
@@ -153,6 +172,7 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   if (base.type !== 'identifier' && base.type !== 'attribute') return undefined;
   // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
+  if (moduleComputation(model, base, acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
   if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
   const suffix = suffixFor(model, acc.value, acc.kind);
