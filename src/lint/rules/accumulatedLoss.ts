@@ -49,7 +49,7 @@ function check(model: FileModel): RawFinding[] {
  * or loss heads inside the step is not the batch loop (`batchLoopOf`).
  */
 function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, mutation: boolean): boolean {
-  if (base.type === 'attribute') return true;
+  if (base.type === 'attribute') return attributeOutlivesCall(model, base, stmt);
   if (base.type !== 'identifier') return false;
   const name = model.src(base);
   const scope = model.scopeOf(stmt);
@@ -66,16 +66,18 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
 }
 
 /**
- * A module's own computation: a local of an `nn.Module`'s `forward` (`x += self.block(x)`,
- * `out = out + self.shortcut(x)`, a list of per-layer features). It lives for one call, and
- * the graph it holds is the forward's own, which the caller backpropagates.
+ * An attribute lives as long as its object, across calls, unless every path from the
+ * function's entry to `stmt` binds it first (flow.ts): a module's `forward` that sets
+ * `self.h = self.encoder(x)` and then adds a residual `self.h += self.block(self.h)` makes the
+ * value anew in every call, and holds one forward's graph until the next call replaces it.
+ * Within the call, a batch loop that carries it from step to step still keeps every step's.
  */
-function moduleComputation(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): boolean {
-  if (base.type !== 'identifier') return false;
-  const fn = model.functionOf(stmt);
-  if (!fn?.cls || !/^(forward|_forward\w*|__call__)$/.test(fn.name)) return false;
-  if (!(model.isModuleClassInfo(fn.cls) || fn.cls.bases.some((b) => /(^|\.)Module$/.test(model.src(b))))) return false;
-  return !model.isGlobalIn(fn.node, model.src(base));
+function attributeOutlivesCall(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): boolean {
+  const key = model.src(base);
+  const r = model.reachingDefs(key, stmt);
+  if (!r || r.entry || r.defs.length === 0) return true;
+  const loop = model.batchLoopOf(stmt) ?? model.stepLoopOf(stmt);
+  return !!loop && model.carriedAcross(key, stmt, loop);
 }
 
 /**
@@ -172,7 +174,6 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   if (base.type !== 'identifier' && base.type !== 'attribute') return undefined;
   // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
-  if (moduleComputation(model, base, acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
   if (base.type === 'attribute' && backpropagatedElsewhere(model, base, acc.stmt)) return undefined;
   const suffix = suffixFor(model, acc.value, acc.kind);
