@@ -290,6 +290,8 @@ export abstract class ModelProvenance extends ModelModels {
         return anyArg();
       }
       if (mc.method === 'forward') return this.isModelExpr(mc.receiver, call);
+      // `Categorical(probs).sample()`: sampling is not differentiable (`rsample` is).
+      if (mc.method === 'sample' && this.isDistribution(mc.receiver, call)) return false;
       if (this.isModelExpr(callee, call)) return true;
       if (this.isLossExpr(callee)) return anyArg();
       return this.carriesHistory(mc.receiver, seen);
@@ -303,6 +305,17 @@ export abstract class ModelProvenance extends ModelModels {
       if (this.isLossExpr(callee)) return anyArg();
     }
     return false;
+  }
+
+  /** Is this a `torch.distributions` object: built here, or bound to one where it is read? */
+  protected isDistribution(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const n = unparen(expr);
+    let v: SyntaxNode | undefined = n;
+    if (n.type === 'identifier') {
+      const b = this.binding(this.src(n), at);
+      v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    }
+    return v?.type === 'call' && /^torch\.distributions\./.test(this.qualify(this.callee(v)) ?? '');
   }
 
   protected containsHistory(node: SyntaxNode, seen: Set<number>): boolean {
@@ -407,7 +420,44 @@ export abstract class ModelProvenance extends ModelModels {
       if (own.loader || own.step) return a;
       if (own.backward && !backward) backward = a;
     }
+    // A `train_step()` that runs backward per micro-batch in a loop and steps the optimizer
+    // after it is one step: its batch loop is the caller's.
+    if (backward && this.callsIn(this.scopeOf(backward)).some((c) => !contains(backward, c) && this.isOptimizerStep(c))) return undefined;
     return backward;
+  }
+
+  /**
+   * The loop whose one iteration a value made at `node` can live for, at most: the batch
+   * loop, else an epoch loop around `node` (one that runs a batch loop, `node` being before or
+   * after it). Undefined when neither: the value lives for one call or one step.
+   */
+  stepOrEpochLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    const batch = this.batchLoopOf(node);
+    if (batch) return batch;
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (loopTypes.has(a.type) && this.runsBatchLoop(a)) return a;
+    }
+    return undefined;
+  }
+
+  protected isOptimizerStep(call: SyntaxNode): boolean {
+    const mc = this.methodCall(call);
+    return mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver));
+  }
+
+  /**
+   * The innermost loop around `node` (in its scope) whose own body runs backward or an
+   * optimizer step: `node` is part of a training step (not merely in a loop over a loader).
+   */
+  trainingStepLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (!loopTypes.has(a.type)) continue;
+      const own = this.loopSignals(a);
+      if (own.step || own.backward) return a;
+    }
+    return undefined;
   }
 
   /**

@@ -28,7 +28,7 @@ function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const stmt of model.targetNodes((n) => n.type === 'ERROR')) {
     if (stmt.type !== 'expression_statement') continue;
-    const acc = model.accumulation(stmt);
+    const acc = model.accumulation(stmt) ?? keyedStore(stmt);
     if (acc) {
       const f = checkAccumulation(model, acc);
       if (f) findings.push(f);
@@ -54,7 +54,7 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
   const name = model.src(base);
   const scope = model.scopeOf(stmt);
   if (scope !== model.root && model.isGlobalIn(scope, name)) return true;
-  const loop = model.batchLoopOf(stmt) ?? model.stepLoopOf(stmt);
+  const loop = model.stepOrEpochLoopOf(stmt);
   const bindings = model.bindingsIn(scope, name);
   if (bindings.length === 0) {
     if (scope !== model.root && model.isParam(scope, name)) return !!loop;
@@ -63,6 +63,21 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
   }
   if (!loop) return false;
   return model.carriedAcross(name, stmt, loop);
+}
+
+/**
+ * `log[step] = loss`: a store under a key that changes (not a literal), so each step adds an
+ * entry to the container rather than replacing one.
+ */
+function keyedStore(stmt: SyntaxNode): Accumulation | undefined {
+  const expr = stmt.children.find((c) => c.named);
+  if (expr?.type !== 'assignment') return undefined;
+  const left = child(expr, 'left');
+  const right = child(expr, 'right');
+  if (left?.type !== 'subscript' || !right || right.type === 'assignment') return undefined;
+  const index = child(left, 'subscript');
+  if (!index || /^(integer|float|string|true|false|none|unary_operator)$/.test(index.type)) return undefined;
+  return { stmt, kind: 'list', target: left, value: right };
 }
 
 /**
@@ -76,7 +91,7 @@ function attributeOutlivesCall(model: FileModel, base: SyntaxNode, stmt: SyntaxN
   const key = model.src(base);
   const r = model.reachingDefs(key, stmt);
   if (!r || r.entry || r.defs.length === 0) return true;
-  const loop = model.batchLoopOf(stmt) ?? model.stepLoopOf(stmt);
+  const loop = model.stepOrEpochLoopOf(stmt);
   return !!loop && model.carriedAcross(key, stmt, loop);
 }
 

@@ -10,6 +10,8 @@ import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
 const inferenceName = /^_*(eval|valid|val_|test|predict|infer)/i;
+/** Generation and sampling: inference when the function decodes in a loop or returns nothing (it saves or prints what it made). */
+const generationName = /^_*(generate|sample|translate|greedy|beam_?search|detect)/i;
 const maxCallerDepth = 3;
 
 export const rule: Rule = {
@@ -42,6 +44,7 @@ function check(model: FileModel): RawFinding[] {
     const context = contextOf(model, call, calleeText, fn);
     if (!context) continue;
     if (context.kind === 'name' && model.hasTrainingSignal(context.fn.node)) continue;
+    if (context.kind === 'eval' && partOfEveryStep(model, call)) continue;
     if (context.kind === 'name' && (ownComputation(model, call, calleeText, context.fn) || oneOffInTest(model, call, context.fn))) continue;
     if (model.gradState(call) !== 'default') continue;
     if (frozenScript(model, calleeNode, call)) continue;
@@ -58,6 +61,7 @@ function check(model: FileModel): RawFinding[] {
 
 function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
+  if (fn && generationName.test(fn.name) && generates(fn)) return { kind: 'name', fn };
   const loop = model.evalLoaderLoopOf(call);
   if (loop) return { kind: 'loader', loop };
   const e = model.evalEventFor(call, calleeText);
@@ -74,6 +78,35 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? b.value : undefined;
   return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/**
+ * `discriminator.eval()` and a forward on every iteration of the loop that runs backward or
+ * an optimizer step: a frozen part of the training step (dropout and batch norm fixed for a
+ * loss term), not an evaluation. An evaluation every N steps sits under a condition.
+ */
+function partOfEveryStep(model: FileModel, call: SyntaxNode): boolean {
+  const loop = model.trainingStepLoopOf(call);
+  if (!loop) return false;
+  for (const a of ancestors(call)) {
+    if (a === loop) return true;
+    if (/^(if_statement|elif_clause|else_clause|except_clause|conditional_expression|boolean_operator)$/.test(a.type)) return false;
+  }
+  return false;
+}
+
+/**
+ * A `generate()` / `sample_images()` / `translate()` that decodes step by step (a loop) or
+ * keeps nothing it made (no `return value`: it saves or prints it). One that returns a single
+ * forward's output (`def generate(z): return G(z)`) may feed a training loss.
+ */
+function generates(fn: FunctionInfo): boolean {
+  let returns = false;
+  for (const n of descendants(fn.body ?? fn.node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
+    if (loopTypes.has(n.type)) return true;
+    if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
+  }
+  return !returns;
 }
 
 /** Is there a loop between `node` and the function `fn` it is in? */
