@@ -166,7 +166,7 @@ export class ScopeFlow implements Flow {
     }
     defs.sort((a, b) => a.at.order - b.at.order);
     const r = defs.length === 0 && entry ? NONE : { defs, entry };
-    if (!byKey) this.cache.set(from, (byKey = new Map()));
+    if (!byKey) this.cache.set(from, (byKey = new Map<string, Reaching>()));
     byKey.set(key, r);
     return r;
   }
