@@ -70,7 +70,8 @@ export abstract class ModelScopes extends ModelImports {
     if (scope === this.root) track(`root:${key}`);
     const data = this.scopeData(scope);
     const own = data.bindings.get(key);
-    if (own?.length) {
+    // With one binding the flow gives the same answer as the scan below: it, whether it reaches or not.
+    if (own && own.length > 1) {
       const defs = this.flowOf(scope, data).reaching(key, at)?.defs;
       if (defs?.length) {
         let best: Binding | undefined;

@@ -28,7 +28,7 @@ function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const stmt of model.targetNodes((n) => n.type === 'ERROR')) {
     if (stmt.type !== 'expression_statement') continue;
-    const acc = model.accumulation(stmt) ?? keyedStore(stmt);
+    const acc = model.accumulation(stmt) ?? keyedStore(model, stmt);
     if (acc) {
       const f = checkAccumulation(model, acc);
       if (f) findings.push(f);
@@ -66,17 +66,18 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
 }
 
 /**
- * `log[step] = loss`: a store under a key that changes (not a literal), so each step adds an
- * entry to the container rather than replacing one.
+ * `log[step] = loss` in a batch loop: a store under a key that changes (not a literal), so
+ * each step adds an entry to the container rather than replacing one. Outside a batch loop a
+ * keyed store is a cache (by module, by name), not a leak per step.
  */
-function keyedStore(stmt: SyntaxNode): Accumulation | undefined {
+function keyedStore(model: FileModel, stmt: SyntaxNode): Accumulation | undefined {
   const expr = stmt.children.find((c) => c.named);
   if (expr?.type !== 'assignment') return undefined;
   const left = child(expr, 'left');
   const right = child(expr, 'right');
   if (left?.type !== 'subscript' || !right || right.type === 'assignment') return undefined;
   const index = child(left, 'subscript');
-  if (!index || /^(integer|float|string|true|false|none|unary_operator)$/.test(index.type)) return undefined;
+  if (!index || /^(integer|float|string|true|false|none|unary_operator)$/.test(index.type) || !model.batchLoopOf(stmt)) return undefined;
   return { stmt, kind: 'list', target: left, value: right };
 }
 

@@ -5,7 +5,7 @@
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
@@ -61,7 +61,7 @@ function check(model: FileModel): RawFinding[] {
 
 function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
-  if (fn && generationName.test(fn.name) && generates(fn)) return { kind: 'name', fn };
+  if (fn && generationName.test(fn.name) && generates(model, fn)) return { kind: 'name', fn };
   const loop = model.evalLoaderLoopOf(call);
   if (loop) return { kind: 'loader', loop };
   const e = model.evalEventFor(call, calleeText);
@@ -96,14 +96,14 @@ function partOfEveryStep(model: FileModel, call: SyntaxNode): boolean {
 }
 
 /**
- * A `generate()` / `sample_images()` / `translate()` that decodes step by step (a loop) or
- * keeps nothing it made (no `return value`: it saves or prints it). One that returns a single
- * forward's output (`def generate(z): return G(z)`) may feed a training loss.
+ * A `generate()` / `sample_images()` / `translate()` that decodes step by step (a model call
+ * in a loop) or keeps nothing it made (no `return value`: it saves or prints it). One that
+ * returns a single forward's output (`def generate(z): return G(z)`) may feed a training loss.
  */
-function generates(fn: FunctionInfo): boolean {
+function generates(model: FileModel, fn: FunctionInfo): boolean {
   let returns = false;
-  for (const n of descendants(fn.body ?? fn.node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
-    if (loopTypes.has(n.type)) return true;
+  for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
+    if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
     if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
   }
   return !returns;
