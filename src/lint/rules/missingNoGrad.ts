@@ -9,9 +9,9 @@ import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type Synta
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
-const inferenceName = /^_*(eval|valid|val_|test|predict|infer)/i;
+const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
 /** Generation and sampling: inference when the function decodes in a loop or returns nothing (it saves or prints what it made). */
-const generationName = /^_*(generate|sample|translate|greedy|beam_?search|detect)/i;
+const generationName = /^_*(generate|sample|translate|greedy|beam_?search)/i;
 const maxCallerDepth = 3;
 
 export const rule: Rule = {
