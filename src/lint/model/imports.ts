@@ -90,9 +90,8 @@ export abstract class ModelImports {
     for (const f of chunk.functions) (f as unknown as Owned).model = this;
     for (const c of chunk.classes) (c as unknown as Owned).model = this;
     for (const d of chunk.scopes.values()) {
-      d.reachesBackward = undefined;
-      d.scalarBackward = undefined;
-      d.trainingSignal = undefined;
+      // Provenance may read other statements; the flow graph (syntax only) stays.
+      d.backward = undefined;
       d.backwardDeps = undefined;
     }
   }

@@ -4,6 +4,8 @@ import { unparen, type SyntaxNode } from '../syntax';
 import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily } from './types';
 import { ModelGuards } from './guards';
 
+const factoryName = /^_*(load|create|build|get|make|init|initialize|setup|define|instantiate|construct|prepare|restore|new)_\w+$/i;
+
 export abstract class ModelModels extends ModelGuards {
   // ---------------------------------------------------------------- models
 
@@ -134,12 +136,16 @@ export abstract class ModelModels extends ModelGuards {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
+    // `def evaluate(Model, envs): model = Model(envs)`: a class passed in; calling it builds the module.
+    if (expr.type === 'identifier' && /^[A-Z]/.test(text) && this.isParam(this.scopeOf(at), text) && this.bindingsIn(this.scopeOf(at), text).length === 0) return false;
     track(`mt:${text}`);
     const { models, losses, remotes } = this.moduleTexts;
     // A name bound anywhere in the file to a RemoteModule.
     if (remotes.has(text)) return false;
     if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
     if (models.has(text)) return true;
+    // `load_model(path)`, `create_model(cfg)`: a factory that returns a model; calling it runs no forward.
+    if (factoryName.test(lastName(text))) return false;
     const q = this.qualify(expr) ?? text;
     if (torchFamily.test(q)) return false;
     return modelNamePattern.test(lastName(text));

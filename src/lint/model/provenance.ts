@@ -4,41 +4,61 @@
  */
 import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { accumulateMutators, backwardOwners, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type ScopeData } from './types';
+import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData } from './types';
 import { ModelModels } from './models';
 import { namedLikeModel, summaryCarries } from './summaries';
 
 export abstract class ModelProvenance extends ModelModels {
+  /** The definitions `definitionsCarry` is answering, outermost first (a cycle through them is neutral). */
+  private readonly carrying = new Set<Binding>();
+
   // ---------------------------------------------------------------- backward and history
 
-  protected backwardFacts(scope: SyntaxNode): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
+  protected backwardFacts(scope: SyntaxNode): BackwardFacts {
     const data = this.scopeData(scope);
     if (scope === this.root) track('root*');
-    if (data.reachesBackward && data.scalarBackward && (data.backwardDeps || !recordingNow())) {
+    if (data.backward && (data.backwardDeps || !recordingNow())) {
       replay(data.backwardDeps);
-      return { reaches: data.reachesBackward, scalar: data.scalarBackward, training: !!data.trainingSignal };
+      return data.backward;
     }
-    return this.recordBackwardFacts(scope, data);
-  }
-
-  protected recordBackwardFacts(scope: SyntaxNode, data: ScopeData): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
     const r = recorded(() => this.computeBackwardFacts(scope, data));
     data.backwardDeps = r.deps;
     return r.value;
   }
 
-  protected computeBackwardFacts(_scope: SyntaxNode, data: ScopeData): { reaches: Set<string>; scalar: Set<string>; training: boolean } {
+  /**
+   * Which definitions flow into a backward pass. The receiver of `.backward()` (or the first
+   * argument of `accelerator.backward`, `autograd.grad`) names the definitions that reach that
+   * call (flow.ts), and every definition their values read reaches it too, transitively: the
+   * `loss` of the training loop and the `out` it was computed from, not a validation loop's
+   * `loss` or `out` that only share the name. A key no definition of the scope reaches (a
+   * parameter, an attribute set elsewhere) is kept by its text, as before definitions were known.
+   */
+  protected computeBackwardFacts(_scope: SyntaxNode, data: ScopeData): BackwardFacts {
+    const reachesDefs = new Set<Binding>();
     const reaches = new Set<string>();
+    const scalarDefs = new Set<Binding>();
     const scalar = new Set<string>();
     let training = false;
+    const work: Binding[] = [];
+    const resolve = (node: SyntaxNode, defs: Set<Binding>, keys: Set<string>): void => {
+      const key = this.src(node);
+      const r = this.reachingDefs(key, node);
+      if (!r || r.defs.length === 0 || r.entry) keys.add(key);
+      for (const d of r?.defs ?? []) {
+        if (defs.has(d)) continue;
+        defs.add(d);
+        if (defs === reachesDefs) work.push(d);
+      }
+    };
     const addKeys = (expr: SyntaxNode): void => {
       const n = unparen(expr);
-      if (n.type === 'identifier' || n.type === 'attribute') reaches.add(this.src(n));
-      for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') reaches.add(this.src(d));
+      if (n.type === 'identifier' || n.type === 'attribute') resolve(n, reachesDefs, reaches);
+      for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') resolve(d, reachesDefs, reaches);
     };
-    const keyOf = (e: SyntaxNode | undefined): string | undefined => {
+    const addScalar = (e: SyntaxNode | undefined): void => {
       const n = e && unparen(e);
-      return n && (n.type === 'identifier' || n.type === 'attribute') ? this.src(n) : undefined;
+      if (n && (n.type === 'identifier' || n.type === 'attribute')) resolve(n, scalarDefs, scalar);
     };
     for (const call of data.calls) {
       const mc = this.methodCall(call);
@@ -48,51 +68,52 @@ export abstract class ModelProvenance extends ModelModels {
         // accelerator.backward(loss), fabric.backward(loss)
         training = true;
         addKeys(first);
-        const k = keyOf(first);
-        if (k) scalar.add(k);
+        addScalar(first);
       } else if (mc?.method === 'backward') {
         training = true;
         addKeys(mc.receiver);
-        const k = keyOf(mc.receiver);
-        if (k && !first && !this.keywordArg(call, 'gradient')) scalar.add(k);
+        if (!first && !this.keywordArg(call, 'gradient')) addScalar(mc.receiver);
         // scaler.scale(loss).backward()
         const inner = unparen(mc.receiver);
-        if (inner.type === 'call' && this.methodCall(inner)?.method === 'scale') {
-          const scaled = keyOf(this.positionalArgs(inner)[0]);
-          if (scaled) scalar.add(scaled);
-        }
+        if (inner.type === 'call' && this.methodCall(inner)?.method === 'scale') addScalar(this.positionalArgs(inner)[0]);
       } else if (mc?.method === 'manual_backward' || /^torch\.autograd\.(grad|backward)$/.test(q)) {
         training = true;
         const out = first ?? this.keywordArg(call, 'outputs') ?? this.keywordArg(call, 'tensors');
         if (out) addKeys(out);
-        const k = mc?.method === 'manual_backward' ? keyOf(first) : undefined;
-        if (k) scalar.add(k);
+        if (mc?.method === 'manual_backward') addScalar(first);
       } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
         training = true;
       }
     }
-    // Close over assignments: `loss = crit(out, y)` with `loss` reaching backward makes `out` reach it.
-    for (let changed = reaches.size > 0; changed;) {
-      changed = false;
-      for (const [key, list] of data.bindings) {
-        if (!reaches.has(key)) continue;
-        for (const b of list) {
-          if (!b.value) continue;
-          const before = reaches.size;
-          addKeys(b.value);
-          if (reaches.size !== before) changed = true;
-        }
-      }
-    }
-    data.reachesBackward = reaches;
-    data.scalarBackward = scalar;
-    data.trainingSignal = training;
-    return { reaches, scalar, training };
+    // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
+    for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+    const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, training };
+    data.backward = facts;
+    return facts;
   }
 
-  /** Does the value stored under `key` (in the scope of `at`) flow into a backward pass? */
+  /**
+   * Does the value stored under `key` (in the scope of `at`) flow into a backward pass? May:
+   * true when any definition that can reach `at` does, since a true answer silences the rules
+   * that ask (an accumulator that is the loss, a forward whose graph is needed).
+   */
   reachesBackward(key: string, at: SyntaxNode): boolean {
-    return this.backwardFacts(this.scopeOf(at)).reaches.has(key);
+    const facts = this.backwardFacts(this.scopeOf(at));
+    // Asked at a statement that binds `key` (`loss = crit(out, y)`, a loop that assigns it): the values it binds.
+    if (at.type !== 'identifier' && at.type !== 'attribute') {
+      const own = this.bindingsIn(this.scopeOf(at), key).filter((b) => contains(at, b.target));
+      if (own.length) return own.some((b) => facts.reachesDefs.has(b));
+    }
+    const r = this.reachingDefs(key, at);
+    if (!r || r.defs.length === 0) return facts.reaches.has(key);
+    return r.defs.some((d) => facts.reachesDefs.has(d)) || (r.entry && facts.reaches.has(key));
+  }
+
+  /** Does the definition `stmt` makes of `target` (or, for `x += v`, the value it updates) flow into a backward pass? */
+  protected definitionReaches(target: SyntaxNode, stmt: SyntaxNode, facts: BackwardFacts): boolean {
+    const key = this.src(target);
+    const own = this.bindingsIn(this.scopeOf(stmt), key).find((b) => b.target === target);
+    return own ? facts.reachesDefs.has(own) : this.reachesBackward(key, stmt);
   }
 
   /** Does this scope call `.backward()`, `autograd.grad` or an optimizer step? */
@@ -103,8 +124,7 @@ export abstract class ModelProvenance extends ModelModels {
   /** Does the value of this model call flow into a backward pass (fine-tuning, saliency)? */
   callReachesBackward(call: SyntaxNode): boolean {
     if (this.calleeRunsBackward(call)) return true;
-    const scope = this.scopeOf(call);
-    const { reaches } = this.backwardFacts(scope);
+    const facts = this.backwardFacts(this.scopeOf(call));
     for (const a of ancestors(call)) {
       if (a.type === 'call') {
         const mc = this.methodCall(a);
@@ -114,7 +134,7 @@ export abstract class ModelProvenance extends ModelModels {
       }
       if (a.type === 'assignment' || a.type === 'augmented_assignment') {
         const left = child(a, 'left');
-        if (left && this.targets(left).some((t) => reaches.has(this.src(t)))) return true;
+        if (left && this.targets(left).some((t) => this.definitionReaches(t, a, facts))) return true;
         break;
       }
       if (a.type === 'return_statement' || a.type === 'expression_statement' || a.type === 'block') break;
@@ -149,6 +169,8 @@ export abstract class ModelProvenance extends ModelModels {
       case 'attribute': {
         const key = this.src(n);
         const scope = this.scopeOf(n);
+        const r = this.reachingDefs(key, n);
+        if (r && r.defs.length) return this.definitionsCarry(key, n, r, seen);
         if (this.backwardFacts(scope).scalar.has(key)) return true;
         if (n.type === 'attribute') {
           const attr = child(n, 'attribute');
@@ -191,12 +213,71 @@ export abstract class ModelProvenance extends ModelModels {
   }
 
   /**
+   * Do the definitions of `key` that reach `at` carry history? Must, not may: every one of them
+   * does (literal initial values aside, see `initialValue`), and none is made under `no_grad`
+   * or rebinds the name to a number (`loss = loss.item()`). The rules that ask report a leak
+   * when the answer is true, and a value that holds a graph on one path and a number on another
+   * is not certain enough to report (the project's precision target is 0.95). A path from the
+   * scope's entry (a parameter, an attribute) counts as unknown: no graph, unless the scope
+   * calls `.backward()` on that value.
+   */
+  protected definitionsCarry(key: string, at: SyntaxNode, r: Reaching, seen: Set<number>): boolean {
+    const facts = this.backwardFacts(this.scopeOf(at));
+    let carried = false;
+    for (const d of r.defs) {
+      if (facts.scalarDefs.has(d)) {
+        carried = true;
+        continue;
+      }
+      // A definition being answered already (`h = cell(x, h)` through the loop's back edge) neither adds nor vetoes.
+      if (this.initialValue(d) || this.carrying.has(d)) continue;
+      if (!d.value || this.gradState(d.at) === 'off') return false;
+      this.carrying.add(d);
+      try {
+        if (!this.definitionValueCarries(d, new Set(seen))) return false;
+      } finally {
+        this.carrying.delete(d);
+      }
+      carried = true;
+    }
+    if (r.entry && !facts.scalar.has(key) && (at.type === 'attribute' || this.isParam(this.scopeOf(at), key) || this.isGlobalIn(this.scopeOf(at), key))) return false;
+    return carried;
+  }
+
+  /**
+   * A literal start value (`total = 0`, `h = None`, `acc = torch.zeros(1)`): on the paths where
+   * it reaches, the value has no graph, but the definition does not compete with the others as
+   * a provenance (an accumulator's start, a loop that may run zero times).
+   */
+  protected initialValue(d: Binding): boolean {
+    const v = d.value && !d.unpacked ? unparen(d.value) : undefined;
+    if (!v) return false;
+    if (/^(integer|float|none|true|false|string)$/.test(v.type)) return true;
+    if (v.type === 'unary_operator') return /^(integer|float)$/.test(namedChildren(v)[0]?.type ?? '');
+    return v.type === 'call' && /^torch\.(zeros|ones|tensor|full|empty)$/.test(this.qualify(this.callee(v)) ?? '');
+  }
+
+  /** Does the value a definition binds carry history: for `a, b = f(x)`, the part `b` gets. */
+  protected definitionValueCarries(d: Binding, seen: Set<number>): boolean {
+    const value = unparen(d.value as SyntaxNode);
+    if (!d.unpacked) return this.carriesHistory(value, seen);
+    const pattern = d.target.parent;
+    const index = pattern && (pattern.type === 'pattern_list' || pattern.type === 'tuple_pattern' || pattern.type === 'list_pattern') ? namedChildren(pattern).indexOf(d.target) : -1;
+    if (index >= 0 && (value.type === 'expression_list' || value.type === 'tuple' || value.type === 'list')) {
+      const items = namedChildren(value);
+      if (pattern && items.length === namedChildren(pattern).length) return this.carriesHistory(items[index], seen);
+    }
+    if (value.type === 'call') return this.gradState(value) !== 'off' && this.callElementCarries(value, index >= 0 ? index : undefined, seen);
+    return this.carriesHistory(value, seen);
+  }
+
+  /**
    * Does element `index` (a tuple position or a dict key) of this call's result carry history;
    * the whole result when `index` is undefined. A call of a project function answers by its
    * summary (model/summaries.ts); any other call as a whole.
    */
-  callElementCarries(call: SyntaxNode, index: number | string | undefined): boolean {
-    return this.elementCarries(call, index, new Set());
+  callElementCarries(call: SyntaxNode, index: number | string | undefined, seen: Set<number> = new Set()): boolean {
+    return this.elementCarries(call, index, seen);
   }
 
   protected elementCarries(call: SyntaxNode, index: number | string | undefined, seen: Set<number>): boolean {
@@ -239,6 +320,8 @@ export abstract class ModelProvenance extends ModelModels {
         return anyArg();
       }
       if (mc.method === 'forward') return this.isModelExpr(mc.receiver, call);
+      // `Categorical(probs).sample()`: sampling is not differentiable (`rsample` is).
+      if (mc.method === 'sample' && this.isDistribution(mc.receiver, call)) return false;
       if (this.isModelExpr(callee, call)) return true;
       if (this.isLossExpr(callee)) return anyArg();
       return this.carriesHistory(mc.receiver, seen);
@@ -252,6 +335,17 @@ export abstract class ModelProvenance extends ModelModels {
       if (this.isLossExpr(callee)) return anyArg();
     }
     return false;
+  }
+
+  /** Is this a `torch.distributions` object: built here, or bound to one where it is read? */
+  protected isDistribution(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const n = unparen(expr);
+    let v: SyntaxNode | undefined = n;
+    if (n.type === 'identifier') {
+      const b = this.binding(this.src(n), at);
+      v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    }
+    return v?.type === 'call' && /^torch\.distributions\./.test(this.qualify(this.callee(v)) ?? '');
   }
 
   protected containsHistory(node: SyntaxNode, seen: Set<number>): boolean {
@@ -272,7 +366,15 @@ export abstract class ModelProvenance extends ModelModels {
       case 'identifier':
       case 'attribute': {
         const key = this.src(n);
-        if (this.backwardFacts(this.scopeOf(n)).scalar.has(key)) return true;
+        const facts = this.backwardFacts(this.scopeOf(n));
+        const r = this.reachingDefs(key, n);
+        if (r && r.defs.length) {
+          // Like definitionsCarry: every definition that reaches is a scalar (or a literal start value).
+          if (r.defs.some((d) => facts.scalarDefs.has(d))) return true;
+          const defs = r.defs.filter((d) => !this.initialValue(d));
+          return defs.length > 0 && defs.every((d) => !!d.value && !d.unpacked && this.isScalar(d.value, depth + 1));
+        }
+        if (facts.scalar.has(key)) return true;
         if (n.type === 'attribute' && lastName(key) === 'loss') return true;
         const b = this.binding(key, n);
         return !!b?.value && !b.unpacked && this.isScalar(b.value, depth + 1);
@@ -329,6 +431,95 @@ export abstract class ModelProvenance extends ModelModels {
       if (loopTypes.has(a.type) && this.isStepLoop(a)) return a;
     }
     return undefined;
+  }
+
+  /**
+   * The loop around `node` (in its scope) that runs once per training step, the batch loop:
+   * the innermost loop over a loader-like iterable or whose own body (not a nested loop's)
+   * runs an optimizer step; else the innermost loop whose own body runs backward. An epoch
+   * loop, which runs the batch loop, is not one: a value made in it lives for an epoch, and a
+   * call in it after the batch loop runs once per epoch. Inside the batch loop, a loop over
+   * micro-batches, time steps or loss heads is part of the step.
+   */
+  batchLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    let backward: SyntaxNode | undefined;
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (!loopTypes.has(a.type)) continue;
+      const own = this.loopSignals(a);
+      if (own.loader || own.step) return a;
+      if (own.backward && !backward) backward = a;
+    }
+    // A `train_step()` that runs backward per micro-batch in a loop and steps the optimizer
+    // after it is one step: its batch loop is the caller's.
+    if (backward && this.callsIn(this.scopeOf(backward)).some((c) => !contains(backward, c) && this.isOptimizerStep(c))) return undefined;
+    return backward;
+  }
+
+  /**
+   * The loop whose one iteration a value made at `node` can live for, at most: the batch
+   * loop, else an epoch loop around `node` (one that runs a batch loop, `node` being before or
+   * after it). Undefined when neither: the value lives for one call or one step.
+   */
+  stepOrEpochLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    const batch = this.batchLoopOf(node);
+    if (batch) return batch;
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (loopTypes.has(a.type) && this.runsBatchLoop(a)) return a;
+    }
+    return undefined;
+  }
+
+  protected isOptimizerStep(call: SyntaxNode): boolean {
+    const mc = this.methodCall(call);
+    return mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver));
+  }
+
+  /**
+   * The innermost loop around `node` (in its scope) whose own body runs backward or an
+   * optimizer step: `node` is part of a training step (not merely in a loop over a loader).
+   */
+  trainingStepLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    for (const a of ancestors(node)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (!loopTypes.has(a.type)) continue;
+      const own = this.loopSignals(a);
+      if (own.step || own.backward) return a;
+    }
+    return undefined;
+  }
+
+  /**
+   * Does this loop run a batch loop: contain one (in its scope), or call a function of the
+   * project that trains (`train_one_epoch(...)`)? Then it is an epoch loop.
+   */
+  runsBatchLoop(loop: SyntaxNode): boolean {
+    return this.memo(`epochloop:${loop.order}`, () => {
+      for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
+        if (d.type === 'call' && this.calleeRunsBackward(d)) return true;
+        if (!loopTypes.has(d.type)) continue;
+        const own = this.loopSignals(d);
+        if (own.loader || own.step || own.backward) return true;
+      }
+      return false;
+    });
+  }
+
+  /** What a loop does itself: iterates a loader, runs an optimizer step or backward in its own body (not in a nested loop). */
+  protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
+    return this.memo(`loopsignals:${loop.order}`, () => {
+      const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
+      const out = { loader: !!right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right)), step: false, backward: false };
+      for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda' || (x !== loop && loopTypes.has(x.type)))) {
+        if (d.type !== 'call') continue;
+        const mc = this.methodCall(d);
+        if (!mc) continue;
+        if (mc.method === 'step' && optimizerLike.test(this.src(mc.receiver))) out.step = true;
+        else if (mc.method === 'backward' || mc.method === 'manual_backward') out.backward = true;
+      }
+      return out;
+    });
   }
 
   /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it). */

@@ -4,7 +4,8 @@
  */
 import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
 import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type FunctionInfo, lastBindingIn } from './types';
+import { ScopeFlow, statementsOf } from './flow';
+import { type Binding, type Flow, type FunctionInfo, lastBindingIn, type Reaching, type ScopeData } from './types';
 import { ModelImports } from './imports';
 
 export abstract class ModelScopes extends ModelImports {
@@ -59,11 +60,25 @@ export abstract class ModelScopes extends ModelImports {
     return receiver && attr ? { receiver, method: this.src(attr) } : undefined;
   }
 
-  /** The closest binding of `key` visible at `at`: the nearest one before it in its scope, else any, else the module's. */
+  /**
+   * The closest binding of `key` visible at `at`: of the definitions in its scope that reach it
+   * (flow.ts), the nearest one before it, else the latest (through a loop's back edge); when
+   * none reaches, the nearest one before it in its scope, else any, else the module's.
+   */
   binding(key: string, at: SyntaxNode): Binding | undefined {
     const scope = this.scopeOf(at);
     if (scope === this.root) track(`root:${key}`);
-    const own = this.scopeData(scope).bindings.get(key);
+    const data = this.scopeData(scope);
+    const own = data.bindings.get(key);
+    // With one binding the flow gives the same answer as the scan below: it, whether it reaches or not.
+    if (own && own.length > 1) {
+      const defs = this.flowOf(scope, data).reaching(key, at)?.defs;
+      if (defs?.length) {
+        let best: Binding | undefined;
+        for (const b of defs) if (b.at.order < at.order && (!best || b.at.order > best.at.order)) best = b;
+        return best ?? defs[defs.length - 1];
+      }
+    }
     const pick = (list: Binding[] | undefined): Binding | undefined => {
       if (!list?.length) return undefined;
       let best: Binding | undefined;
@@ -74,6 +89,37 @@ export abstract class ModelScopes extends ModelImports {
     if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
     track(`root:${key}`);
     return pick(this.scopeData(this.root).bindings.get(key));
+  }
+
+  /**
+   * The definitions of `key` in the scope of `at` that reach it (flow.ts); undefined when that
+   * scope binds no `key` (a parameter, a global, an attribute set elsewhere) or `at` is in none
+   * of its statements.
+   */
+  reachingDefs(key: string, at: SyntaxNode): Reaching | undefined {
+    const scope = this.scopeOf(at);
+    if (scope === this.root) track(`root:${key}`);
+    const data = this.scopeData(scope);
+    if (!data.bindings.get(key)?.length) return undefined;
+    return this.flowOf(scope, data).reaching(key, at);
+  }
+
+  /**
+   * Can the value of `key` at `at` come from an earlier iteration of `loop` (or from before it)?
+   * False when every path from the loop's head to `at` binds `key` first: a fresh value each
+   * iteration (an accumulator reset at the top of the step).
+   */
+  carriedAcross(key: string, at: SyntaxNode, loop: SyntaxNode): boolean {
+    const scope = this.scopeOf(at);
+    if (scope === this.root) track(`root:${key}`);
+    const data = this.scopeData(scope);
+    if (!data.bindings.get(key)?.length) return true;
+    return this.flowOf(scope, data).carriedAcross(key, at, loop);
+  }
+
+  /** The scope's flow graph, built on first use. */
+  protected flowOf(scope: SyntaxNode, data: ScopeData): Flow {
+    return (data.flow ??= new ScopeFlow(statementsOf(scope), data.bindings, scope === this.root, (n) => this.src(n)));
   }
 
   /**

@@ -78,12 +78,43 @@ export interface ScopeData {
   readonly params: Set<string>;
   /** `x.eval()` / `x.train()` calls in document order. */
   readonly modeEvents: ModeEvent[];
-  /** Text keys (`loss`, `self.total`) of values that flow into `.backward()` or `autograd.grad`. */
-  reachesBackward?: Set<string>;
-  /** Names on which `.backward()` is called without arguments: scalars with history. */
-  scalarBackward?: Set<string>;
-  trainingSignal?: boolean;
+  /** Which definitions flow into a backward pass (provenance.ts), computed once per file version. */
+  backward?: BackwardFacts;
   backwardDeps?: Set<string>;
+  /** The scope's reaching definitions (flow.ts): syntax only, so kept while the statement's index is reused. */
+  flow?: Flow;
+}
+
+/** The definitions of a key that reach a point; `entry`: some path comes from the scope's entry without one. */
+export interface Reaching {
+  readonly defs: readonly Binding[];
+  readonly entry: boolean;
+}
+
+/** Reaching definitions in one scope (flow.ts). */
+export interface Flow {
+  /** The definitions of `key` that reach `at`; undefined when `at` is in none of the scope's statements. */
+  reaching(key: string, at: SyntaxNode): Reaching | undefined;
+  /** Can the value of `key` at `at` come from an earlier iteration of `loop`, or from before it? */
+  carriedAcross(key: string, at: SyntaxNode, loop: SyntaxNode): boolean;
+}
+
+/**
+ * What a scope backpropagates, per definition (flow.ts): a name reused by a validation loop
+ * under `no_grad` is another definition than the training loop's. A key whose value comes from
+ * outside the scope's own definitions (a parameter, an attribute not bound before) is kept by
+ * its text.
+ */
+export interface BackwardFacts {
+  /** Definitions whose values flow into `.backward()` or `autograd.grad`. */
+  readonly reachesDefs: ReadonlySet<Binding>;
+  /** Text keys (`loss`, `self.total`) that flow into one from the scope's entry. */
+  readonly reaches: ReadonlySet<string>;
+  /** Definitions on which `.backward()` is called without arguments: scalars with history. */
+  readonly scalarDefs: ReadonlySet<Binding>;
+  readonly scalar: ReadonlySet<string>;
+  /** The scope calls `.backward()`, `autograd.grad` or an optimizer step. */
+  readonly training: boolean;
 }
 
 /**

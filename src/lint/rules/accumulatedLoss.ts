@@ -30,7 +30,7 @@ function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const stmt of model.targetNodes((n) => n.type === 'ERROR')) {
     if (stmt.type !== 'expression_statement') continue;
-    const acc = model.accumulation(stmt);
+    const acc = model.accumulation(stmt) ?? keyedStore(model, stmt);
     if (acc) {
       const f = checkAccumulation(model, acc);
       if (f) findings.push(f);
@@ -43,14 +43,20 @@ function check(model: FileModel): RawFinding[] {
   return findings;
 }
 
-/** Does the storage named by `base` live longer than one training step at `stmt`? */
+/**
+ * Does the storage named by `base` live longer than one training step at `stmt`? A local
+ * does when its value at `stmt` can come from an earlier iteration of the batch loop (flow.ts):
+ * bound before the loop, or reset only on some iterations (`if i % 100 == 0: running = 0`).
+ * One reset at the top of every step bounds it to that step, and a loop over micro-batches
+ * or loss heads inside the step is not the batch loop (`batchLoopOf`).
+ */
 function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, mutation: boolean): boolean {
-  if (base.type === 'attribute') return true;
+  if (base.type === 'attribute') return attributeOutlivesCall(model, base, stmt);
   if (base.type !== 'identifier') return false;
   const name = model.src(base);
   const scope = model.scopeOf(stmt);
   if (scope !== model.root && model.isGlobalIn(scope, name)) return true;
-  const loop = model.stepLoopOf(stmt);
+  const loop = model.stepOrEpochLoopOf(stmt);
   const bindings = model.bindingsIn(scope, name);
   if (bindings.length === 0) {
     if (scope !== model.root && model.isParam(scope, name)) return !!loop;
@@ -58,7 +64,38 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
     return mutation && scope !== model.root && model.bindingsIn(model.root, name).length > 0;
   }
   if (!loop) return false;
-  return bindings.some((b) => !contains(loop, b.target));
+  return model.carriedAcross(name, stmt, loop);
+}
+
+/**
+ * `log[step] = loss` in a batch loop: a store under a key that changes (not a literal), so
+ * each step adds an entry to the container rather than replacing one. Outside a batch loop a
+ * keyed store is a cache (by module, by name), not a leak per step.
+ */
+function keyedStore(model: FileModel, stmt: SyntaxNode): Accumulation | undefined {
+  const expr = stmt.children.find((c) => c.named);
+  if (expr?.type !== 'assignment') return undefined;
+  const left = child(expr, 'left');
+  const right = child(expr, 'right');
+  if (left?.type !== 'subscript' || !right || right.type === 'assignment') return undefined;
+  const index = child(left, 'subscript');
+  if (!index || /^(integer|float|string|true|false|none|unary_operator)$/.test(index.type) || !model.batchLoopOf(stmt)) return undefined;
+  return { stmt, kind: 'list', target: left, value: right };
+}
+
+/**
+ * An attribute lives as long as its object, across calls, unless every path from the
+ * function's entry to `stmt` binds it first (flow.ts): a module's `forward` that sets
+ * `self.h = self.encoder(x)` and then adds a residual `self.h += self.block(self.h)` makes the
+ * value anew in every call, and holds one forward's graph until the next call replaces it.
+ * Within the call, a batch loop that carries it from step to step still keeps every step's.
+ */
+function attributeOutlivesCall(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): boolean {
+  const key = model.src(base);
+  const r = model.reachingDefs(key, stmt);
+  if (!r || r.entry || r.defs.length === 0) return true;
+  const loop = model.stepOrEpochLoopOf(stmt);
+  return !!loop && model.carriedAcross(key, stmt, loop);
 }
 
 /**

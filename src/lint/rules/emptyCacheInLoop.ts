@@ -22,12 +22,12 @@ export const rule: Rule = {
     const findings: RawFinding[] = [];
     for (const call of model.targetCalls()) {
       if (model.qualify(model.callee(call)) !== 'torch.cuda.empty_cache') continue;
-      let inLoop = false;
+      let inLoop: SyntaxNode | undefined;
       let excused = false;
       for (const a of ancestors(call)) {
         if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
         if (loopTypes.has(a.type)) {
-          inLoop = true;
+          inLoop = a;
           break;
         }
         if (a.type === 'except_clause' || a.type === 'finally_clause') excused = true;
@@ -37,6 +37,8 @@ export const rule: Rule = {
         }
       }
       if (excused) continue;
+      // In an epoch loop, before or after its batch loop: once per epoch, not every step.
+      if (inLoop && !model.batchLoopOf(call) && model.runsBatchLoop(inLoop)) continue;
       // Not in a loop of its own: in a method or `__call__` that a loop calls every iteration.
       const caller = inLoop ? undefined : loopingCaller(model, call);
       if (!inLoop && !caller) continue;

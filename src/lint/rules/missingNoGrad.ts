@@ -5,13 +5,15 @@
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
 const id = 'missing-no-grad';
-const inferenceName = /^_*(eval|valid|val_|test|predict|infer)/i;
+const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
+/** Generation and sampling: inference when the function decodes in a loop or returns nothing (it saves or prints what it made). */
+const generationName = /^_*(generate|sample|translate|greedy|beam_?search)/i;
 const maxCallerDepth = 3;
 
 export const rule: Rule = {
@@ -161,6 +163,7 @@ function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
 
 function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
+  if (fn && generationName.test(fn.name) && generates(model, fn)) return { kind: 'name', fn };
   const loop = model.evalLoaderLoopOf(call);
   if (loop) return { kind: 'loader', loop };
   for (const text of texts) {
@@ -179,6 +182,20 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? b.value : undefined;
   return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/**
+ * A `generate()` / `sample_images()` / `translate()` that decodes step by step (a model call
+ * in a loop) or keeps nothing it made (no `return value`: it saves or prints it). One that
+ * returns a single forward's output (`def generate(z): return G(z)`) may feed a training loss.
+ */
+function generates(model: FileModel, fn: FunctionInfo): boolean {
+  let returns = false;
+  for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
+    if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
+    if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
+  }
+  return !returns;
 }
 
 /** Is there a loop between `node` and the function `fn` it is in? */

@@ -20,7 +20,7 @@
 import { applyEdits, combineFixes } from '../../../src/lint/fixes';
 import type { Linter, SourceFile } from '../../../src/lint/linter';
 import { loadPython, PythonParser } from '../../../src/lint/parser';
-import { ancestors, child, descendants, namedChildren, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
+import { ancestors, child, contains, descendants, namedChildren, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
 import { lineStarts } from '../../../src/lint/text';
 import type { Finding, TextEdit } from '../../../src/lint/types';
 
@@ -141,6 +141,39 @@ function keysOf(file: Parsed, n: SyntaxNode): string[] {
   return out;
 }
 
+/**
+ * Is every path from the assignment `def` to the reader `use` through another assignment of `key`?
+ * Structured code only, and only by unconditional statements: walking up from `use`, an earlier
+ * statement of the same block that assigns `key` (in a block that does not hold `def`; in the one
+ * that does, one between them, or before `use` when `def` comes after it, through a loop's back edge).
+ */
+function rebound(file: Parsed, def: SyntaxNode, use: SyntaxNode, key: string): boolean {
+  const assigns = (stmt: SyntaxNode): boolean => {
+    const e = stmt.type === 'expression_statement' ? namedChildren(stmt)[0] : undefined;
+    const left = e?.type === 'assignment' ? child(e, 'left') : undefined;
+    return !!left && !contains(stmt, def) && [left, ...descendants(left)].some((t) => (t.type === 'identifier' || t.type === 'attribute') && src(file, t) === key && t.parent?.type !== 'attribute');
+  };
+  for (let x: SyntaxNode | null = use; x && x.type !== 'function_definition' && x.type !== 'module'; x = x.parent) {
+    // `for images, labels in loader:` binds its targets before every run of its body.
+    const body = x.type === 'for_statement' ? child(x, 'body') : undefined;
+    const targets = x.type === 'for_statement' ? child(x, 'left') : undefined;
+    if (body && targets && contains(body, use) && !contains(x, def) && [targets, ...descendants(targets)].some((t) => t.type === 'identifier' && src(file, t) === key)) return true;
+    const block = x.parent;
+    if (!block || (block.type !== 'block' && block.type !== 'module')) continue;
+    const siblings = namedChildren(block);
+    const here = x;
+    const at = siblings.findIndex((y) => y.order === here.order);
+    const defAt = siblings.findIndex((y) => y.order === def.order || contains(y, def));
+    if (defAt < 0) {
+      if (siblings.slice(0, at).some(assigns)) return true;
+      continue;
+    }
+    const between = defAt < at ? siblings.slice(defAt + 1, at) : siblings.slice(0, at);
+    return between.some(assigns);
+  }
+  return false;
+}
+
 /** The storage an assignment target writes: `x`, `self.total`, `d` for `d[k]`. */
 function baseKey(file: Parsed, n: SyntaxNode): string {
   let t = n;
@@ -177,6 +210,8 @@ export class TrainingPaths {
   readonly trainingCalls = new Set<string>();
   /** Functions whose return value flows into a backward pass at some call site. */
   private readonly returnsToBackward = new Set<Fn>();
+  /** Where each key is read on its way to a backward pass, per scope: the seed or right-hand side that reads it. */
+  private readonly readers = new Map<SyntaxNode, Map<string, SyntaxNode[]>>();
 
   constructor(readonly files: readonly Parsed[]) {
     for (const f of files) for (const fn of f.fns) this.byName.set(fn.name, [...(this.byName.get(fn.name) ?? []), fn]);
@@ -225,8 +260,14 @@ export class TrainingPaths {
       for (const { file, scope, fn } of scopes) {
         let reach = this.reaches.get(scope);
         if (!reach) this.reaches.set(scope, (reach = new Set()));
+        let readers = this.readers.get(scope);
+        if (!readers) this.readers.set(scope, (readers = new Map()));
         const addKeys = (n: SyntaxNode): void => {
-          for (const k of keysOf(file, n)) add(reach, k);
+          for (const k of keysOf(file, n)) {
+            add(reach, k);
+            const list = readers.get(k) ?? [];
+            if (!list.includes(n)) readers.set(k, [...list, n]);
+          }
         };
         const calls = callsOf(scope);
         for (const c of calls) {
@@ -243,7 +284,7 @@ export class TrainingPaths {
           if (n.type === 'assignment' || n.type === 'augmented_assignment') {
             const left = child(n, 'left');
             const right = child(n, 'right');
-            if (left && right && targetKeys(file, left).some((k) => reach.has(k))) addKeys(right);
+            if (left && right && targetKeys(file, left).some((k) => reach.has(k) && (readers.get(k) ?? []).some((r) => !rebound(file, n, r, k)))) addKeys(right);
           } else if (n.type === 'call') {
             const m = methodOf(file, n);
             if (m && /^(append|extend|insert|add_|update|put|setdefault|__setitem__)$/.test(m.method) && reach.has(baseKey(file, m.receiver))) addKeys(child(n, 'arguments') ?? n);
@@ -256,7 +297,7 @@ export class TrainingPaths {
           if (guarded(file, c)) continue;
           // A call of a function that trains is on the path itself; that function's own calls are judged by their flow.
           if (this.resolve(file, c).some((g) => this.trains.has(g))) add(this.trainingCalls, callKey(file, c));
-          const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn) || this.storesBackpropagated(file, c, reach);
+          const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn, scope) || this.storesBackpropagated(file, c, reach);
           if (!byValue) continue;
           add(this.trainingCalls, callKey(file, c));
           for (const g of this.resolve(file, c)) {
@@ -269,7 +310,7 @@ export class TrainingPaths {
   }
 
   /** Does the value of `call` flow into a key that reaches backward (or into a training call, or out of a function whose result does)? */
-  private valueReaches(file: Parsed, call: SyntaxNode, reach: Set<string>, fn: Fn | undefined): boolean {
+  private valueReaches(file: Parsed, call: SyntaxNode, reach: Set<string>, fn: Fn | undefined, scope: SyntaxNode): boolean {
     let prev = call;
     for (const a of ancestors(call)) {
       if (a.type === 'call' && this.isTrainingCall(file, a)) return true;
@@ -279,7 +320,9 @@ export class TrainingPaths {
       }
       if ((a.type === 'assignment' || a.type === 'augmented_assignment') && prev.field === 'right') {
         const left = child(a, 'left');
-        return !!left && targetKeys(file, left).some((k) => reach.has(k));
+        // A reader of the key that another assignment always rebinds it before (the training loop's `loss`,
+        // not the validation loop's that reuses the name) does not see this value.
+        return !!left && targetKeys(file, left).some((k) => reach.has(k) && (this.readers.get(scope)?.get(k) ?? []).some((r) => !rebound(file, a, r, k)));
       }
       if (a.type === 'return_statement' || a.type === 'yield') return !!fn && this.returnsToBackward.has(fn);
       if (a.type === 'block' || a.type === 'module' || a.type === 'function_definition' || a.type === 'expression_statement' && a.parent?.type === 'block') break;
