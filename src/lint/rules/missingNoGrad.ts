@@ -7,6 +7,7 @@ import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, descendants, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
+import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
 
 const id = 'missing-no-grad';
 const inferenceName = /^_*(eval|valid|val_|test|predict|infer)/i;
@@ -28,12 +29,14 @@ export const rule: Rule = {
 type Context =
   | { kind: 'name'; fn: FunctionInfo }
   | { kind: 'loader'; loop: SyntaxNode }
-  | { kind: 'eval'; receiver: string; order: number };
+  | { kind: 'eval'; receiver: string; order: number }
+  | { kind: 'volatile'; variable: SyntaxNode }
+  | { kind: 'read'; fn: FunctionInfo | undefined };
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
-    if (!model.isModelCall(call)) continue;
+    if (!model.isModelCall(call) && !forwardMethodCall(model, call) && !loadedModuleCall(model, call)) continue;
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     if (!calleeNode) continue;
@@ -45,7 +48,8 @@ function check(model: FileModel): RawFinding[] {
     if (context.kind === 'name' && (ownComputation(model, call, calleeText, context.fn) || oneOffInTest(model, call, context.fn))) continue;
     if (model.gradState(call) !== 'default') continue;
     if (frozenScript(model, calleeNode, call)) continue;
-    if (model.callReachesBackward(call)) continue;
+    // A `volatile=True` input could not be backpropagated when the code was written.
+    if (model.callReachesBackward(call) && !volatileInput(model, call)) continue;
     if (fn && callersGuarded(fn, 1)) continue;
     findings.push({
       message: `\`${model.src(call).split('\n')[0]}\` runs ${describe(context, model)} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
@@ -62,7 +66,22 @@ function contextOf(model: FileModel, call: SyntaxNode, calleeText: string, fn: F
   if (loop) return { kind: 'loader', loop };
   const e = model.evalEventFor(call, calleeText);
   if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
+  const variable = volatileInput(model, call);
+  if (variable) return { kind: 'volatile', variable };
+  if (readOnlyForward(model, call, calleeText, fn)) return { kind: 'read', fn };
   return undefined;
+}
+
+/**
+ * A forward whose output is only read (inferenceEvidence.ts: printed, saved, turned into
+ * numbers), in code that is not the module's own computation (`self.layer(x)` in a method,
+ * or any call in `forward`): sampling, visualisation, generation, a demo script.
+ */
+function readOnlyForward(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): boolean {
+  if (fn && (/^(forward|__call__)$/.test(fn.name) || (fn.cls && (calleeText === 'self' || calleeText.startsWith('self.')) && model.isModuleClassInfo(fn.cls)))) return false;
+  if (!onlyRead(model, call)) return false;
+  // In a training loop, a forward run every step (an RL rollout's action) is part of the step.
+  return !inTrainingStep(model, call);
 }
 
 /**
@@ -180,6 +199,10 @@ function describe(context: Context, model: FileModel): string {
     }
     case 'eval':
       return `after \`${context.receiver}.eval()\` (which does not turn off autograd)`;
+    case 'volatile':
+      return 'on a `volatile=True` input (ignored since PyTorch 0.4, so autograd records it)';
+    case 'read':
+      return `${context.fn ? `in \`${context.fn.name}()\`` : 'at module level'}, whose output is only read (printed, saved or turned into numbers),`;
   }
 }
 
