@@ -16,8 +16,6 @@ import type { FileModel } from '../model';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, moduleOnlyMethods, optimizerLike, passThroughMethods } from '../model/types';
 
-const nestedScope = (n: SyntaxNode): boolean => n.type === 'function_definition' || n.type === 'class_definition' || n.type === 'lambda';
-
 /**
  * The `Variable(..., volatile=True)` an argument of this call is built from (through names,
  * `.cuda()` / `.to()` and other method calls, subscripts), if any.
@@ -270,33 +268,66 @@ function localTargets(model: FileModel, left: SyntaxNode): string[] | undefined 
  * Undefined when a nested function or lambda reads it. Errs towards more reads.
  */
 function reachedUses(model: FileModel, body: SyntaxNode, name: string, stmt: SyntaxNode): SyntaxNode[] | undefined {
-  const reads: SyntaxNode[] = [];
-  const kills: SyntaxNode[] = [];
-  const skip = (n: SyntaxNode): boolean => n.type === 'function_definition' || n.type === 'class_definition';
-  let nestedRead = false;
-  for (const n of descendants(body, skip)) {
-    if (n.type === 'identifier' && model.src(n) === name) {
-      const p = n.parent;
-      if (p?.type === 'attribute' && n.field === 'attribute') continue;
-      if (p?.type === 'keyword_argument' && n.field === 'name') continue;
-      if (p?.type === 'function_definition' || p?.type === 'class_definition') continue;
-      if (isTarget(n)) continue;
-      if ([...ancestors(n)].some((a) => a === body ? false : nestedScope(a) && contains(body, a))) nestedRead = true;
-      reads.push(n);
-    } else if (n.type === 'assignment' && n !== stmt && statementOf(n) !== stmt) {
-      const left = child(n, 'left');
-      const s = statementOf(n);
-      if (left && s && s.children.find((c) => c.named) === n && bindsName(model, left, name)) kills.push(s);
-    }
-  }
-  if (nestedRead) return undefined;
+  const entry = namesIn(model, body).get(name);
+  if (!entry) return [];
+  if (entry.nestedRead) return undefined;
+  const kills = entry.kills.filter((k) => k !== stmt);
   const loops = [...ancestors(stmt)].filter((a) => loopTypes.has(a.type) && contains(body, a));
   const killed = (u: SyntaxNode, from: number): boolean => kills.some((k) => k.start >= from && k.end <= u.start && !!k.parent && contains(k.parent, u));
-  return reads.filter((u) => {
+  return entry.reads.filter((u) => {
     if (u.start >= stmt.end) return !killed(u, stmt.end);
     const loop = loops.find((l) => contains(l, u));
     return !!loop && !killed(u, loop.start);
   });
+}
+
+interface NameUses {
+  /** The name's reads in the scope's own code. */
+  readonly reads: SyntaxNode[];
+  /** Statements `name = ...` (alone or among other targets) that rebind it. */
+  readonly kills: SyntaxNode[];
+  /** Read inside a nested function or lambda. */
+  nestedRead: boolean;
+}
+
+const usesCache = new WeakMap<SyntaxNode, { end: number; count: number; names: Map<string, NameUses> }>();
+
+/** Every name's reads and rebinding statements in a scope's body, gathered in one walk and kept per syntax tree. */
+function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
+  const cached = usesCache.get(body);
+  if (cached && cached.end === body.end && cached.count === body.children.length) return cached.names;
+  const names = new Map<string, NameUses>();
+  const entry = (name: string): NameUses => {
+    let e = names.get(name);
+    if (!e) names.set(name, (e = { reads: [], kills: [], nestedRead: false }));
+    return e;
+  };
+  const walk = (node: SyntaxNode, nested: boolean): void => {
+    for (const n of descendants(node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
+      if (n.type === 'function_definition' || n.type === 'lambda') {
+        // Closures: a read inside one makes the name escape.
+        walk(n, true);
+        continue;
+      }
+      if (n.type === 'identifier') {
+        const p = n.parent;
+        if (p?.type === 'attribute' && n.field === 'attribute') continue;
+        if (p?.type === 'keyword_argument' && n.field === 'name') continue;
+        if (p?.type === 'function_definition' || p?.type === 'class_definition') continue;
+        if (isTarget(n)) continue;
+        const e = entry(model.src(n));
+        if (nested) e.nestedRead = true;
+        else e.reads.push(n);
+      } else if (n.type === 'assignment' && !nested) {
+        const left = child(n, 'left');
+        const s = statementOf(n);
+        if (left && s && s.children.find((c) => c.named) === n) for (const t of boundNames(model, left)) entry(t).kills.push(s);
+      }
+    }
+  };
+  walk(body, false);
+  usesCache.set(body, { end: body.end, count: body.children.length, names });
+  return names;
 }
 
 /** Is this identifier bound here (an assignment's or a `for`'s target), rather than read? */
@@ -310,11 +341,11 @@ function isTarget(n: SyntaxNode): boolean {
   return false;
 }
 
-function bindsName(model: FileModel, left: SyntaxNode, name: string): boolean {
+function boundNames(model: FileModel, left: SyntaxNode): string[] {
   const n = unparen(left);
-  if (n.type === 'identifier') return model.src(n) === name;
-  if (/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat)$/.test(n.type)) return namedChildren(n).some((c) => bindsName(model, c, name));
-  return false;
+  if (n.type === 'identifier') return [model.src(n)];
+  if (/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat)$/.test(n.type)) return namedChildren(n).flatMap((c) => boundNames(model, c));
+  return [];
 }
 
 /** Is a function or method by this name defined in the file or the workspace? */
