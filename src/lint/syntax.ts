@@ -239,7 +239,7 @@ export function childrenOf(node: SyntaxNode, field: string): SyntaxNode[] {
 }
 
 export function namedChildren(node: SyntaxNode): SyntaxNode[] {
-  return node.children.filter((c) => c.named && c.type !== 'comment');
+  return node.children.filter((c) => c.named && c.type !== 'comment' && c.type !== 'line_continuation');
 }
 
 /** Every descendant (not the node itself) in document order, iteratively. */

@@ -81,7 +81,19 @@ export abstract class ModelImports {
       for (const g of chunk.root.globals) rootData.globals.add(g);
       for (const e of chunk.root.modeEvents) rootData.modeEvents.push(e);
     }
-    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q));
+    this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q)) || this.torchThroughStarImport();
+  }
+
+  /**
+   * `from modeling.deeplab import *` and then `torch.nn.DataParallel(...)`: the project's module
+   * re-exports `torch`, and the file uses it without importing it itself.
+   */
+  protected torchThroughStarImport(): boolean {
+    if (!this.root.children.some((s) => s.type === 'import_from_statement' && s.children.some((c) => c.type === 'wildcard_import'))) return false;
+    return this.calls.some((c) => {
+      const callee = child(c, 'function');
+      return !!callee && /^torch\./.test(this.src(callee));
+    });
   }
 
   /** Takes over a previous model's statement index: its facts were computed in that model. */

@@ -148,7 +148,7 @@ export abstract class ModelModels extends ModelGuards {
     if (factoryName.test(lastName(text))) return false;
     const q = this.qualify(expr) ?? text;
     if (torchFamily.test(q)) return false;
-    return modelNamePattern.test(lastName(text));
+    return modelNamePattern.test(lastName(text)) && !buildsByName(lastName(text));
   }
 
   /**
@@ -226,4 +226,14 @@ export abstract class ModelModels extends ModelGuards {
     return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
   }
 
+}
+
+/**
+ * A callee whose name says it builds or loads a model rather than running one: `load_model(...)`,
+ * `create_model(...)`, `build_network(...)`, or a class by Python's naming convention
+ * (`Model(envs)` with `Model` a parameter holding the class). Only consulted when nothing but the
+ * name says "model".
+ */
+function buildsByName(name: string): boolean {
+  return /^[A-Z]\w*[a-z]/.test(name) || /^_*(load|create|build|make|get|init|initialize|new|setup|construct|instantiate|restore|prepare|define|wrap|unwrap|convert|export|save|train|fit|evaluate|validate|run|print|summarize|count|copy|clone|update|sync|average|freeze|unfreeze|compile|register|quantize|prune)_/i.test(name);
 }

@@ -274,6 +274,8 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
   if (!cls) return undefined;
   const indexes = model.facts.accumulatingParams(cls, mc.method);
   if (!indexes) return undefined;
+  // A buffer the class backpropagates from itself (REINFORCE's `put_data` then `train_net`): the rollout's graph is the loss's.
+  if (model.facts.classesNamed(cls).some((c) => [...c.methods.values()].some((m) => c.model.hasTrainingSignal(m.node)))) return undefined;
   const args = model.positionalArgs(call);
   for (const i of indexes) {
     // `meter.update([loss], n)`: the element of a list literal that carries the graph.

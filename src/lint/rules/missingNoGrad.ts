@@ -9,6 +9,7 @@ import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type Synta
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
+import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
 
 const id = 'missing-no-grad';
 const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
@@ -34,7 +35,9 @@ type Context =
   | { kind: 'loader'; loop: SyntaxNode }
   | { kind: 'eval'; receiver: string; order: number }
   /** A helper with no evaluation context of its own that only evaluation calls (`embed()` from `evaluate()`). */
-  | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string };
+  | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string }
+  | { kind: 'volatile'; variable: SyntaxNode }
+  | { kind: 'read'; fn: FunctionInfo | undefined };
 
 /** A forward pass a call runs: a model called directly, or a project function (`forward_batch(model, b)`) that runs one nobody reports. */
 interface Forward {
@@ -88,7 +91,7 @@ function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
 /** The forward pass `call` runs, if any: a model call, or a call of a project function that runs an unreported one. */
 function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
   // `load_model(path)` is named like a model, but a project function: its summary says what it runs.
-  if (model.isModelCall(call) && !namedLikeModel(model, call)) {
+  if ((model.isModelCall(call) && !namedLikeModel(model, call)) || forwardMethodCall(model, call) || loadedModuleCall(model, call)) {
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     return calleeNode ? { calleeNode, texts: [model.src(calleeNode)] } : undefined;
@@ -129,13 +132,14 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
   if (!fwd.via && frozenScript(model, fwd.calleeNode, call)) return { kind: 'safe' };
-  if (model.callReachesBackward(call)) return { kind: 'safe' };
+  // A `volatile=True` input could not be backpropagated when the code was written.
+  if (model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
   if (fn && inferenceName.test(fn.name)) {
     if (model.hasTrainingSignal(fn.node)) return { kind: 'safe' };
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
   }
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
-  const context = contextOf(model, call, fwd.texts, fn) ?? (fn && evalOnlyHelper(fn));
+  const context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
@@ -161,7 +165,7 @@ function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
   return undefined;
 }
 
-function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined): Context | undefined {
+function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined, direct?: string): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
   if (fn && generationName.test(fn.name) && generates(model, fn)) return { kind: 'name', fn };
   const loop = model.evalLoaderLoopOf(call);
@@ -170,7 +174,24 @@ function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[],
     const e = model.evalEventFor(call, text);
     if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
   }
+  // A forward called directly (not through a helper): evidence from its input and its output.
+  if (direct === undefined) return undefined;
+  const variable = volatileInput(model, call);
+  if (variable) return { kind: 'volatile', variable };
+  if (readOnlyForward(model, call, direct, fn)) return { kind: 'read', fn };
   return undefined;
+}
+
+/**
+ * A forward whose output is only read (inferenceEvidence.ts: printed, saved, turned into
+ * numbers), in code that is not the module's own computation (`self.layer(x)` in a method,
+ * or any call in `forward`): sampling, visualisation, generation, a demo script.
+ */
+function readOnlyForward(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): boolean {
+  if (fn && (/^(forward|__call__)$/.test(fn.name) || (fn.cls && (calleeText === 'self' || calleeText.startsWith('self.')) && model.isModuleClassInfo(fn.cls)))) return false;
+  if (!onlyRead(model, call)) return false;
+  // In a training loop, a forward run every step (an RL rollout's action) is part of the step.
+  return !inTrainingStep(model, call);
 }
 
 /**
@@ -304,6 +325,10 @@ function describe(context: Context, model: FileModel): string {
       return `in \`${context.fn.name}()\`, which ${context.caller} calls to evaluate,`;
     case 'eval':
       return `after \`${context.receiver}.eval()\` (which does not turn off autograd)`;
+    case 'volatile':
+      return 'on a `volatile=True` input (ignored since PyTorch 0.4, so autograd records it)';
+    case 'read':
+      return `${context.fn ? `in \`${context.fn.name}()\`` : 'at module level'}, whose output is only read (printed, saved or turned into numbers),`;
   }
 }
 

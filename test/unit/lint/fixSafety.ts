@@ -224,7 +224,9 @@ export class TrainingPaths {
     const m = methodOf(file, call);
     if (!m) return [];
     const receiver = src(file, m.receiver);
-    return (this.byName.get(m.method) ?? []).filter((g) => !!g.cls || (m.receiver.type === 'identifier' && receiver !== 'self'));
+    // `utils.train(...)` may be a module's function; `net.train()` / `net.eval()` are nn.Module's own methods.
+    const moduleMethod = /^(train|eval|to|cuda|cpu|forward|parameters|zero_grad|step|apply|state_dict|load_state_dict|half|float|double)$/.test(m.method);
+    return (this.byName.get(m.method) ?? []).filter((g) => !!g.cls || (m.receiver.type === 'identifier' && receiver !== 'self' && !moduleMethod));
   }
 
   private isTrainingCall(file: Parsed, call: SyntaxNode): boolean {
@@ -261,7 +263,7 @@ export class TrainingPaths {
         let reach = this.reaches.get(scope);
         if (!reach) this.reaches.set(scope, (reach = new Set()));
         let readers = this.readers.get(scope);
-        if (!readers) this.readers.set(scope, (readers = new Map()));
+        if (!readers) this.readers.set(scope, (readers = new Map<string, SyntaxNode[]>()));
         const addKeys = (n: SyntaxNode): void => {
           for (const k of keysOf(file, n)) {
             add(reach, k);

@@ -1,0 +1,407 @@
+/**
+ * Evidence that a forward pass is inference, beyond a function's name (missing-no-grad):
+ * - its input is a `Variable(..., volatile=True)`: the author meant "no graph", which
+ *   PyTorch has ignored since 0.4, so the forward now records one;
+ * - everything done with its output only reads it: the output (and what is computed from it)
+ *   is held in a local name and ends in numbers, a saved or plotted image, a printed line, or
+ *   another forward pass, never in a loss, a return value, a container or an attribute;
+ * - and which calls are forward passes at all: a method of a model that runs the model's
+ *   layers (`model.pi(x)`, `agent.get_action_and_value(obs)`), as `model(x)` does.
+ *
+ * Every answer leans towards silence: what is not understood counts as a use that may need
+ * the graph.
+ */
+import { track } from '../deps';
+import type { FileModel } from '../model';
+import { ancestors, child, contains, descendants, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, moduleOnlyMethods, optimizerLike, passThroughMethods } from '../model/types';
+
+/**
+ * The `Variable(..., volatile=True)` an argument of this call is built from (through names,
+ * `.cuda()` / `.to()` and other method calls, subscripts), if any.
+ */
+export function volatileInput(model: FileModel, call: SyntaxNode): SyntaxNode | undefined {
+  const args = namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a));
+  for (const a of args) {
+    const v = a && volatileSource(model, a, 0);
+    if (v) return v;
+  }
+  return undefined;
+}
+
+function volatileSource(model: FileModel, expr: SyntaxNode, depth: number): SyntaxNode | undefined {
+  const n = unparen(expr);
+  if (depth > 6) return undefined;
+  if (n.type === 'call') {
+    const q = model.qualify(model.callee(n)) ?? '';
+    if (/^torch\.autograd\.(variable\.)?Variable$/.test(q)) {
+      const v = model.keywordArg(n, 'volatile');
+      return v && model.src(v) === 'True' ? n : undefined;
+    }
+    const mc = model.methodCall(n);
+    return mc ? volatileSource(model, mc.receiver, depth + 1) : undefined;
+  }
+  if (n.type === 'subscript') {
+    const v = child(n, 'value');
+    return v && volatileSource(model, v, depth + 1);
+  }
+  if (n.type === 'identifier') {
+    let b = model.binding(model.src(n), n);
+    // `x = x.cuda()` reads the `x` bound before that statement.
+    if (b && (b.at === n || contains(b.at, n))) {
+      const own = b.at;
+      b = model.binding(model.src(n), own);
+      if (b?.at === own) return undefined;
+    }
+    if (b?.value && !b.unpacked && b.at.order < n.order) return volatileSource(model, b.value, depth + 1);
+  }
+  return undefined;
+}
+
+/** Methods of a module that do not run it. */
+const notForward = /^(state_dict|load_state_dict|zero_grad|apply|register_\w+|add_module|named_\w+|children|get_parameter|get_submodule|extra_repr|type|to_empty|init_\w+|initHidden|init|reset\w*|save\w*|load\w*)$/;
+
+/**
+ * `model.pi(x)`, `agent.get_action_and_value(obs)`: a call of a method, defined in the
+ * workspace on a class, that itself calls a model (its own layers): a forward pass under
+ * another name. A method no definition of which is seen is not one.
+ */
+export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
+  const mc = model.methodCall(call);
+  if (!mc || mc.method === 'forward' || moduleOnlyMethods.has(mc.method) || passThroughMethods.has(mc.method) || notForward.test(mc.method)) return false;
+  const r = unparen(mc.receiver);
+  if ((r.type !== 'identifier' && r.type !== 'attribute') || model.src(r) === 'self' || !model.isModelExpr(r, call)) return false;
+  track(`fn:${mc.method}`);
+  const defs = [...model.functions.filter((f) => f.name === mc.method), ...model.facts.functionsNamed(mc.method)];
+  // Other classes may define a method by that name (a replay memory's `sample`): the receiver is a model.
+  return defs.some((f) => !!f.cls && f.model.isModuleClassInfo(f.cls) && !f.model.hasTrainingSignal(f.node) && f.model.callsIn(f.node).some((c) => c !== call && f.model.isModelCall(c) && f.model.gradState(c) !== 'off'));
+}
+
+/**
+ * `net = torch.load('char-rnn.pt')` ... `net(x)`: calling what a whole-model checkpoint
+ * loaded is a forward pass.
+ */
+export function loadedModuleCall(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (callee?.type !== 'identifier') return false;
+  const b = model.binding(model.src(callee), call);
+  const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  return v?.type === 'call' && /^torch\.(jit\.)?load$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/** Output sinks that only read a tensor: printing, saving and plotting images, logging. */
+const readingSinks = /^(print|save_image|imsave|imwrite|imshow|matshow|savefig|plot|scatter|hist|add_image|add_images|add_figure|add_scalar|add_scalars|add_histogram|add_video|add_audio|add_text|set_description|set_postfix|chr|ord)$/;
+/** What a tensor is rather than what it holds. */
+const metadata = /^(shape|dtype|device|is_cuda|ndim|requires_grad|grad_fn|size|dim|numel|nelement|element_size)$/;
+/** Methods that hand a tensor to autograd machinery or keep it. */
+const keepingMethods = /^(register_hook|retain_grad|backward|requires_grad_|register_\w+)$/;
+
+type Use = { kind: 'safe'; meta?: boolean } | { kind: 'escape' } | { kind: 'propagate'; node: SyntaxNode } | { kind: 'bind'; stmt: SyntaxNode; names: string[] };
+
+/**
+ * Is all that is done with the value of `call` (a model's forward) reading it? The value must
+ * be held in a local name (so the graph outlives the statement) and every use, through the
+ * names it flows into within the call's scope, must end in something that keeps no graph:
+ * `.item()`, `.data`, `.detach()`, `.cpu().numpy()`, a comparison, `print`, `save_image`, a
+ * numpy function, or another forward pass whose output is read the same way.
+ */
+export function onlyRead(model: FileModel, call: SyntaxNode): boolean {
+  const scope = model.scopeOf(call);
+  const body = scope === model.root ? scope : child(scope, 'body');
+  if (!body) return false;
+  if (scope === model.root) track('root*');
+  const queue: SyntaxNode[] = [call];
+  const seenStmts = new Set<SyntaxNode>();
+  let held = false;
+  let read = false;
+  for (let budget = 0; queue.length; budget++) {
+    if (budget > 400) return false;
+    const n = queue.pop() as SyntaxNode;
+    const use = useOf(model, n, n === call);
+    switch (use.kind) {
+      case 'escape':
+        return false;
+      case 'safe':
+        // Only its size asked for (`print(y.size())` in a smoke test): not worth a warning.
+        if (!use.meta) read = true;
+        break;
+      case 'propagate':
+        queue.push(use.node);
+        break;
+      case 'bind': {
+        if (seenStmts.has(use.stmt)) break;
+        seenStmts.add(use.stmt);
+        if (seenStmts.size > 30) return false;
+        for (const name of use.names) {
+          const uses = reachedUses(model, body, name, use.stmt);
+          if (uses === undefined) return false;
+          held = true;
+          queue.push(...uses);
+        }
+        break;
+      }
+    }
+  }
+  return held && read;
+}
+
+/** What the expression `n`'s value is used for, climbing through the expressions derived from it. */
+function useOf(model: FileModel, n: SyntaxNode, isCall: boolean): Use {
+  let cur = n;
+  for (;;) {
+    const p = cur.parent;
+    if (!p) return { kind: 'escape' };
+    switch (p.type) {
+      case 'parenthesized_expression':
+      case 'binary_operator':
+      case 'unary_operator':
+      case 'boolean_operator':
+      case 'conditional_expression':
+      case 'list':
+      case 'tuple':
+      case 'set':
+      case 'expression_list':
+      case 'pair':
+      case 'dictionary':
+      case 'list_splat':
+        cur = p;
+        continue;
+      case 'comparison_operator':
+      case 'not_operator':
+        return { kind: 'safe' };
+      case 'subscript':
+        cur = p;
+        continue;
+      case 'attribute': {
+        if (cur.field !== 'object') return { kind: 'escape' };
+        const attr = child(p, 'attribute');
+        const name = attr ? model.src(attr) : '';
+        if (name === 'data') return { kind: 'safe' };
+        if (metadata.test(name)) return { kind: 'safe', meta: true };
+        const gp = p.parent;
+        if (gp?.type === 'call' && p.field === 'function') {
+          if (keepingMethods.test(name)) return { kind: 'escape' };
+          if (historyFreeMethods.has(name)) return { kind: 'safe', meta: metadata.test(name) };
+          cur = gp;
+          continue;
+        }
+        cur = p;
+        continue;
+      }
+      case 'argument_list':
+        return argumentUse(model, p.parent, cur);
+      case 'keyword_argument':
+        if (cur.field !== 'value' || p.parent?.type !== 'argument_list') return { kind: 'escape' };
+        return argumentUse(model, p.parent.parent, p);
+      case 'assignment':
+      case 'augmented_assignment': {
+        if (cur.field !== 'right') return p.type === 'augmented_assignment' ? { kind: 'safe' } : { kind: 'escape' };
+        const left = child(p, 'left');
+        const stmt = statementOf(p);
+        if (!left || !stmt || stmt.children.find((c) => c.named) !== p) return { kind: 'escape' };
+        const names = localTargets(model, left);
+        return names ? { kind: 'bind', stmt, names } : { kind: 'escape' };
+      }
+      case 'expression_statement':
+        return isCall ? { kind: 'escape' } : { kind: 'safe' };
+      case 'if_statement':
+      case 'elif_clause':
+      case 'while_statement':
+      case 'assert_statement':
+        return cur.field === 'condition' || p.type === 'assert_statement' ? { kind: 'safe' } : { kind: 'escape' };
+      default:
+        return { kind: 'escape' };
+    }
+  }
+}
+
+/** `f(..., value, ...)`: what the call does with the argument. */
+function argumentUse(model: FileModel, call: SyntaxNode | null, arg: SyntaxNode): Use {
+  if (!call || call.type !== 'call') return { kind: 'escape' };
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return { kind: 'escape' };
+  const q = model.qualify(callee) ?? model.src(callee);
+  const name = lastName(model.src(callee));
+  if (lossFunction.test(q) || /^torch\.autograd\./.test(q)) return { kind: 'escape' };
+  if (q.startsWith('torch.')) return historyFreeTorch.test(q) ? { kind: 'safe' } : { kind: 'propagate', node: call };
+  if (q.startsWith('numpy.') || historyFreeBuiltins.has(q) || readingSinks.test(name)) return { kind: 'safe' };
+  if (model.isLossExpr(callee)) return { kind: 'escape' };
+  if (model.isModelCall(call) || forwardMethodCall(model, call) || loadedModuleCall(model, call)) return { kind: 'propagate', node: call };
+  // `self.model.proj(x)`: a layer of a known model (an attribute, not a method the workspace defines).
+  const mc = model.methodCall(call);
+  if (mc && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute') && model.src(mc.receiver) !== 'self' && model.isModelExpr(mc.receiver, call) && !notForward.test(mc.method) && !definesFunction(model, mc.method)) {
+    return arg.type === 'keyword_argument' || model.positionalArgs(call).includes(arg) ? { kind: 'propagate', node: call } : { kind: 'escape' };
+  }
+  return { kind: 'escape' };
+}
+
+/** The plain local names an assignment target binds (`_` left out); undefined when it stores into an attribute or subscript. */
+function localTargets(model: FileModel, left: SyntaxNode): string[] | undefined {
+  const out: string[] = [];
+  const walk = (t: SyntaxNode): boolean => {
+    const n = unparen(t);
+    switch (n.type) {
+      case 'identifier': {
+        const name = model.src(n);
+        if (name !== '_' && !model.isGlobalIn(model.scopeOf(n), name)) out.push(name);
+        return true;
+      }
+      case 'pattern_list':
+      case 'tuple_pattern':
+      case 'list_pattern':
+      case 'tuple':
+      case 'list':
+      case 'list_splat_pattern':
+      case 'list_splat':
+        return namedChildren(n).every(walk);
+      default:
+        return false;
+    }
+  };
+  return walk(left) ? out : undefined;
+}
+
+/**
+ * The reads of `name` in `body` (a function's body, or the module) that the binding made by
+ * `stmt` can reach, by the structure of the code: after it until a statement that rebinds the
+ * name on every path, and, inside a loop, from the loop's start on the next iteration.
+ * Undefined when a nested function or lambda reads it. Errs towards more reads.
+ */
+function reachedUses(model: FileModel, body: SyntaxNode, name: string, stmt: SyntaxNode): SyntaxNode[] | undefined {
+  const entry = namesIn(model, body).get(name);
+  if (!entry) return [];
+  if (entry.nestedRead) return undefined;
+  const kills = entry.kills.filter((k) => k !== stmt);
+  const loops = [...ancestors(stmt)].filter((a) => loopTypes.has(a.type) && contains(body, a));
+  const killed = (u: SyntaxNode, from: number): boolean => kills.some((k) => k.start >= from && k.end <= u.start && !!k.parent && contains(k.parent, u));
+  return entry.reads.filter((u) => {
+    if (u.start >= stmt.end) return !killed(u, stmt.end);
+    const loop = loops.find((l) => contains(l, u));
+    return !!loop && !killed(u, loop.start);
+  });
+}
+
+interface NameUses {
+  /** The name's reads in the scope's own code. */
+  readonly reads: SyntaxNode[];
+  /** Statements `name = ...` (alone or among other targets) that rebind it. */
+  readonly kills: SyntaxNode[];
+  /** Read inside a nested function or lambda. */
+  nestedRead: boolean;
+}
+
+const usesCache = new WeakMap<SyntaxNode, { end: number; count: number; names: Map<string, NameUses> }>();
+
+/** Every name's reads and rebinding statements in a scope's body, gathered in one walk and kept per syntax tree. */
+function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
+  const cached = usesCache.get(body);
+  if (cached && cached.end === body.end && cached.count === body.children.length) return cached.names;
+  const names = new Map<string, NameUses>();
+  const entry = (name: string): NameUses => {
+    let e = names.get(name);
+    if (!e) names.set(name, (e = { reads: [], kills: [], nestedRead: false }));
+    return e;
+  };
+  const walk = (node: SyntaxNode, nested: boolean): void => {
+    for (const n of descendants(node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
+      if (n.type === 'function_definition' || n.type === 'lambda') {
+        // Closures: a read inside one makes the name escape.
+        walk(n, true);
+        continue;
+      }
+      if (n.type === 'identifier') {
+        const p = n.parent;
+        if (p?.type === 'attribute' && n.field === 'attribute') continue;
+        if (p?.type === 'keyword_argument' && n.field === 'name') continue;
+        if (p?.type === 'function_definition' || p?.type === 'class_definition') continue;
+        if (isTarget(n)) continue;
+        const e = entry(model.src(n));
+        if (nested) e.nestedRead = true;
+        else e.reads.push(n);
+      } else if (n.type === 'assignment' && !nested) {
+        const left = child(n, 'left');
+        const s = statementOf(n);
+        if (left && s && s.children.find((c) => c.named) === n) for (const t of boundNames(model, left)) entry(t).kills.push(s);
+      }
+    }
+  };
+  walk(body, false);
+  usesCache.set(body, { end: body.end, count: body.children.length, names });
+  return names;
+}
+
+/** Is this identifier bound here (an assignment's or a `for`'s target), rather than read? */
+function isTarget(n: SyntaxNode): boolean {
+  let cur = n;
+  for (const a of ancestors(n)) {
+    if (a.type === 'assignment' || a.type === 'for_statement' || a.type === 'for_in_clause') return cur.field === 'left';
+    if (!/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat|parenthesized_expression)$/.test(a.type)) return false;
+    cur = a;
+  }
+  return false;
+}
+
+function boundNames(model: FileModel, left: SyntaxNode): string[] {
+  const n = unparen(left);
+  if (n.type === 'identifier') return [model.src(n)];
+  if (/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat)$/.test(n.type)) return namedChildren(n).flatMap((c) => boundNames(model, c));
+  return [];
+}
+
+/** Is a function or method by this name defined in the file or the workspace? */
+function definesFunction(model: FileModel, name: string): boolean {
+  track(`fn:${name}`);
+  return model.functions.some((f) => f.name === name) || model.facts.functionsNamed(name).length > 0;
+}
+
+/**
+ * Does `within` (a scope, or a loop in one) run training steps: it calls `.backward()` / an
+ * optimizer step, or a function of the project that runs one update per call
+ * (`model.train_net()`)? A function that loops over its own batches (`train(epoch)`) makes the
+ * caller an epoch loop instead.
+ */
+function trainsIn(model: FileModel, within: SyntaxNode): boolean {
+  const scope = within.type === 'function_definition' || within === model.root ? within : model.scopeOf(within);
+  for (const c of model.callsIn(scope)) {
+    if (within !== scope && !contains(within, c)) continue;
+    if (isUpdate(model, c)) return true;
+    const callee = model.callee(c);
+    if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) continue;
+    const name = lastName(model.src(callee));
+    track(`fn:${name}`);
+    const fns = [...model.functions.filter((f) => f.name === name), ...model.facts.functionsNamed(name)];
+    if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node)))) return true;
+  }
+  return false;
+}
+
+/**
+ * Is this forward part of a training step: inside a loop that trains, and not under a periodic
+ * condition (`if step % 100 == 0:`, where sampling and evaluation run)? An RL rollout's action
+ * is; a sample saved every N steps, or a test after the training loop, is not.
+ */
+export function inTrainingStep(model: FileModel, call: SyntaxNode): boolean {
+  const scope = model.scopeOf(call);
+  for (const a of ancestors(call)) {
+    if (a === scope) return false;
+    if ((a.type === 'if_statement' || a.type === 'elif_clause') && !contains(child(a, 'condition') ?? a, call)) {
+      const cond = child(a, 'condition');
+      if (cond && [cond, ...descendants(cond)].some((d) => d.type === 'binary_operator' && model.src(child(d, 'operator') ?? d) === '%')) return false;
+    }
+    if (loopTypes.has(a.type) && trainsIn(model, a)) return true;
+  }
+  return false;
+}
+
+function isUpdate(model: FileModel, call: SyntaxNode): boolean {
+  const mc = model.methodCall(call);
+  return !!mc && (mc.method === 'backward' || mc.method === 'manual_backward' || (mc.method === 'step' && optimizerLike.test(model.src(mc.receiver))));
+}
+
+function inLoopWithin(node: SyntaxNode, outer: SyntaxNode): boolean {
+  for (const a of ancestors(node)) {
+    if (a === outer) return false;
+    if (loopTypes.has(a.type)) return true;
+  }
+  return false;
+}
