@@ -74,12 +74,19 @@ export function oversize(text: string, limits: SizeLimits = defaultLimits): stri
   // indentation levels are counted as Python's tokenizer does (a stack of widths; blank and
   // comment lines do not count); lines inside brackets or strings are counted too, which only
   // matters for text that nests absurdly anyway.
+  // More than 100 levels need a line indented 101 columns or more (13 tabs): without one, only line lengths are checked.
+  const indentation = deepIndent.test(text);
+  if (!indentation && text.length <= limits.maxLineChars) return undefined;
   const indents = [0];
   let row = 0;
   for (let start = 0; start <= text.length; row++) {
     let end = text.indexOf('\n', start);
     if (end === -1) end = text.length;
     if (end - start > limits.maxLineChars) return `line ${row + 1} has ${formatCount(end - start)} characters, over the limit of ${formatCount(limits.maxLineChars)} per line (generated data, not code to lint)`;
+    if (!indentation) {
+      start = end + 1;
+      continue;
+    }
     let i = start;
     let width = 0;
     for (; i < end; i++) {
@@ -102,6 +109,7 @@ export function oversize(text: string, limits: SizeLimits = defaultLimits): stri
 
 /** CPython's tokenizer refuses deeper indentation (MAXINDENT); tree-sitter's parse of deeper text can trap (bench/lint/fuzz.ts). */
 const maxIndentLevels = 100;
+const deepIndent = /(?:^|\n)(?:[ \f]{101}|(?:[ \f]*\t){13})/;
 
 export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, carriedHiddenState, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
 
