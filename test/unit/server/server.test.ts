@@ -151,7 +151,7 @@ describe('language server over JSON-RPC', function () {
     assert.equal(note.code, 'file-skipped');
     assert.equal(note.severity, 3);
     assert.equal(note.range.start.line, 0);
-    assert.match(String(note.message), new RegExp(`skipped this file: ${text.length.toLocaleString('en-US')} characters .*over the limit of 1,024 \\(1 KB\\); raise \`gpuWorkbench\\.lint\\.maxFileSize\``));
+    assert.match(note.message as string, new RegExp(`skipped this file: ${text.length.toLocaleString('en-US')} characters .*over the limit of 1,024 \\(1 KB\\); raise \`gpuWorkbench\\.lint\\.maxFileSize\``));
     c.settings = { enabled: true, rules: {}, maxFileSize: 2048 };
     const refreshes = c.refreshes;
     await c.rpc.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
