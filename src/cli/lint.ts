@@ -12,10 +12,10 @@
 import { statSync, writeFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { readRegularFile, reasonOf, walkPython } from '../lint/files';
-import { createLinter, isBinarySource, rules } from '../lint/linter';
+import { createLinter, defaultLimits, isBinarySource, rules } from '../lint/linter';
 import type { Finding, LintOptions } from '../lint/types';
 
-const usage = `usage: gpu-workbench lint [--format text|json] [--select id,...] [--ignore id,...] [--fix] [paths...]
+const usage = `usage: gpu-workbench lint [--format text|json] [--select id,...] [--ignore id,...] [--fix] [--max-file-size KB] [paths...]
 
 Finds GPU-memory hazards in PyTorch code. Paths are files or folders (default: .).
 
@@ -25,6 +25,7 @@ options:
   --select id,...     run only these rules
   --ignore id,...     do not run these rules (e.g. --ignore data-parallel for warnings only)
   --fix               apply the fixes in place, then report what is left
+  --max-file-size KB  skip (with a warning) files larger than this (default ${defaultLimits.maxChars / 1024})
   -h, --help          show this help
 
 rules:
@@ -39,6 +40,7 @@ interface Args {
   select: string[] | undefined;
   ignore: string[];
   fix: boolean;
+  maxFileSizeKb: number;
 }
 
 /** The ids of a `--select`/`--ignore` value, or what is wrong with it. */
@@ -51,7 +53,7 @@ function ruleIds(option: string, value: string | undefined): string[] | string {
 }
 
 function parseArgs(argv: string[]): Args | string {
-  const args: Args = { paths: [], format: 'text', select: undefined, ignore: [], fix: false };
+  const args: Args = { paths: [], format: 'text', select: undefined, ignore: [], fix: false, maxFileSizeKb: defaultLimits.maxChars / 1024 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = (): string | undefined => {
@@ -70,6 +72,11 @@ function parseArgs(argv: string[]): Args | string {
       if (typeof ids === 'string') return ids;
       if (option === '--select') args.select = [...(args.select ?? []), ...ids];
       else args.ignore.push(...ids);
+    } else if (a === '--max-file-size' || a.startsWith('--max-file-size=')) {
+      const v = value();
+      const kb = Number(v);
+      if (!v || !Number.isFinite(kb) || kb <= 0) return `--max-file-size expects a positive number of kilobytes, got ${v === undefined ? 'nothing' : `'${v}'`}`;
+      args.maxFileSizeKb = kb;
     } else if (a.startsWith('-') && a !== '-') return `unknown option '${a}'`;
     else args.paths.push(a);
   }
@@ -138,7 +145,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const internal: string[] = [];
-  const linter = await createLinter({ onError: (path, err) => internal.push(`${display(path)}: ${err instanceof Error ? err.message : String(err)}`) });
+  const linter = await createLinter({ limits: { maxChars: Math.round(args.maxFileSizeKb * 1024) }, onError: (path, err) => internal.push(`${display(path)}: ${err instanceof Error ? err.message : String(err)}`) });
   try {
     const options: LintOptions = { select: args.select, rules: Object.fromEntries(args.ignore.map((id) => [id, 'off' as const])) };
     if (args.fix) {
@@ -172,6 +179,10 @@ export async function run(argv: string[]): Promise<number> {
       for (const { path, finding: f } of all) {
         process.stdout.write(`${display(path)}:${f.range.start.line + 1}:${f.range.start.character + 1}: ${f.ruleId} ${f.message}\n`);
       }
+    }
+    for (const s of sources) {
+      const why = linter.skipReason(s.path);
+      if (why) process.stderr.write(`gpu-workbench lint: warning: skipped ${display(s.path)}: ${why}${/over the limit of [\d,]+ \(/.test(why) ? ' (raise it with --max-file-size KB)' : ''}\n`);
     }
     for (const line of internal) process.stderr.write(`gpu-workbench lint: internal error, some findings may be missing: ${line}\n`);
     if (status === 0 && all.length > 0) status = 1;

@@ -21,7 +21,7 @@ import { rule as modelToDeviceInLoop } from './rules/modelToDeviceInLoop';
 import { rule as samplerShuffle } from './rules/samplerShuffle';
 import { showsGpu, rule as tensorsKeptForLogging } from './rules/tensorsKeptForLogging';
 import { rule as volatileVariable } from './rules/volatileVariable';
-import { toSyntax, type SyntaxNode } from './syntax';
+import { nestingOf, toSyntax, type SyntaxNode } from './syntax';
 import { lineBreakOf, pythonNewlines } from './text';
 import type { Finding, Fix, LintOptions, Position, Range, RawFinding, TextEdit } from './types';
 import { Workspace } from './workspace';
@@ -33,6 +33,83 @@ import { Workspace } from './workspace';
  * seconds over half a megabyte of binary).
  */
 export const isBinarySource = (text: string): boolean => text.includes('\0');
+
+/**
+ * How large a file the engine analyses. Its cost grows linearly with the text (bench/lint/scale.ts),
+ * but a file over these limits is generated data, not a training script, and would block the
+ * server for seconds: it is skipped, with a note naming its size and the limit (`oversize`).
+ */
+export interface SizeLimits {
+  /** Characters in the whole file (UTF-16 units, as the editor counts). */
+  readonly maxChars: number;
+  /** Characters in its longest line. */
+  readonly maxLineChars: number;
+  /**
+   * Levels of syntax-tree nesting. Real code stays far below (55 at most in torch's 1,141 files,
+   * median 14) and CPython itself refuses more than 100 levels of indentation or 200 nested
+   * brackets; past this, analyses that walk up from each node would cost depth times size.
+   */
+  readonly maxDepth: number;
+}
+
+export const defaultLimits: SizeLimits = { maxChars: 2 * 1024 * 1024, maxLineChars: 20_000, maxDepth: 500 };
+
+const formatCount = (n: number): string => n.toLocaleString('en-US');
+
+/** Why a parsed file nests too deep to lint (the line and the depth), or undefined. */
+function tooDeep(root: SyntaxNode, maxDepth: number): string | undefined {
+  for (const top of root.children) {
+    const depth = nestingOf(top);
+    if (depth > maxDepth) return `the statement on line ${top.startRow + 1} nests ${formatCount(depth)} levels deep, over the limit of ${formatCount(maxDepth)} (CPython itself refuses more than 100 levels of indentation or 200 nested brackets)`;
+  }
+  return undefined;
+}
+
+/** Why a text is too large to lint, naming its size and the limit; undefined when it is not. */
+export function oversize(text: string, limits: SizeLimits = defaultLimits): string | undefined {
+  if (text.length > limits.maxChars) {
+    return `${formatCount(text.length)} characters (${(text.length / 1024 / 1024).toFixed(1)} MB), over the limit of ${formatCount(limits.maxChars)} (${Math.round(limits.maxChars / 1024)} KB)`;
+  }
+  // Line by line with indexOf: a few milliseconds per megabyte, no array of lines. The
+  // indentation levels are counted as Python's tokenizer does (a stack of widths; blank and
+  // comment lines do not count); lines inside brackets or strings are counted too, which only
+  // matters for text that nests absurdly anyway.
+  // More than 100 levels need a line indented 101 columns or more (13 tabs): without one, only line lengths are checked.
+  const indentation = deepIndent.test(text);
+  if (!indentation && text.length <= limits.maxLineChars) return undefined;
+  const indents = [0];
+  let row = 0;
+  for (let start = 0; start <= text.length; row++) {
+    let end = text.indexOf('\n', start);
+    if (end === -1) end = text.length;
+    if (end - start > limits.maxLineChars) return `line ${row + 1} has ${formatCount(end - start)} characters, over the limit of ${formatCount(limits.maxLineChars)} per line (generated data, not code to lint)`;
+    if (!indentation) {
+      start = end + 1;
+      continue;
+    }
+    let i = start;
+    let width = 0;
+    for (; i < end; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 32) width++;
+      else if (c === 9) width = (Math.floor(width / 8) + 1) * 8;
+      else if (c !== 12) break;
+    }
+    const c = text.charCodeAt(i);
+    if (i < end && c !== 35 && c !== 13) {
+      if (width > indents[indents.length - 1]) {
+        indents.push(width);
+        if (indents.length - 1 > maxIndentLevels) return `line ${row + 1} is indented more than ${maxIndentLevels} levels deep, which CPython refuses ("too many levels of indentation"), and which tree-sitter cannot always parse`;
+      } else while (width < indents[indents.length - 1]) indents.pop();
+    }
+    start = end + 1;
+  }
+  return undefined;
+}
+
+/** CPython's tokenizer refuses deeper indentation (MAXINDENT); tree-sitter's parse of deeper text can trap (bench/lint/fuzz.ts). */
+const maxIndentLevels = 100;
+const deepIndent = /(?:^|\n)(?:[ \f]{101}|(?:[ \f]*\t){13})/;
 
 export const rules: readonly Rule[] = [missingNoGrad, accumulatedLoss, carriedHiddenState, tensorsKeptForLogging, samplerShuffle, missingSetEpoch, modelToDeviceInLoop, volatileVariable, emptyCacheInLoop, dataParallel];
 
@@ -46,6 +123,8 @@ export interface LinterOptions {
   readonly incremental?: boolean;
   /** Told about internal errors (a rule that threw); the finding list simply lacks that rule's results. */
   readonly onError?: (path: string, error: unknown) => void;
+  /** Files over these are skipped (see `skipReason`); default `defaultLimits`. */
+  readonly limits?: Partial<SizeLimits>;
 }
 
 /** One top-level statement's findings, every rule, before settings and `# noqa`. */
@@ -76,11 +155,38 @@ export class Linter {
   private readonly trees = new Map<string, { tree: Tree; text: string; root: SyntaxNode }>();
   private readonly caches = new Map<string, FileCache>();
   private readonly parseErrors = new Map<string, boolean>();
+  /** Files given but not analysed, each with why (`oversize`). */
+  private readonly skipped = new Map<string, string>();
+  private limits: SizeLimits;
 
   constructor(
     private readonly parser: PythonParser,
     private readonly options: LinterOptions = {},
-  ) {}
+  ) {
+    this.limits = { ...defaultLimits, ...options.limits };
+  }
+
+  /**
+   * Changes the size limits. A file indexed before and now over them is skipped at once; one
+   * skipped before and now within them is analysed when it is given again (the editor's next
+   * pull gives it).
+   */
+  setLimits(limits: Partial<SizeLimits>): void {
+    this.limits = { ...this.limits, ...limits };
+    for (const path of this.workspace.paths()) {
+      const text = this.workspace.get(path)?.text;
+      const tooLarge = text === undefined ? undefined : oversize(text, this.limits);
+      if (tooLarge) {
+        this.removeFile(path);
+        this.skipped.set(path, tooLarge);
+      }
+    }
+  }
+
+  /** Why the file's last text was not analysed (too large: its size and the limit), or undefined. */
+  skipReason(path: string): string | undefined {
+    return this.skipped.get(path);
+  }
 
   /**
    * Adds or replaces a file in the workspace index (incrementally re-parsed when known). The
@@ -90,6 +196,13 @@ export class Linter {
     const text = pythonNewlines(source);
     const known = this.workspace.get(path);
     if (known && known.text === text) return;
+    const tooLarge = oversize(text, this.limits);
+    if (tooLarge) {
+      this.removeFile(path);
+      this.skipped.set(path, tooLarge);
+      return;
+    }
+    this.skipped.delete(path);
     let root: SyntaxNode;
     let edit: Edit | undefined;
     try {
@@ -106,6 +219,13 @@ export class Linter {
       previous?.tree.delete();
       this.trees.delete(path);
       if (!edit) root = toSyntax(tree, text);
+      const deep = tooDeep(root!, this.limits.maxDepth);
+      if (deep) {
+        tree.delete();
+        this.removeFile(path);
+        this.skipped.set(path, deep);
+        return;
+      }
       this.parseErrors.set(path, tree.rootNode.hasError);
       if (this.options.incremental) this.trees.set(path, { tree, text, root: root! });
       else tree.delete();
@@ -180,6 +300,7 @@ export class Linter {
   }
 
   removeFile(path: string): void {
+    this.skipped.delete(path);
     this.caches.delete(path);
     this.trees.get(path)?.tree.delete();
     this.trees.delete(path);
@@ -215,7 +336,8 @@ export class Linter {
         if (configured === 'off') continue;
         if (options.select && !options.select.includes(rule.id)) continue;
         if (suppressed(model.line(r.range.start.line), rule.id)) continue;
-        findings.push({ ruleId: rule.id, severity: configured ?? rule.defaultSeverity, message: r.message, range: r.range, fixes: r.fixes, docsUrl: rule.docsUrl, explanation: rule.explanation });
+        const inside = insideText(model, r, (why) => this.options.onError?.(path, new Error(`${rule.id} gave a range outside the document (${why}); clamped`)));
+        findings.push({ ruleId: rule.id, severity: configured ?? rule.defaultSeverity, message: inside.message, range: inside.range, fixes: inside.fixes, docsUrl: rule.docsUrl, explanation: rule.explanation });
       }
     }
     return findings.sort((a, b) => a.range.start.line - b.range.start.line || a.range.start.character - b.range.start.character || a.ruleId.localeCompare(b.ruleId));
@@ -355,6 +477,31 @@ function moveResult(result: ChunkResult, edit: Edit): ChunkResult | undefined {
     raw: { message: raw.message, range: range(raw.range), fixes: raw.fixes.map((f): Fix => ({ title: f.title, edits: f.edits.map((e): TextEdit => ({ range: range(e.range), newText: e.newText })) })) },
   }));
   return inside ? undefined : { findings, deps: result.deps };
+}
+
+/**
+ * The finding with every range (its own and its fixes') inside the current text: a line past the
+ * last one is the last line, a character past a line's end (without its `\r`) is that end.
+ * Ranges should never need it; when one does, `report` is told why, and the editor still gets a
+ * range it can show instead of an error.
+ */
+function insideText(model: FileModel, raw: RawFinding, report: (why: string) => void): RawFinding {
+  const last = model.lineCount - 1;
+  const lengthOf = (line: number): number => {
+    const text = model.line(line);
+    return text.endsWith('\r') ? text.length - 1 : text.length;
+  };
+  const fits = (p: Position): boolean => p.line >= 0 && p.line <= last && p.character >= 0 && p.character <= lengthOf(p.line);
+  const fitsRange = (r: Range): boolean => fits(r.start) && fits(r.end);
+  if (fitsRange(raw.range) && raw.fixes.every((f) => f.edits.every((e) => fitsRange(e.range)))) return raw;
+  const clamp = (p: Position): Position => {
+    if (fits(p)) return p;
+    report(`${p.line}:${p.character} in ${model.lineCount} lines${p.line >= 0 && p.line <= last ? `, that line has ${lengthOf(p.line)} characters` : ''}`);
+    const line = Math.min(Math.max(p.line, 0), last);
+    return { line, character: Math.min(Math.max(p.character, 0), lengthOf(line)) };
+  };
+  const range = (r: Range): Range => (fitsRange(r) ? r : { start: clamp(r.start), end: clamp(r.end) });
+  return { message: raw.message, range: range(raw.range), fixes: raw.fixes.map((f) => ({ title: f.title, edits: f.edits.map((e) => ({ range: range(e.range), newText: e.newText })) })) };
 }
 
 function suppressed(line: string, ruleId: string): boolean {

@@ -146,6 +146,9 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
       }
       const node = make(parent);
       parent.children.push(node);
+      // The nesting of each top-level statement: the depth of its deepest node (nestingOf).
+      const top = stack.length === 1 ? node : stack[1];
+      if (stack.length > top.depth) top.depth = stack.length;
       const end = cursor.endIndex;
       if (cursor.gotoFirstChild()) {
         node.e = end;
@@ -191,6 +194,8 @@ class Node implements SyntaxNode {
   ec = 0;
   readonly children: Node[] = [];
   scope: SyntaxNode | undefined = undefined;
+  /** For a top-level statement, the depth of its deepest node below the module (1: a leaf statement). */
+  depth = 0;
 
   constructor(
     readonly type: string,
@@ -228,6 +233,11 @@ class Node implements SyntaxNode {
   get order(): number {
     return this.o + this.shift.orders;
   }
+}
+
+/** How deep a top-level statement's tree goes below the module (1 for a leaf); 0 for other nodes. */
+export function nestingOf(top: SyntaxNode): number {
+  return top instanceof Node ? top.depth : 0;
 }
 
 export function child(node: SyntaxNode, field: string): SyntaxNode | undefined {

@@ -31,7 +31,7 @@ import {
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { diffEdit } from '../lint/parser';
 import { walkPython } from '../lint/files';
-import { createLinter, isBinarySource, type Linter } from '../lint/linter';
+import { createLinter, defaultLimits, isBinarySource, type Linter } from '../lint/linter';
 import { severities, type Finding, type LintOptions, type Severity } from '../lint/types';
 
 export const fixAllKind = 'source.fixAll.gpuWorkbench';
@@ -45,6 +45,12 @@ interface LintSettings {
   readonly rules: Record<string, Severity | 'off'>;
 }
 const defaultSettings: LintSettings = { enabled: true, rules: {} };
+
+/** `gpuWorkbench.lint.maxFileSize` in KB (1,024 characters): larger files are skipped with a note. */
+function parseMaxFileSize(value: unknown): number {
+  const kb = typeof value === 'object' && value !== null ? (value as { maxFileSize?: unknown }).maxFileSize : undefined;
+  return typeof kb === 'number' && Number.isFinite(kb) && kb > 0 ? kb : defaultLimits.maxChars / 1024;
+}
 
 function parseSettings(value: unknown): LintSettings {
   if (typeof value !== 'object' || value === null) return defaultSettings;
@@ -88,6 +94,21 @@ function toDiagnostic(f: Finding): Diagnostic {
   return { range: f.range, severity: toLspSeverity[f.severity], code: f.ruleId, codeDescription: { href: f.docsUrl }, source, message: f.message };
 }
 
+/** The document's diagnostics: its findings, or one note at the top when the engine skipped it as too large. */
+function diagnosticsOf(doc: TextDocument, findings: readonly Finding[]): Diagnostic[] {
+  const skipped = linter?.skipReason(pathOf(doc.uri));
+  if (!skipped) return findings.map(toDiagnostic);
+  const raise = /over the limit of [\d,]+ \(/.test(skipped) ? '; raise `gpuWorkbench.lint.maxFileSize` to check it' : '';
+  return [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, severity: DiagnosticSeverity.Information, code: 'file-skipped', source, message: `OOM hints skipped this file: ${skipped}${raise}.` }];
+}
+
+/** Reads `gpuWorkbench.lint.maxFileSize` (window-wide) into the engine's limits. */
+async function applyLimits(l: Linter): Promise<void> {
+  let value: unknown;
+  if (configurationSupport) value = await connection.workspace.getConfiguration({ section: 'gpuWorkbench.lint' }).catch(() => undefined);
+  l.setLimits({ maxChars: Math.round(parseMaxFileSize(value) * 1024) });
+}
+
 const connection = createConnection(ProposedFeatures.all);
 const documents = new TextDocuments(TextDocument);
 let linter: Linter | undefined;
@@ -112,9 +133,13 @@ function settingsFor(uri: string): Promise<LintSettings> {
   return s;
 }
 
+/** The size limit from the settings, read once and again when they change; every lint waits for it. */
+let limitsApplied: Promise<void> | undefined;
+
 async function findingsFor(doc: TextDocument): Promise<Finding[]> {
   const settings = await settingsFor(doc.uri);
   const l = await linterReady;
+  await (limitsApplied ??= applyLimits(l));
   const cached = findingsCache.get(doc.uri);
   if (cached && cached.version === doc.version) return cached.findings;
   let findings: Finding[] = [];
@@ -146,7 +171,7 @@ function schedulePush(doc: TextDocument): void {
       // Closed or changed while it was linting (the settings are a round trip to the client): a
       // closed file must keep no hints, and a changed one has its own push coming.
       if (documents.get(current.uri)?.version !== current.version) return;
-      return connection.sendDiagnostics({ uri: current.uri, version: current.version, diagnostics: findings.map(toDiagnostic) });
+      return connection.sendDiagnostics({ uri: current.uri, version: current.version, diagnostics: diagnosticsOf(current, findings) });
     });
   }, pushDelayMs));
 }
@@ -175,6 +200,7 @@ connection.onInitialized(() => {
 /** Parses the workspace folders' Python files (not the open ones) into the index, yielding between files. */
 async function indexWorkspace(): Promise<void> {
   const l = await linterReady;
+  await (limitsApplied ??= applyLimits(l));
   const files: string[] = [];
   for (const folder of workspaceFolders) walkPython(folder, files, maxIndexedFiles);
   let added = 0;
@@ -192,8 +218,9 @@ async function indexWorkspace(): Promise<void> {
   if (added) invalidateAll();
 }
 
-connection.onDidChangeConfiguration(() => {
+connection.onDidChangeConfiguration(async () => {
   settingsCache.clear();
+  if (linter) await (limitsApplied = applyLimits(linter));
   invalidateAll();
 });
 
@@ -243,7 +270,7 @@ connection.languages.diagnostics.on(async (params): Promise<DocumentDiagnosticRe
   if (!doc) return { kind: DocumentDiagnosticReportKind.Full, items: [] };
   try {
     const findings = await findingsFor(doc);
-    return { kind: DocumentDiagnosticReportKind.Full, items: findings.map(toDiagnostic) };
+    return { kind: DocumentDiagnosticReportKind.Full, items: diagnosticsOf(doc, findings) };
   } catch (err) {
     connection.console.error(`diagnostics for ${doc.uri} failed: ${String(err)}`);
     return { kind: DocumentDiagnosticReportKind.Full, items: [] };

@@ -193,7 +193,7 @@ function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
   if (!bound) return chains;
   const samplerKey = model.src(bound.target);
   const mayBeNone = bound.viaConditional || model.bindingsIn(scope, samplerKey).some((b) => b.value && model.src(b.value) === 'None');
-  for (const call of model.callsIn(scope)) {
+  for (const call of callsPassing(model, model.callsIn(scope), samplerKey)) {
     if (!isDataLoader(model, call)) continue;
     const arg = samplerArg(model, call);
     if (arg && model.src(unparen(arg)) === samplerKey) loaderChain(call, samplerKey, mayBeNone, bound.stmt);
@@ -220,6 +220,67 @@ function loopsIn(model: FileModel, scope: SyntaxNode): SyntaxNode[] {
   return [...descendants(body, isScopeNode)].filter((n) => loopTypes.has(n.type));
 }
 
+/**
+ * The `for` loops of a scope that may iterate `key` (an identifier or attribute that `iterates`
+ * would reach in the iterable), from one walk per scope node: each sampler chain looked the
+ * scope's loops up anew, so a module with many samplers cost samplers x module size. A
+ * scope's nodes are kept across edits only when its text is unchanged, so the index stays right.
+ */
+const loopsByKey = new WeakMap<SyntaxNode, Map<string, SyntaxNode[]>>();
+
+function loopsIterating(model: FileModel, scope: SyntaxNode, key: string): readonly SyntaxNode[] {
+  let index = loopsByKey.get(scope);
+  if (!index) {
+    index = new Map();
+    for (const loop of loopsIn(model, scope)) {
+      const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
+      if (!right) continue;
+      for (const k of new Set(iteratedKeys(model, right))) {
+        let loops = index.get(k);
+        if (!loops) index.set(k, (loops = []));
+        loops.push(loop);
+      }
+    }
+    loopsByKey.set(scope, index);
+  }
+  return index.get(key) ?? [];
+}
+
+/** The keys `iterates` can match in `expr`, with the same walk. */
+function iteratedKeys(model: FileModel, expr: SyntaxNode, depth = 0, out: string[] = []): string[] {
+  const n = unparen(expr);
+  if (n.type === 'identifier' || n.type === 'attribute') out.push(model.src(n));
+  else if (n.type === 'call' && depth <= 4 && !model.methodCall(n)) for (const a of model.positionalArgs(n)) iteratedKeys(model, a, depth + 1, out);
+  return out;
+}
+
+/** A scope's calls by the text of each argument (positional or keyword value), built once per call list. */
+const callsByArgument = new WeakMap<readonly SyntaxNode[], Map<string, SyntaxNode[]>>();
+
+/** The calls that may pass `key` as an argument (what `passesToIterator` looks for first). */
+function callsPassing(model: FileModel, calls: readonly SyntaxNode[], key: string): readonly SyntaxNode[] {
+  let index = callsByArgument.get(calls);
+  if (!index) {
+    index = new Map();
+    for (const call of calls) {
+      const args = child(call, 'arguments');
+      if (!args) continue;
+      const texts = new Set<string>();
+      for (const a of namedChildren(args)) {
+        const value = a.type === 'keyword_argument' ? child(a, 'value') : a.type === 'dictionary_splat' || a.type === 'list_splat' ? undefined : a;
+        if (value) texts.add(model.src(unparen(value)));
+      }
+      for (const t of texts) {
+        let list = index.get(t);
+        if (!list) index.set(t, (list = []));
+        list.push(call);
+      }
+    }
+    callsByArgument.set(calls, index);
+  }
+  return index.get(key) ?? [];
+}
+
 /** The nearest loop around `node` within its scope. */
 function enclosingLoop(node: SyntaxNode): SyntaxNode | undefined {
   for (const a of ancestors(node)) {
@@ -232,13 +293,13 @@ function enclosingLoop(node: SyntaxNode): SyntaxNode | undefined {
 /** The loops in which the loader is iterated once per pass: around a `for ... in loader`, or around a call that hands the loader to a function that iterates it. */
 function epochLoops(model: FileModel, chain: Chain): SyntaxNode[] {
   const out = new Set<SyntaxNode>();
-  for (const loop of loopsIn(model, chain.scope)) {
+  for (const loop of loopsIterating(model, chain.scope, chain.loaderKey)) {
     const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
     if (!right || !iterates(model, right, chain.loaderKey, chain.loaderTarget)) continue;
     const outer = enclosingLoop(loop);
     if (outer) out.add(outer);
   }
-  for (const call of model.callsIn(chain.scope)) {
+  for (const call of callsPassing(model, model.callsIn(chain.scope), chain.loaderKey)) {
     if (!passesToIterator(model, call, chain.loaderKey, 0, chain.loaderTarget)) continue;
     const outer = enclosingLoop(call);
     if (outer) out.add(outer);
@@ -277,8 +338,8 @@ function passesToIterator(model: FileModel, call: SyntaxNode, key: string, depth
     const param = kwName ? model.src(kwName) : fn.params[index + offset];
     if (!param || !fn.params.includes(param)) continue;
     if (fn.model.bindingsIn(fn.node, param).length > 0) continue;
-    if (loopsIn(fn.model, fn.node).some((l) => l.type === 'for_statement' && iterates(fn.model, child(l, 'right') as SyntaxNode, param))) return true;
-    if (fn.model.callsIn(fn.node).some((c) => passesToIterator(fn.model, c, param, depth + 1))) return true;
+    if (loopsIterating(fn.model, fn.node, param).some((l) => iterates(fn.model, child(l, 'right') as SyntaxNode, param))) return true;
+    if (callsPassing(fn.model, fn.model.callsIn(fn.node), param).some((c) => passesToIterator(fn.model, c, param, depth + 1))) return true;
   }
   return false;
 }

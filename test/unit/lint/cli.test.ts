@@ -50,6 +50,22 @@ describe('gpu-workbench lint', function () {
     assert.match(lines[0], /^train\.py:9:9: accumulated-loss `loss` is stored in `total`[^\n]+$/);
   });
 
+  it('skips a file over --max-file-size, or generated code nested deeper than CPython accepts, with a warning naming the size and the limit', () => {
+    const big = `${leak}${'# padding\n'.repeat(200)}`;
+    writeFileSync(join(dir, 'train.py'), big);
+    let deep = 'import torch\n';
+    for (let i = 0; i < 150; i++) deep += `${' '.repeat(i)}for x${i} in loader:\n`;
+    writeFileSync(join(dir, 'deep.py'), `${deep}${' '.repeat(150)}total += model(x).sum()\n`);
+    const r = lint(dir, '--max-file-size', '1', 'train.py');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, new RegExp(`warning: skipped train\\.py: ${big.length.toLocaleString('en-US')} characters \\(0\\.0 MB\\), over the limit of 1,024 \\(1 KB\\) \\(raise it with --max-file-size KB\\)`));
+    assert.match(lint(dir, 'deep.py').stderr, /warning: skipped deep\.py: line 103 is indented more than 100 levels deep, which CPython refuses/);
+    // Within the limit, the same file is linted.
+    assert.equal(lint(dir, 'train.py').code, 1);
+    assert.match(lint(dir, '--max-file-size=0').stderr, /--max-file-size expects a positive number of kilobytes, got '0'/);
+  });
+
   it('exits 1 on an info finding too, and --ignore turns that rule off (warnings only in CI)', () => {
     writeFileSync(join(dir, 'model.py'), dataParallel);
     writeFileSync(join(dir, 'train.py'), leak);

@@ -7,6 +7,7 @@ import { locateWasm } from '../../../src/lint/parser';
 import { repoRoot } from '../../paths';
 import { keyOf, lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
+import type { Rule } from '../../../src/lint/rule';
 
 
 const hazard = `import torch
@@ -175,6 +176,63 @@ describe('Linter', () => {
       assert.throws(() => locateWasm('nope.wasm', 'nope', dist), /cannot find nope\.wasm/);
     } finally {
       rmSync(dist, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Linter size limits and ranges', () => {
+  it('skips a file over the size, line-length or nesting limits and says why, naming the size and the limit', async () => {
+    const errors: unknown[] = [];
+    const l = await createLinter({ incremental: true, limits: { maxChars: 8000, maxLineChars: 300, maxDepth: 60 }, onError: (_, e) => errors.push(e) });
+    try {
+      const cases: [string, string, RegExp][] = [
+        ['/big.py', `${hazard}${'# padding\n'.repeat(800)}`, /^8,\d{3} characters \(0\.0 MB\), over the limit of 8,000 \(8 KB\)$/],
+        ['/line.py', `${hazard}x = [${'1, '.repeat(120)}]\n`, /^line 11 has 366 characters, over the limit of 300 per line \(generated data, not code to lint\)$/],
+        ['/indent.py', `import torch\n${Array.from({ length: 102 }, (_, i) => `${'\t'.repeat(i)}if x:\n`).join('')}${'\t'.repeat(102)}pass\n`, /^line 103 is indented more than 100 levels deep, which CPython refuses/],
+        ['/brackets.py', `${hazard}x = ${'('.repeat(80)}loss${')'.repeat(80)}\n`, /^the statement on line 11 nests \d+ levels deep, over the limit of 60/],
+      ];
+      for (const [path, text, why] of cases) {
+        assert.deepEqual(l.lintFile(path, text), [], path);
+        assert.match(l.skipReason(path) ?? '', why, path);
+        assert.equal(l.hasFile(path), false, path);
+        // Within the limits again (an edit took the excess out): analysed, and no longer skipped.
+        assert.equal(l.lintFile(path, hazard).length, 1, path);
+        assert.equal(l.skipReason(path), undefined, path);
+      }
+      // Lowering a limit skips a file already indexed; raising it lets the next lint check it.
+      l.setLimits({ maxChars: 100 });
+      assert.match(l.skipReason('/big.py') ?? '', /over the limit of 100 \(0 KB\)/);
+      assert.deepEqual(l.lintFile('/big.py', hazard), []);
+      l.setLimits({ maxChars: 8000 });
+      assert.equal(l.lintFile('/big.py', hazard).length, 1);
+      assert.deepEqual(errors, []);
+    } finally {
+      l.dispose();
+    }
+  });
+
+  it('clamps a range a rule puts outside the document to the text, and reports it as an internal error', async () => {
+    const errors: string[] = [];
+    const l = await createLinter({ onError: (_, e) => errors.push(e instanceof Error ? e.message : String(e)) });
+    try {
+      const outside: Rule = {
+        id: 'outside',
+        defaultSeverity: 'warning',
+        summary: '',
+        explanation: '',
+        docsUrl: '',
+        check: (model) => (model.focus === model.root.children[0] ? [{ message: 'm', range: { start: { line: 2, character: 40 }, end: { line: 99, character: 3 } }, fixes: [{ title: 't', edits: [{ range: { start: { line: 0, character: 12 }, end: { line: 0, character: 80 } }, newText: '' }] }] }] : []),
+      };
+      (l as unknown as { rules: Rule[] }).rules = [outside];
+      const text = 'import torch\r\n\r\ndef train(model):\r\n    return model\r\n';
+      const [f] = l.lintFile('/outside.py', text);
+      // Lines as the editor counts them: 'def train(model):' has 17 characters, the last line is line 4 (empty).
+      assert.deepEqual(f.range, { start: { line: 2, character: 17 }, end: { line: 4, character: 0 } });
+      assert.deepEqual(f.fixes[0].edits[0].range, { start: { line: 0, character: 12 }, end: { line: 0, character: 12 } });
+      assert.equal(errors.length, 3);
+      assert.match(errors[0], /^outside gave a range outside the document \(2:40 in 5 lines, that line has 17 characters\); clamped$/);
+    } finally {
+      l.dispose();
     }
   });
 });

@@ -139,6 +139,26 @@ describe('language server over JSON-RPC', function () {
     assert.deepEqual(await c.pull(uri), []);
   });
 
+  it('says it skipped a document over gpuWorkbench.lint.maxFileSize, naming the size and the limit, and checks it once the limit is raised', async () => {
+    client = await Client.start(pullCapabilities);
+    const c = client;
+    const uri = 'file:///project/big.py';
+    c.settings = { enabled: true, rules: {}, maxFileSize: 1 };
+    const text = `${leak}\n${'# padding\n'.repeat(200)}`;
+    await c.open(uri, text);
+    const [note, ...rest] = await c.pull(uri);
+    assert.deepEqual(rest, []);
+    assert.equal(note.code, 'file-skipped');
+    assert.equal(note.severity, 3);
+    assert.equal(note.range.start.line, 0);
+    assert.match(note.message as string, new RegExp(`skipped this file: ${text.length.toLocaleString('en-US')} characters .*over the limit of 1,024 \\(1 KB\\); raise \`gpuWorkbench\\.lint\\.maxFileSize\``));
+    c.settings = { enabled: true, rules: {}, maxFileSize: 2048 };
+    const refreshes = c.refreshes;
+    await c.rpc.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
+    await waitFor('a diagnostics refresh', () => (c.refreshes > refreshes ? true : undefined));
+    assert.deepEqual((await c.pull(uri)).map((d) => d.code), ['accumulated-loss']);
+  });
+
   it('indexes the workspace folder so a guard in a caller in another file counts', async () => {
     for (const [dir, expected] of [['guarded', []], ['unguarded', ['missing-no-grad', 'accumulated-loss']]] as const) {
       client = await Client.start(pullCapabilities, join(fixtures, 'lint', 'workspace', dir));
