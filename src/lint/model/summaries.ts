@@ -13,8 +13,13 @@
  */
 import { track } from '../deps';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import type { FileModel } from '../model';
 import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily } from './types';
+
+/**
+ * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
+ * than imported from ../model.ts: that module's class is built on provenance.ts, which uses this one.
+ */
+type FileModel = FunctionInfo['model'];
 
 /** How many calls deep a summary looks (the caller's call is depth 0). */
 export const maxDepth = 3;
