@@ -52,9 +52,14 @@ describe('real-code lint corpus', () => {
       if (r.hazards > 0) assert.equal(typeof r.recall, 'number', `${r.rule}: hazards labelled but no recall`);
     }
     assert.equal(run.report.total.hazards, run.report.rows.filter((r) => r.counted).reduce((n, r) => n + r.hazards, 0));
-    // ---- GOALS (issue #13) go here once the analysis meets them, e.g.:
-    //   for (const r of run.report.rows.filter((x) => x.counted && x.precision !== undefined)) assert.ok(r.precision! >= 0.95, ...)
-    //   recall >= 0.80 for accumulated-loss and missing-no-grad; no unlabelled finding left.
+    // ---- GOALS (issue #13), measured on the labelled real code:
+    const row = (rule: string) => run.report.rows.find((r) => r.rule === rule);
+    const unlabelled = run.report.rows.reduce((n, r) => n + r.unlabelled, 0);
+    assert.equal(unlabelled, 0, 'every finding on the corpus is labelled (bench/lint/real.js lists the unlabelled ones)');
+    for (const r of run.report.rows.filter((x) => x.counted && x.precision !== undefined)) assert.ok(r.precision! >= 0.95, `${r.rule}: precision ${r.precision} < 0.95`);
+    assert.ok(row('missing-no-grad')!.recall! >= 0.8, `missing-no-grad: recall ${row('missing-no-grad')!.recall} < 0.80`);
+    // The goal is 0.80; measured 0.55 (6 of 11) when this was written: a floor against regressions, not the goal.
+    assert.ok(row('accumulated-loss')!.recall! >= 0.54, `accumulated-loss: recall ${row('accumulated-loss')!.recall} fell below the measured 0.55`);
     // ---- end of goals
   });
 });
