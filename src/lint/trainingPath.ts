@@ -11,6 +11,7 @@
 import { callSitesOf, type CallSite, type FileModel, type FunctionInfo } from './model';
 import { ancestors, baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, type SyntaxNode } from './syntax';
 import { optimizerLike } from './model/types';
+import { topLevelNamed } from './model/summaries';
 
 /** 'train': some caller's computation reaches a backward pass; 'unknown': callers unknown (a callback, a property); 'eval': every caller is known and evaluates. */
 export type PathStatus = 'eval' | 'train' | 'unknown';
@@ -27,19 +28,6 @@ function combine(a: PathStatus, b: PathStatus): PathStatus {
   return a === 'unknown' || b === 'unknown' ? 'unknown' : 'eval';
 }
 
-const ownFunctions = new WeakMap<FileModel, Map<string, FunctionInfo[]>>();
-
-/** The file's module-level and nested functions (not methods) by name, built once per file version. */
-function functionsIn(model: FileModel, name: string): FunctionInfo[] {
-  let byName = ownFunctions.get(model);
-  if (!byName) {
-    byName = new Map();
-    for (const f of model.functions) if (!f.cls) byName.set(f.name, [...(byName.get(f.name) ?? []), f]);
-    ownFunctions.set(model, byName);
-  }
-  return byName.get(name) ?? [];
-}
-
 /** The project functions a call can reach. */
 export function resolveCallee(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   const callee = model.callee(call);
@@ -50,7 +38,7 @@ export function resolveCallee(model: FileModel, call: SyntaxNode): FunctionInfo[
     // A name bound to something else (a local, a parameter) is not the function.
     const scope = model.scopeOf(call);
     if (scope !== model.root && (model.isParam(scope, name) || model.bindingsIn(scope, name).length > 0)) return [];
-    return functionsIn(model, name);
+    return topLevelNamed(model, name);
   }
   if (callee.type !== 'attribute') return [];
   const object = child(callee, 'object');

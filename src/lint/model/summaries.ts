@@ -155,10 +155,10 @@ export function resolveCall(model: FileModel, call: SyntaxNode): Callee | undefi
   return model.fact(`resolve:${call.order}`, () => resolve(model, call) ?? null) ?? undefined;
 }
 
-/** A file version's module-level functions by name (its function list never changes). */
+/** A file version's module-level and nested functions (not methods) by name, built once (its function list never changes). */
 const topLevelFunctions = new WeakMap<FileModel, Map<string, FunctionInfo[]>>();
 
-function topLevelNamed(model: FileModel, name: string): FunctionInfo[] {
+export function topLevelNamed(model: FileModel, name: string): FunctionInfo[] {
   let byName = topLevelFunctions.get(model);
   if (!byName) {
     byName = new Map();
