@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, FrameLocator, Page } from 'playwright-core';
 import { CodeServer, launchBrowser, openWorkbench, packageVsix, reportFailure, resetResults, runDir, screenshot, since, waitUntil } from './harness';
-import { mnistPackage, notification, panelWebview, runCommand, toastSettled, waitForNotification } from './flows';
+import { mnistPackage, notification, panelWebview, pressInEditor, runCommand, toastSettled, waitForNotification } from './flows';
 
 const experimentName = 'apply-best';
 const jobName = 'tiny.job.json';
@@ -180,10 +180,7 @@ describe('e2e: Apply Best Config edits the job file', function () {
     const state = await waitUntil(`${jobName} saved with the best learning rate or its tab dirty`, 30_000, async () =>
       readFileSync(ws.jobFile, 'utf8') === expected ? 'saved' : (await page!.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
     console.log(`      after Apply Best Config ${jobName} was ${state === 'saved' ? 'saved by VS Code already' : 'unsaved (dirty tab)'}`);
-    if (state === 'dirty') {
-      await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
-      await page.keyboard.press('Control+S');
-    }
+    if (state === 'dirty') await pressInEditor(page, 'Control+S');
     await waitUntil(`${jobName} on disk to hold the best learning rate`, 30_000, () => readFileSync(ws.jobFile, 'utf8') === expected);
     await page.locator('.tabs-container .tab.dirty', { hasText: jobName }).waitFor({ state: 'detached', timeout: 30_000 });
     applied = true;
@@ -191,14 +188,13 @@ describe('e2e: Apply Best Config edits the job file', function () {
 
   it('Ctrl+Z in the editor takes the applied config back', async () => {
     assert.ok(page && applied, 'needs the applied edit');
-    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
-    await page.keyboard.press('Control+Z');
+    await pressInEditor(page, 'Control+Z');
     await waitUntil('the editor to show the original learning rate again', 30_000, async () => squash(await editorText(page!)) === squash(ws.original));
     await screenshot(page, 'apply-best-undone');
     // Undoing the workspace edit is saved as the edit was (seen on code-server 4.100.3); else save it.
     const state = await waitUntil(`${jobName} saved as the original or its tab dirty`, 30_000, async () =>
       readFileSync(ws.jobFile, 'utf8') === ws.original ? 'saved' : (await page!.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
-    if (state === 'dirty') await page.keyboard.press('Control+S');
+    if (state === 'dirty') await pressInEditor(page, 'Control+S');
     await waitUntil(`${jobName} on disk to be the original again`, 30_000, () => readFileSync(ws.jobFile, 'utf8') === ws.original);
   });
 });

@@ -11,7 +11,7 @@ import { copyFileSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixtures } from '../paths';
-import { codeServerSuite, processesWith, runCommand, toastSettled, waitForNotification, notification } from './flows';
+import { codeServerSuite, pressInEditor, processesWith, runCommand, toastSettled, waitForNotification, notification } from './flows';
 import { openFileFromExplorer, screenshot, since, waitUntil } from './harness';
 
 const jobName = 'big-activations.job.json';
@@ -56,16 +56,12 @@ describe('e2e: Find Max Batch Size', function () {
     const state = await waitUntil(`${jobName} saved with batchSize ${found} or its tab dirty`, 30_000, async () =>
       readFileSync(s.ws.jobFile, 'utf8') === expected ? 'saved' : (await page.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
     await screenshot(page, 'find-batch-size-set');
-    if (state === 'dirty') {
-      await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
-      await page.keyboard.press('Control+S');
-    }
+    if (state === 'dirty') await pressInEditor(page, 'Control+S');
     await waitUntil(`${jobName} on disk to hold batchSize ${found}`, 30_000, () => readFileSync(s.ws.jobFile, 'utf8') === expected);
-    await page.locator('.editor-instance .monaco-editor .view-lines').first().click();
-    await page.keyboard.press('Control+Z');
+    await pressInEditor(page, 'Control+Z');
     const undone = await waitUntil(`${jobName} saved as the original or its tab dirty`, 30_000, async () =>
       readFileSync(s.ws.jobFile, 'utf8') === s.ws.original ? 'saved' : (await page.locator('.tabs-container .tab.dirty', { hasText: jobName }).count()) > 0 && 'dirty');
-    if (undone === 'dirty') await page.keyboard.press('Control+S');
+    if (undone === 'dirty') await pressInEditor(page, 'Control+S');
     await waitUntil(`${jobName} on disk to be the original again`, 30_000, () => readFileSync(s.ws.jobFile, 'utf8') === s.ws.original);
   });
 });

@@ -132,6 +132,21 @@ export async function toastSettled(page: Page, text: string | RegExp): Promise<v
     .waitFor({ state: 'visible', timeout: 5000 }).catch(() => undefined);
 }
 
+/**
+ * Presses `key` (Ctrl+S, Ctrl+Z) in the editor, as a user does: clicks its text until the editor
+ * says it has keyboard focus (Monaco's `.monaco-editor.focused`), then presses. A key pressed
+ * while focus is still on a closing notification goes nowhere; that lost Ctrl+Z once failed CI.
+ */
+export async function pressInEditor(page: Page, key: string): Promise<void> {
+  const text = page.locator('.editor-instance .monaco-editor .view-lines').first();
+  await waitUntil('the editor to have keyboard focus', 30_000, async () => {
+    if (await page.locator('.editor-instance .monaco-editor.focused').count() > 0) return true;
+    await text.click({ timeout: 5000 }).catch(() => undefined);
+    return false;
+  });
+  await page.keyboard.press(key);
+}
+
 /** What a code-server suite's tests share: set by `codeServerSuite`'s hooks, `page` and `consoleLines` by the test that opens the workbench. */
 export interface CodeServerSuite<W extends { dir: string }> {
   readonly timings: Record<string, number>;

@@ -18,6 +18,7 @@ import { repoRoot } from '../paths';
 import { rule as accumulatedLoss } from '../../src/lint/rules/accumulatedLoss';
 import { exampleName, expectHazardsListed, hazardsExample, hazardsSuite, type HazardLines } from './hazards';
 import { problemRows, screenshot, since, waitUntil } from './harness';
+import { pressInEditor } from './flows';
 
 /** Focuses the editor of the open file and puts the cursor at line:column with Go to Line (Ctrl+G). */
 async function goTo(page: Page, line: number, column: number): Promise<void> {
@@ -114,7 +115,7 @@ describe('e2e: OOM hints in code-server', function () {
       return rows.some((r) => r.text.includes('missing-no-grad')) && !rows.some((r) => r.text.includes('accumulated-loss'));
     });
     s.timings.fixToProblemGoneMs = since(t0);
-    await page.keyboard.press('Control+S');
+    await pressInEditor(page, 'Control+S');
     const onDisk = join(s.ws.dir, exampleName);
     const saved = await waitUntil(`${onDisk} to hold "${fixedLine.trim()}" after Ctrl+S`, 30_000, () => {
       const lines = readFileSync(onDisk, 'utf8').split('\n');
