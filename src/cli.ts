@@ -7,6 +7,7 @@ import { run as gpus } from './cli/gpus';
 import { run as train } from './cli/train';
 import { run as lint } from './cli/lint';
 import { run as tune } from './cli/tune';
+import { run as doctor } from './cli/doctor';
 
 type Command = { readonly summary: string; readonly run: (argv: string[]) => Promise<number> };
 
@@ -15,6 +16,7 @@ const commands: Record<string, Command> = {
   train: { summary: 'run a training job (single, dp, ddp, pipeline, torchrun) from a *.job.json file (--json, --resume, --find-batch-size)', run: train },
   lint: { summary: 'find GPU-memory hazards in PyTorch code (--format json, --select, --ignore, --fix)', run: lint },
   tune: { summary: 'search hyperparameters: grid, random, TPE or GP search with ASHA (--json, --resume)', run: tune },
+  doctor: { summary: 'check what this machine offers for training: driver, Vulkan adapters, backends, Python/torch, a short run per GPU (--json)', run: doctor },
 };
 
 function usage(): string {

@@ -15,6 +15,7 @@ import { registerFindBatchSize } from './views/batchSize/batchSize';
 import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
 import { registerSpecDiagnostics } from './views/jobFiles/specDiagnostics';
+import { registerCheckGpuSetup } from './views/doctor/doctor';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -35,6 +36,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerTuning(context, monitor);
   registerLintClient(context);
   registerSpecDiagnostics(context);
+  registerCheckGpuSetup(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }

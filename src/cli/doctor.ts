@@ -1,0 +1,123 @@
+/**
+ * `gpu-workbench doctor`: what this machine offers for training, each with its own evidence
+ * (see src/doctor/checks.ts), then one short training run per GPU. The first thing to run on a
+ * new machine. Exit code 0 when every GPU trains on a GPU backend (or, with no GPU, training on
+ * the CPU works), 1 otherwise, 2 for bad options.
+ */
+import { cpus } from 'node:os';
+import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWebgpuAdapters, exec, probeWith, pythonCandidates, verdictOf, type RunJob } from '../doctor/checks';
+import { runProbe } from '../doctor/probe';
+import { exitCodeOf, renderCheck, renderHeader, type Check, type DoctorReport } from '../doctor/report';
+import { runJob } from '../training/launchers/coordinator';
+
+const help = `usage: gpu-workbench doctor [--json] [--no-train] [--steps N] [--nvidia-smi PATH] [--python PATH]
+
+Checks what this machine offers for training, each with its evidence: the NVIDIA driver and GPUs
+(nvidia-smi), the WebGPU (Vulkan) adapters Dawn sees, which training backends load and why not,
+every Python on PATH with its torch and torch.cuda.is_available(), then trains a few steps of an
+MLP on every GPU on the best backend and prints samples/s.
+
+options:
+  --json             print the report as JSON: {"checks":[{"id","title","status","summary",
+                     "evidence","fix"?,"data"?}],"verdict","exitCode",...}
+  --no-train         skip the training runs
+  --steps N          training steps per GPU, the first third not timed (default 30)
+  --nvidia-smi PATH  the nvidia-smi to run (default: nvidia-smi on PATH)
+  --python PATH      also check this Python interpreter
+  -h, --help         show this help
+
+Exit code 0 when every GPU trains on a GPU backend (with no GPU: when training on the CPU
+works), 1 when a check failed, 2 for bad options.`;
+
+interface Options {
+  json: boolean;
+  train: boolean;
+  steps: number;
+  nvidiaSmi: string;
+  python: string | undefined;
+  probe: string | undefined;
+}
+
+class UsageError extends Error {}
+
+function parseArgs(argv: string[]): Options | 'help' {
+  const o: Options = { json: false, train: true, steps: 30, nvidiaSmi: 'nvidia-smi', python: undefined, probe: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const eq = argv[i].startsWith('--') ? argv[i].indexOf('=') : -1;
+    const name = eq > 0 ? argv[i].slice(0, eq) : argv[i];
+    const value = (): string => {
+      if (eq > 0) return argv[i].slice(eq + 1);
+      const v = argv[i + 1];
+      if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
+      i++;
+      return v;
+    };
+    switch (name) {
+      case '-h': case '--help': return 'help';
+      case '--json': o.json = true; break;
+      case '--no-train': o.train = false; break;
+      case '--steps': {
+        const v = value();
+        if (!/^\d+$/.test(v) || Number(v) < 3) throw new UsageError(`--steps expects a whole number of at least 3, got '${v}'`);
+        o.steps = Number(v);
+        break;
+      }
+      case '--nvidia-smi': o.nvidiaSmi = value(); break;
+      case '--python': o.python = value(); break;
+      case '--probe': o.probe = value(); break;
+      default: throw new UsageError(`unknown option '${argv[i]}'`);
+    }
+  }
+  return o;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let o: Options | 'help';
+  try {
+    o = parseArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`gpu-workbench doctor: ${err.message}\n\n${help}\n`);
+    return 2;
+  }
+  if (o === 'help') {
+    process.stdout.write(`${help}\n`);
+    return 0;
+  }
+  if (o.probe !== undefined) {
+    process.stdout.write(`${JSON.stringify(await runProbe(o.probe))}\n`);
+    return 0;
+  }
+  const opts = o;
+  const checks: Check[] = [];
+  // In a terminal, each check as it ends: the training runs take a while.
+  const add = (...cs: Check[]) => {
+    checks.push(...cs);
+    if (!opts.json) for (const c of cs) process.stdout.write(`${renderCheck(c)}\n`);
+  };
+  const report = (): DoctorReport => ({
+    version: 1,
+    takenAt: new Date().toISOString(),
+    host: { platform: process.platform, arch: process.arch, node: process.versions.node, cpus: cpus().length },
+    checks,
+    verdict: '',
+    exitCode: exitCodeOf(checks),
+  });
+  if (!opts.json) process.stdout.write(`${renderHeader(report())}\n\n`);
+  const probe = probeWith([process.execPath, process.argv[1], 'doctor']);
+  const nvidia = await checkNvidiaSmi(exec, opts.nvidiaSmi);
+  add(nvidia.check);
+  add(await checkWebgpuAdapters(probe, nvidia.gpus.length));
+  add(...await checkBackends(probe));
+  add(...await checkPythons(exec, pythonCandidates(opts.python), nvidia.gpus.length));
+  if (opts.train) {
+    const step = { steps: opts.steps, warmup: Math.floor(opts.steps / 3), timeoutMs: 300_000 };
+    const jobs = runJob as unknown as RunJob;
+    if (nvidia.gpus.length === 0) add(await checkTrainingStep(jobs, undefined, step));
+    for (const gpu of nvidia.gpus) add(await checkTrainingStep(jobs, gpu, step));
+  }
+  const final: DoctorReport = { ...report(), verdict: verdictOf(checks, nvidia.gpus) };
+  if (opts.json) process.stdout.write(`${JSON.stringify(final, null, 2)}\n`);
+  else process.stdout.write(`\n${final.verdict}\n`);
+  return final.exitCode;
+}
