@@ -8,7 +8,7 @@ import { listWebgpuAdapters } from '../training/backends/webgpu';
 import type { BackendChoice } from '../training/job/spec';
 
 export async function runProbe(what: string): Promise<Record<string, unknown>> {
-  if (what === 'webgpu-adapters') return await listWebgpuAdapters() as unknown as Record<string, unknown>;
+  if (what === 'webgpu-adapters') return { ...await listWebgpuAdapters() };
   const backend = /^backend:(.+)$/.exec(what);
   if (backend) {
     try {

@@ -37,7 +37,7 @@ function hangingProgram(): string {
   return file;
 }
 
-const fixedProbe = (answers: Record<string, Awaited<ReturnType<Probe>>>): Probe => async (what) => answers[what] ?? { ok: false, why: `no answer for ${what}`, evidence: [] };
+const fixedProbe = (answers: Record<string, Awaited<ReturnType<Probe>>>): Probe => (what) => Promise.resolve(answers[what] ?? { ok: false, why: `no answer for ${what}`, evidence: [] });
 
 describe('gpu-workbench doctor: nvidia-smi', function () {
   this.timeout(30_000);
@@ -200,7 +200,7 @@ describe('gpu-workbench doctor (the built CLI)', function () {
   it('with nvidia-smi listing two GPUs that no backend reaches: each GPU fails, exit 1, and the text names why', async () => {
     const r = await doctor(['--steps', '3'], fakeEnv('two-gpus').env);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stdout, /^\[ok  \] NVIDIA driver \(nvidia-smi\): driver 550\.54\.15, 2 GPUs/m);
+    assert.match(r.stdout, /^\[ok {2}\] NVIDIA driver \(nvidia-smi\): driver 550\.54\.15, 2 GPUs/m);
     assert.match(r.stdout, /^\[FAIL\] training on GPU 0 \(NVIDIA GeForce RTX 3090\): trained on \w+ on cpu, not on the GPU/m);
     assert.match(r.stdout, /^\[FAIL\] training on GPU 1 /m);
     assert.match(r.stdout, /^0 of 2 GPUs train; training on GPU 0 \(NVIDIA GeForce RTX 3090\), training on GPU 1 \(NVIDIA GeForce RTX 3090\) did not\.$/m);
