@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { format } from 'node:util';
 import type { Browser, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
+import { notification, runCommand, waitForNotification } from './flows';
 import { activityBarItem, CodeServer, e2eWorkspace, extensionId, launchBrowser, openFileFromExplorer, openGpuView, openWorkbench, packageVsix, problemRows, remoteUri, reportFailure, resetResults, runDir, screenshot, since, waitUntil, workbenchUrl } from './harness';
 
 const timings: Record<string, number> = {};
@@ -225,6 +226,20 @@ describe('e2e: GPU Workbench in code-server', function () {
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
+    });
+
+    it('GPU Workbench: Check GPU Setup from F1 says, with its evidence, that there is no GPU and training runs on the CPU', async () => {
+      assert.ok(page);
+      const t0 = performance.now();
+      await runCommand(page, 'GPU Workbench: Check GPU Setup');
+      const verdict = await waitForNotification(page, /GPU setup: No GPU here; training runs on the CPU \((wasm|cpu), [\d,]+ samples\/s\)/, 240_000);
+      timings.checkGpuSetupMs = since(t0);
+      console.log(`      check GPU setup: "${verdict}"`);
+      await notification(page, 'GPU setup:').locator('.monaco-button', { hasText: 'Show Report' }).click({ timeout: 30_000 });
+      // The report in its output channel, scrolled to its end: the training run with what it ran on
+      // (Monaco draws spaces as no-break spaces, which \s matches).
+      await page.locator('.part.panel .view-line', { hasText: /training\swithout\sa\sGPU:\s(wasm|cpu)\son\scpu:\s[\d,]+\ssamples\/s/ }).first().waitFor({ timeout: 30_000 });
+      await screenshot(page, 'check-gpu-setup');
     });
   });
 });
