@@ -129,11 +129,10 @@ export function describeAdapter(index: number, info: GpuAdapterInfo, limits: Gpu
   };
 }
 
-/** One line for people: `llvmpipe: Mesa 25.0.7 (mesa, software)`, `NVIDIA H100 80GB HBM3 (nvidia, hopper, driver 580.65.06)`. */
+/** One line for people: `llvmpipe-llvm-15-0-6-256-bits- (mesa, software; driver: llvmpipe: Mesa 25.0.7 (LLVM 15.0.6))`, `<device> (nvidia, <architecture>; driver: NVIDIA: 580.65.06)`. */
 export function adapterLabel(a: WebgpuAdapter): string {
-  const what = [a.vendor, a.architecture, a.driver ? `driver ${a.driver}` : ''].filter((s) => s !== '').join(', ');
-  const name = a.software || !a.device ? a.description || a.device : a.device;
-  return `${name || 'unnamed adapter'}${what ? ` (${what})` : ''}${a.software ? ', software' : ''}`;
+  const what = [a.vendor || 'vendor unknown', a.architecture || 'architecture unknown', ...(a.software && a.architecture !== 'software' ? ['software'] : [])];
+  return `${a.device || 'unnamed adapter'} (${what.join(', ')}${a.description ? `; driver: ${a.description}` : ''})`;
 }
 
 /** The adapter names in dawn.node's answer to an `adapter=` flag no adapter has: "Available adapters:\n * backend: 'vulkan', name: '...'". */
@@ -203,6 +202,8 @@ export async function listWebgpuAdapters(): Promise<{ adapters: WebgpuAdapter[] 
 
 /** What `openWebgpu` got: the adapter, a device with limits up to the adapter's, and the guard's OOM state. */
 export interface OpenedWebgpu {
+  /** The dawn.node instance: tfjs-backend-webgpu wants it as navigator.gpu. */
+  readonly gpu: Gpu;
   readonly adapter: WebgpuAdapter;
   readonly device: GpuDevice;
   readonly info: GpuAdapterInfo;
@@ -242,7 +243,7 @@ export async function openWebgpu(opts: { allowSoftware: boolean; flags?: string[
   } catch (err) {
     return { ok: false, why: `webgpu: ${adapterLabel(described)} refused a device: ${(err as Error).message.split('\n')[0]}` };
   }
-  return { ok: true, opened: { adapter: described, device, info: adapter.info, memory: guardWebgpuMemory(device) } };
+  return { ok: true, opened: { gpu, adapter: described, device, info: adapter.info, memory: guardWebgpuMemory(device) } };
 }
 
 const size = (bytes: number): string => bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
@@ -252,7 +253,7 @@ const storageUsage = 0x80;
 
 export interface WebgpuMemoryGuard {
   /** Why the device can no longer be trusted (out of memory, lost), or undefined. */
-  failure(): string | undefined;
+  readonly failure: () => string | undefined;
 }
 
 /**
@@ -284,8 +285,8 @@ export function guardWebgpuMemory(device: GpuDevice): WebgpuMemoryGuard {
 }
 
 /** What a worker on webgpu reports for `err`: an `OutOfMemoryError` once the device ran out of memory or was lost, else `err` itself. */
-export function webgpuErrorAsOutOfMemory(guard: WebgpuMemoryGuard | undefined, err: unknown): unknown {
+export function webgpuErrorAsOutOfMemory(failure: WebgpuMemoryGuard['failure'] | undefined, err: unknown): unknown {
   if (err instanceof OutOfMemoryError) return err;
-  const why = guard?.failure();
+  const why = failure?.();
   return why ? new OutOfMemoryError(why) : err;
 }
