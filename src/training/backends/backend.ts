@@ -1,6 +1,8 @@
 /**
  * Picks the TF.js backend a worker really runs on, best first: tfjs-node-gpu (libtensorflow
- * with CUDA), tfjs-node (libtensorflow on CPU), wasm, cpu. The two native packages are optional
+ * with CUDA), webgpu on a hardware adapter (Dawn over Vulkan, webgpu.ts), tfjs-node
+ * (libtensorflow on CPU), wasm, cpu. A software WebGPU adapter (lavapipe) is only used when the
+ * job asks for `webgpu` by name: on a CPU our wasm backend is faster. The two native packages are optional
  * dependencies whose install downloads libtensorflow and fails offline, so they are loaded with
  * a guarded require at run time (through `createRequire`, which webpack leaves alone) and the
  * reason each one was skipped is kept for the job's start line. Nothing here claims a GPU the
@@ -18,6 +20,7 @@ import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
 import type { LoadedBackend, Tf } from './types';
+import { adapterLabel, openWebgpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
 
@@ -84,13 +87,75 @@ function registerOurWasmKernels(notes: string[]): void {
 }
 
 async function activate(name: string): Promise<boolean> {
+  return (await activateOrWhy(name)) === undefined;
+}
+
+/** Makes `name` the backend; undefined when it is, else why not. */
+async function activateOrWhy(name: string): Promise<string | undefined> {
   try {
-    if (!(await tf.setBackend(name))) return false;
+    if (!(await tf.setBackend(name))) return `the ${name} backend did not initialise`;
     await tf.ready();
-    return tf.getBackend() === name;
-  } catch {
-    return false;
+    return tf.getBackend() === name ? undefined : `the ${name} backend did not initialise`;
+  } catch (err) {
+    return `the ${name} backend failed to initialise: ${(err as Error).message?.split('\n')[0] ?? String(err)}`;
   }
+}
+
+let webgpuKernelsRegistered = false;
+
+/** Registers our own webgpu kernels (workarounds for tfjs-backend-webgpu, webgpuKernels/) if that module is built. */
+function registerOurWebgpuKernels(notes: string[]): void {
+  if (webgpuKernelsRegistered) return;
+  webgpuKernelsRegistered = true;
+  let mod: { registerWebgpuKernels?: () => void } | undefined;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    mod = require('./webgpuKernels/index') as { registerWebgpuKernels?: () => void };
+  } catch {
+    return; // not there: the shipped webgpu kernels only
+  }
+  try {
+    mod.registerWebgpuKernels?.();
+  } catch (err) {
+    notes.push(`our webgpu kernels were not registered: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The webgpu backend on the adapter Dawn ranks first, with its device's limits raised to the
+ * adapter's and its buffers guarded (webgpu.ts). `forced` (the job asked for webgpu) takes a
+ * software adapter too; auto does not.
+ */
+async function loadWebgpu(api: Tf, forced: boolean, extra: string[]): Promise<LoadedBackend | { why: string }> {
+  const got = await openWebgpu({ allowSoftware: forced });
+  if (!got.ok) return { why: got.why };
+  const { gpu, adapter, device, info, memory } = got.opened;
+  // Required before navigator.gpu exists: the package registers its own factory (Dawn's first adapter, its own limits) when it finds navigator.gpu at load; ours uses our device.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { WebGPUBackend } = require('@tensorflow/tfjs-backend-webgpu') as { WebGPUBackend: new (device: unknown, info?: unknown) => tf.KernelBackend };
+  // Its constructor checks navigator.gpu (Node 20 has no navigator; Node 21+ has one without gpu).
+  const g = globalThis as { navigator?: object };
+  if (g.navigator) Object.defineProperty(g.navigator, 'gpu', { value: gpu, configurable: true });
+  else Object.defineProperty(g, 'navigator', { value: { gpu }, configurable: true, writable: true });
+  if (tf.findBackendFactory('webgpu')) tf.removeBackend('webgpu');
+  tf.registerBackend('webgpu', () => new WebGPUBackend(device, info), 0);
+  const why = await activateOrWhy('webgpu');
+  if (why) {
+    device.destroy();
+    return { why: `webgpu on ${adapterLabel(adapter)}: ${why}` };
+  }
+  registerOurWebgpuKernels(extra);
+  if (adapter.software) extra.push(`the webgpu adapter is software, its shaders run on the CPU: ${adapterLabel(adapter)}`);
+  return {
+    tf: api,
+    name: 'webgpu',
+    label: 'webgpu (Dawn)',
+    gpu: !adapter.software,
+    device: `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
+    adapter,
+    outOfMemory: memory.failure,
+    note: '',
+  };
 }
 
 /**
@@ -103,7 +168,7 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
   const api = { ...tf, ...tfl } as Tf;
   const skipped: string[] = [];
   const extra: string[] = [];
-  const order: Exclude<BackendChoice, 'auto'>[] = choice === 'auto' ? ['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'] : [choice];
+  const order: readonly Exclude<BackendChoice, 'auto'>[] = choice === 'auto' ? autoOrder : [choice];
   for (const candidate of order) {
     switch (candidate) {
       case 'tensorflow-gpu':
@@ -129,6 +194,14 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
           device: gpus > 0 ? `gpu:${cuda ?? '0'} (CUDA_VISIBLE_DEVICES=${cuda ?? 'unset'})` : 'cpu',
           note: notes(skipped, extra, gpus > 0),
         };
+      }
+      case 'webgpu': {
+        const got = await loadWebgpu(api, choice === 'webgpu', extra);
+        if ('why' in got) {
+          skipped.push(got.why);
+          break;
+        }
+        return { ...got, note: notes(skipped, extra, got.gpu) };
       }
       case 'wasm': {
         const dir = locateWasmDir();
@@ -158,7 +231,10 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
   throw new Error(`backend "${choice}" is not available: ${skipped.join('; ')}`);
 }
 
+/** What `auto` tries, best first. */
+export const autoOrder: readonly Exclude<BackendChoice, 'auto'>[] = ['tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm', 'cpu'];
+
 function notes(skipped: string[], extra: string[], gpu: boolean): string {
-  const parts = [...(gpu ? [] : skipped.length ? [`no GPU: ${skipped[0]}`, ...skipped.slice(1)] : ['no GPU']), ...extra];
+  const parts = [...(gpu ? skipped.map((s) => `skipped: ${s}`) : skipped.length ? [`no GPU: ${skipped[0]}`, ...skipped.slice(1)] : ['no GPU']), ...extra];
   return parts.join('; ');
 }

@@ -188,7 +188,7 @@ class Coordinator {
     }
     this.state = 'running';
     const ready = this.slots.map((s) => s.ready!);
-    const workers: WorkerInfo[] = ready.map((r) => ({ rank: r.rank, pid: r.pid, device: r.device, backend: r.backend }));
+    const workers: WorkerInfo[] = ready.map((r) => ({ rank: r.rank, pid: r.pid, device: r.device, backend: r.backend, ...(r.adapter ? { adapter: r.adapter } : {}) }));
     const backends = [...new Set(ready.map((r) => r.backend))].join('/');
     const gpu = ready.some((r) => r.device.startsWith('gpu'));
     const note = ready[0].backendNote;

@@ -19,8 +19,10 @@ import type { JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
+import { webgpuErrorAsOutOfMemory } from '../backends/webgpu';
+import { concatValues, readsSync, scalarOf, valuesOf } from './reads';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
-import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
+import { Batcher, emit, nextMessage, readyMessage, send, type Init } from './rank';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
 import { trainPipeline } from './pipeline';
@@ -43,15 +45,26 @@ function lossAndGradients(tf: Tf, model: LayersModel, vars: Variable[], spec: Jo
 
 /**
  * Gradients of the mean loss over (x, y) read out once into `buf` (the GradientBuffer's layout,
- * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor.
+ * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor. On
+ * webgpu the gradients and the loss are joined on the GPU in the buffer's order and leave it
+ * in one read.
  */
-function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): number {
+async function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): Promise<number> {
   const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
-  vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
-  const loss = value.dataSync()[0];
-  buf[buf.length - 1] = loss;
-  tf.dispose([value, ...Object.values(grads)]);
-  return loss;
+  try {
+    if (readsSync(tf)) {
+      vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
+      buf[buf.length - 1] = value.dataSync()[0];
+    } else {
+      // The buffer's layout is last layer first, then the loss.
+      const all = await concatValues(tf, [...vars.map((v) => grads[v.name]).reverse(), value]);
+      if (all.length !== buf.length) throw new Error(`read ${all.length} gradient values, the buffer holds ${buf.length}`);
+      buf.set(all);
+    }
+    return buf[buf.length - 1];
+  } finally {
+    tf.dispose([value, ...Object.values(grads)]);
+  }
 }
 
 /** Hands the averaged gradients in `buf` to the optimizer as tensors of their variables' shapes. */
@@ -125,7 +138,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
     if (!resumeFrom && worldSize > 1) {
       // As DDP does at construction: every replica starts from rank 0's weights.
       for (const v of vars) {
-        const values = v.dataSync().slice() as Float32Array;
+        const values = (await valuesOf(tf, v)).slice();
         await ring.broadcast(values, 0);
         const t = tf.tensor(values, v.shape);
         v.assign(t);
@@ -151,7 +164,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         if (worldSize === 1) {
           // Nothing to average: the gradients stay in the backend, no copy out and back.
           const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
-          const loss = value.dataSync()[0];
+          const loss = await scalarOf(tf, value);
           optimizer.applyGradients(grads);
           tf.dispose([value, ...Object.values(grads)]);
           return { samples: rows.length, loss };
@@ -159,7 +172,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         // One flat buffer, last layer first, the local loss at the end: read out once, averaged
         // in place over the ring, read back in once.
         const buf = flat.next();
-        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
         await reducer.meanFlat(buf);
         applyFlat(tf, optimizer, vars, flat, buf);
         return { samples: rows.length * worldSize, loss: buf[buf.length - 1] };
@@ -196,7 +209,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   const star = await Star.join({ rank, worldSize, dir: init.ringDir });
   // Gradients travel and are summed in the ddp layout (GradientBuffer): read out of the backend once.
   const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
-  const weightsOf = () => flatten(vars.map((v) => v.dataSync() as Float32Array));
+  const weightsOf = () => concatValues(tf, vars);
   try {
     if (rank !== 0) {
       // A replica: weights in, gradients out, until rank 0 says stop.
@@ -215,7 +228,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const split: Split = { xs: f.data.subarray(n), labels, count: n };
         const { x, y } = batcher.batch(split, Array.from({ length: n }, (_, i) => i));
         const buf = flat.next(); // reused only after send resolved: the socket has the bytes by then
-        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
         await link.send(Tag.Grads, buf);
         steps++;
         if (steps === 1 || steps % 20 === 0) {
@@ -228,7 +241,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
 
     const replicas = star.links.slice(1).map((l) => l!);
     const broadcastWeights = async () => {
-      const w = weightsOf();
+      const w = await weightsOf();
       await Promise.all(replicas.map((l) => l.send(Tag.Weights, w)));
     };
     await broadcastWeights();
@@ -260,7 +273,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const total = flat.next();
         if (sizes[0] > 0) {
           const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1]));
-          gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total);
+          await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total);
         } else {
           total.fill(0);
         }
@@ -315,8 +328,8 @@ export async function workerMain(): Promise<void> {
     await send({ type: 'worker/done', rank: init.rank, metrics });
     process.exit(0);
   } catch (err) {
-    // A wasm trap with the heap at its maximum is out of memory (oom.ts).
-    const e = wasmCrashAsOutOfMemory(backend?.tf, err) as Error;
+    // A wasm trap with the heap at its maximum is out of memory (oom.ts); so is anything after a webgpu device ran out of memory or was lost (webgpu.ts).
+    const e = webgpuErrorAsOutOfMemory(backend?.outOfMemory, wasmCrashAsOutOfMemory(backend?.tf, err)) as Error;
     const reason = e instanceof RingError ? e.message : `${e.name === 'Error' ? '' : `${e.name}: `}${e.message ?? String(err)}`;
     const hint = hintFor(reason);
     await send({ type: 'worker/failed', rank: init.rank, reason, ...(hint ? { hint } : {}), peerLost: e instanceof RingError && e.peerLost });
