@@ -146,7 +146,7 @@ interface AdapterFacts {
 }
 
 function adapterLine(a: AdapterFacts): string {
-  const what = [a.description || a.device, a.vendor && `vendor ${a.vendor}`, a.architecture && `architecture ${a.architecture}`, a.driver && `driver ${a.driver}`].filter(Boolean).join(', ');
+  const what = [a.description || a.device, a.vendor && `vendor ${a.vendor}`, a.architecture && `architecture ${a.architecture}`, a.driver && !(a.description ?? '').includes(a.driver) && `driver ${a.driver}`].filter(Boolean).join(', ');
   return `[${a.index ?? '?'}] ${what || 'no description'}${a.software ? ' (software)' : ''}`;
 }
 
