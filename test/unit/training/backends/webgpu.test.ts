@@ -12,20 +12,11 @@ import type { Tensor } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../../../src/training/backends/backend';
 import { isOutOfMemory, OutOfMemoryError } from '../../../../src/training/backends/oom';
 import {
-  adapterLabel, describeAdapter, guardWebgpuMemory, isSoftwareAdapter, listWebgpuAdapters, loadDawn, openWebgpu, parseAdapterList, webgpuErrorAsOutOfMemory,
+  adapterLabel, describeAdapter, guardWebgpuMemory, isSoftwareAdapter, loadDawn, openWebgpu, parseAdapterList, webgpuErrorAsOutOfMemory,
   type Gpu, type GpuDevice, type WebgpuAdapter,
 } from '../../../../src/training/backends/webgpu';
 import { hintFor } from '../../../../src/training/strategies/worker';
-
-/** Adapters Dawn lists here, or why there are none (then every test below is skipped, saying so). */
-async function adaptersOrSkip(ctx: Mocha.Context): Promise<WebgpuAdapter[]> {
-  const listed = await listWebgpuAdapters();
-  if ('error' in listed) {
-    console.log(`      skipped, no WebGPU adapter on this machine: ${listed.error} (bash scripts/setup-test-deps.sh apt installs lavapipe)`);
-    ctx.skip();
-  }
-  return 'error' in listed ? [] : listed.adapters;
-}
+import { adaptersOrSkip } from '../webgpuAdapters';
 
 const pretendInfo = { vendor: 'nvidia', architecture: 'hopper', device: 'test-hardware-adapter', description: 'NVIDIA: 580.65.06', isFallbackAdapter: false };
 
