@@ -20,7 +20,7 @@ import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
 import type { LoadedBackend, Tf } from './types';
-import { adapterLabel, openWebgpu } from './webgpu';
+import { adapterLabel, openWebgpu, type Gpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
 
@@ -126,8 +126,8 @@ function registerOurWebgpuKernels(notes: string[]): void {
  * adapter's and its buffers guarded (webgpu.ts). `forced` (the job asked for webgpu) takes a
  * software adapter too; auto does not.
  */
-async function loadWebgpu(api: Tf, forced: boolean, extra: string[]): Promise<LoadedBackend | { why: string }> {
-  const got = await openWebgpu({ allowSoftware: forced });
+async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: Gpu | undefined): Promise<LoadedBackend | { why: string }> {
+  const got = await openWebgpu({ allowSoftware: forced, ...(injected ? { gpu: injected } : {}) });
   if (!got.ok) return { why: got.why };
   const { gpu, adapter, device, info, memory } = got.opened;
   // Required before navigator.gpu exists: the package registers its own factory (Dawn's first adapter, its own limits) when it finds navigator.gpu at load; ours uses our device.
@@ -160,9 +160,10 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[]): Promise<Lo
 
 /**
  * Loads the best backend allowed by `choice`. A forced backend that cannot load is an error
- * that says why; `auto` falls through to the next one and remembers why.
+ * that says why; `auto` falls through to the next one and remembers why. `opts.webgpu`: the
+ * dawn.node instance to ask for an adapter (tests hand in one whose adapter says it is hardware).
  */
-export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend> {
+export async function loadBackend(choice: BackendChoice, opts: { webgpu?: Gpu } = {}): Promise<LoadedBackend> {
   // Production mode: no debug checks, and no "install our node backend" banner in the worker's output.
   tf.enableProdMode();
   const api = { ...tf, ...tfl } as Tf;
@@ -196,7 +197,7 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
         };
       }
       case 'webgpu': {
-        const got = await loadWebgpu(api, choice === 'webgpu', extra);
+        const got = await loadWebgpu(api, choice === 'webgpu', extra, opts.webgpu);
         if ('why' in got) {
           skipped.push(got.why);
           break;

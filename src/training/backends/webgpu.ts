@@ -246,7 +246,7 @@ export async function openWebgpu(opts: { allowSoftware: boolean; flags?: string[
   return { ok: true, opened: { gpu, adapter: described, device, info: adapter.info, memory: guardWebgpuMemory(device) } };
 }
 
-const size = (bytes: number): string => bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+const size = (bytes: number): string => bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
 
 /** The storage usage bit (GPUBufferUsage.STORAGE, 0x80). */
 const storageUsage = 0x80;
