@@ -1,3 +1,4 @@
+import type { PanelJob } from '../src/common/protocol';
 import type { GpuDevice, GpuProcess } from '../src/gpu/types';
 import { celsius, gib, memoryText, memoryTooltip, mib, missing, percent, power } from './format';
 import { MemoryChart } from './memoryChart';
@@ -33,6 +34,25 @@ interface ProcessRow {
   readonly row: HTMLTableRowElement;
   readonly name: HTMLTableCellElement;
   readonly memory: HTMLTableCellElement;
+  /** nvidia-smi's figure for the process. */
+  readonly total: HTMLSpanElement;
+  /** For a worker of our running job: what TF.js holds on the device by its own count. */
+  readonly held: HTMLSpanElement;
+}
+
+/** A worker of the running job, by pid: its rank, and the device bytes its backend reported. */
+interface JobWorkerMark {
+  readonly job: string;
+  readonly rank: number;
+  readonly deviceBytes: number | null;
+}
+
+/** The workers of a running job, by pid, to mark their rows among a GPU's processes. */
+export function jobWorkersByPid(job: PanelJob | null): Map<number, JobWorkerMark> {
+  const out = new Map<number, JobWorkerMark>();
+  if (!job || (job.state !== 'running' && job.state !== 'starting')) return out;
+  for (const w of job.workers) if (w.pid !== undefined) out.set(w.pid, { job: job.name, rank: w.rank, deviceBytes: w.deviceBytes ?? null });
+  return out;
 }
 
 /**
@@ -54,6 +74,8 @@ export class DeviceCard {
   private readonly processBody = el('tbody');
   private readonly noProcesses: HTMLTableRowElement;
   private readonly rows = new Map<number, ProcessRow>();
+  private processes: readonly GpuProcess[] = [];
+  private jobWorkers = new Map<number, JobWorkerMark>();
   readonly chart: MemoryChart;
   /** The tool's device index, as of the last update (a training job names its GPUs by it). */
   index: number;
@@ -139,7 +161,19 @@ export class DeviceCard {
     this.updateProcesses(processes);
   }
 
+  /** The running job's workers: their process rows say so, with what TF.js holds on the device beside nvidia-smi's figure. */
+  setJobWorkers(workers: Map<number, JobWorkerMark>): void {
+    const same = workers.size === this.jobWorkers.size && [...workers].every(([pid, w]) => {
+      const had = this.jobWorkers.get(pid);
+      return had?.rank === w.rank && had.deviceBytes === w.deviceBytes && had.job === w.job;
+    });
+    if (same) return;
+    this.jobWorkers = workers;
+    this.updateProcesses(this.processes);
+  }
+
   private updateProcesses(processes: readonly GpuProcess[]): void {
+    this.processes = processes;
     const sorted = [...processes].sort((a, b) => (b.memoryMiB ?? -1) - (a.memoryMiB ?? -1) || a.pid - b.pid);
     const seen = new Set<number>();
     for (const p of sorted) {
@@ -150,14 +184,23 @@ export class DeviceCard {
         row.dataset.pid = String(p.pid);
         const name = el('td', 'name');
         const memory = el('td', 'mem');
+        const total = el('span', 'total');
+        const held = el('span', 'held');
+        memory.append(total, held);
         row.append(el('td', 'pid', String(p.pid)), name, memory);
-        r = { row, name, memory };
+        r = { row, name, memory, total, held };
         this.rows.set(p.pid, r);
       }
       // Paths can be long (/opt/conda/envs/…/python): show the file name, the path on hover.
       setText(r.name, p.name.split('/').pop() || p.name);
       setTitle(r.name, p.name);
-      setText(r.memory, p.memoryMiB == null ? missing : `${Math.round(p.memoryMiB)} MiB`);
+      setText(r.total, p.memoryMiB == null ? missing : `${Math.round(p.memoryMiB)} MiB`);
+      const worker = this.jobWorkers.get(p.pid);
+      r.row.classList.toggle('job-worker', worker !== undefined);
+      r.held.hidden = worker?.deviceBytes == null;
+      setText(r.held, worker?.deviceBytes == null ? '' : `TF.js ${Math.round(worker.deviceBytes / 2 ** 20)} MiB`);
+      setTitle(r.memory, worker === undefined ? ''
+        : `rank ${worker.rank} of ${worker.job}. nvidia-smi: the whole process (its driver context included)${worker.deviceBytes == null ? '' : `; TF.js: the device buffers its backend holds, by its own count (${Math.round(worker.deviceBytes / 2 ** 20)} MiB)`}.`);
     }
     for (const [pid, r] of this.rows) {
       if (!seen.has(pid)) {

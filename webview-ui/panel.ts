@@ -1,6 +1,6 @@
 import type { HostToPanelMessage, PanelJob } from '../src/common/protocol';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../src/gpu/types';
-import { DeviceCard, deviceKey } from './deviceCard';
+import { DeviceCard, deviceKey, jobWorkersByPid } from './deviceCard';
 import { clock } from './format';
 import { JobSection, jobMark } from './jobSection';
 import { onThemeChange, readChartColors } from './theme';
@@ -159,7 +159,11 @@ export class Panel {
   private showJob(job: PanelJob | null): void {
     this.job = job;
     this.jobSection.update(job);
-    for (const card of this.cards.values()) card.setJob(jobMark(job, card.index));
+    const workers = jobWorkersByPid(job);
+    for (const card of this.cards.values()) {
+      card.setJob(jobMark(job, card.index));
+      card.setJobWorkers(workers);
+    }
   }
 
   private init(snapshot: GpuSnapshot | null, history: readonly MemorySeries[], inventory: readonly GpuInventoryEntry[], hints: readonly GpuHint[], historyMinutes: number): void {
@@ -216,6 +220,7 @@ export class Panel {
       const expected: Element | null = previous ? previous.nextElementSibling : this.devices.firstElementChild;
       if (expected !== card.root) this.devices.insertBefore(card.root, expected);
       previous = card.root;
+      card.setJobWorkers(jobWorkersByPid(this.job));
       card.update(d, snapshot.processes.filter((p) => p.gpuIndex === d.index));
       card.setJob(jobMark(this.job, d.index));
       card.setStale(snapshot.stale === true);

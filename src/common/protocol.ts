@@ -25,6 +25,10 @@ export interface PanelJobWorker {
   readonly gpuIndex: number | null;
   /** What the worker really got, e.g. `gpu:1 (CUDA_VISIBLE_DEVICES=1)` or `cpu`. */
   readonly device: string;
+  /** The worker's process id, to find it among the GPU's processes (absent from hosts before this field). */
+  readonly pid?: number;
+  /** Bytes the worker's backend holds on its device by TF.js's own count (webgpu), from its last `job/memory`; null until known or on a backend without a device count. */
+  readonly deviceBytes?: number | null;
 }
 
 /** A training job as the GPU panel shows it. */

@@ -84,6 +84,34 @@ describe('GPU panel: the training job (headless Chromium)', function () {
     assert.equal(await p.page.locator('section.job .job-state').textContent(), 'done');
   });
 
+  it('shows, in a worker\'s process row, what TF.js holds on the GPU beside nvidia-smi\'s figure, and drops it when the job ends', async () => {
+    const p = await panel();
+    await p.send(init);
+    const row = (pid: number) => p.page.locator(`tr.process[data-pid="${pid}"]`);
+    await row(4242).waitFor();
+    const webgpu = (bytes0: number | null) => job({ workers: [
+      { rank: 0, gpuIndex: 0, device: 'gpu:0 (webgpu adapter NVIDIA GeForce RTX 3090)', pid: 4242, deviceBytes: bytes0 },
+      { rank: 1, gpuIndex: 1, device: 'gpu:1 (webgpu adapter NVIDIA GeForce RTX 3090)', pid: 5100, deviceBytes: 96 * 2 ** 20 },
+    ] });
+    await p.send({ type: 'gpu/job', job: webgpu(null) });
+    // Rank 0 has not reported yet: its row is marked as the job's, nvidia-smi's figure alone.
+    await eventually(async () => (await row(4242).getAttribute('class'))?.includes('job-worker') === true, 'rank 0\'s row is marked');
+    assert.equal(await row(4242).locator('.held').isVisible(), false);
+    assert.equal(await row(5100).locator('.mem').innerText(), '2800 MiB\nTF.js 96 MiB');
+    await p.send({ type: 'gpu/job', job: webgpu(412 * 2 ** 20) });
+    await eventually(async () => (await row(4242).locator('.held').textContent()) === 'TF.js 412 MiB', 'rank 0\'s TF.js bytes');
+    assert.equal(await row(4242).locator('.total').textContent(), '6912 MiB');
+    assert.match(await row(4242).locator('.mem').getAttribute('title') ?? '', /^rank 0 of mnist-ddp\. nvidia-smi: the whole process .*TF\.js: the device buffers its backend holds, by its own count \(412 MiB\)/);
+    // Another process on the same GPU is not the job's.
+    assert.equal((await row(4250).getAttribute('class'))?.includes('job-worker'), false);
+    // It survives the next sample, and ends with the job.
+    await p.send({ type: 'gpu/snapshot', snapshot: twoGpus(t0 + 1000), hints: [] });
+    assert.equal(await row(4242).locator('.held').textContent(), 'TF.js 412 MiB');
+    await p.send({ type: 'gpu/job', job: { ...webgpu(412 * 2 ** 20), state: 'done', status: 'done' } });
+    await eventually(async () => !(await row(4242).locator('.held').isVisible()), 'the TF.js figure gone after the job');
+    assert.equal(await row(4242).locator('.mem').innerText(), '6912 MiB');
+  });
+
   it('shows a CPU-only job without a GPU, and ignores a malformed job message', async () => {
     const p = await panel();
     await p.send({ type: 'gpu/init', snapshot: noDriver, history: [], inventory: [], hints: [], historyMinutes: 10 });

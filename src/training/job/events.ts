@@ -86,8 +86,13 @@ export type JobEvent =
   | { readonly type: 'job/step'; readonly epoch: number; readonly step: number; readonly stepsPerEpoch: number; readonly globalStep: number; readonly loss: number; readonly samplesPerSecond: number }
   /** At the end of every epoch, after the evaluation on the test split. */
   | { readonly type: 'job/epoch'; readonly epoch: number; readonly epochs: number; readonly trainLoss: number; readonly testLoss: number; readonly testAccuracy: number; readonly samplesPerSecond: number; readonly durationMs: number }
-  /** Per worker, every few steps: TF.js tensors and bytes, and the process's resident memory. */
-  | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number }
+  /**
+   * Per worker, every few steps: TF.js tensors and bytes, and the process's resident memory.
+   * `deviceBytes` (webgpu): the bytes of device buffers the backend holds, its pool of free
+   * buffers included (tf.memory().numBytesAllocatedInGPU): what this worker holds on its GPU by
+   * TF.js's own count, beside nvidia-smi's figure for the whole process.
+   */
+  | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number; readonly deviceBytes?: number }
   /** A checkpoint (weights and optimizer state) was written after an epoch. */
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */

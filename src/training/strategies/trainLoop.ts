@@ -22,6 +22,13 @@ import { lossFn } from '../job/model';
 import type { Batcher } from './rank';
 import { valuesOf } from './reads';
 
+/** The device bytes a GPU backend counts in `tf.memory()` (webgpu: its buffers, the free pool included), as `job/memory`'s `deviceBytes`. */
+export function deviceBytesOf(mem: object): { deviceBytes?: number } {
+  const m = mem as { numBytesAllocatedInGPU?: unknown; numBytesInGPU?: unknown };
+  const bytes = typeof m.numBytesAllocatedInGPU === 'number' ? m.numBytesAllocatedInGPU : m.numBytesInGPU;
+  return typeof bytes === 'number' && Number.isFinite(bytes) ? { deviceBytes: bytes } : {};
+}
+
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
 export class LeakWatch {
   private history: number[] = [];
@@ -165,7 +172,7 @@ export async function trainLoop(o: LoopOptions): Promise<JobMetrics> {
       const mem = tf.memory();
       const leakFrom = leaks.observe(globalStep, mem.numTensors);
       if (leakFrom !== undefined) await emit({ type: 'job/log', level: 'warning', rank, message: `tensor leak: tf.memory().numTensors has grown on every step since step ${leakFrom} (now ${mem.numTensors}); a tensor is created each step and never disposed` });
-      if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
+      if (step === 0 || globalStep % 20 === 0) await emit({ type: 'job/memory', rank, step: globalStep, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss, ...deviceBytesOf(mem) });
       if (o.reportsSteps) {
         const secs = Math.max(1e-3, (Date.now() - epochStart) / 1000);
         await emit({ type: 'job/step', epoch: epoch + 1, step: step + 1, stepsPerEpoch: o.stepsPerEpoch, globalStep, loss: r.loss, samplesPerSecond: epochSamples / secs });

@@ -26,7 +26,7 @@ import { Batcher, emit, nextMessage, readyMessage, send, type Init } from './ran
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
 import { trainPipeline } from './pipeline';
-import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
+import { alone, deviceBytesOf, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 
 export function hintFor(message: string): string | undefined {
   if (isOutOfMemory(message)) return 'The worker ran out of memory: try a smaller batchSize, more pipeline micro-batches, or ddp instead of dp (dp keeps every gradient on the coordinator).';
@@ -233,7 +233,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         steps++;
         if (steps === 1 || steps % 20 === 0) {
           const mem = tf.memory();
-          await emit({ type: 'job/memory', rank, step: steps, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss });
+          await emit({ type: 'job/memory', rank, step: steps, numTensors: mem.numTensors, numBytes: mem.numBytes, rssBytes: process.memoryUsage().rss, ...deviceBytesOf(mem) });
         }
       }
       return { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: spec.epochs, steps, samplesPerSecond: NaN, durationMs: 0 };

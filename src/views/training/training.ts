@@ -27,7 +27,7 @@ import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchru
 import { trainingJobFeed } from './trainingFeed';
 import { problemRange } from '../jobFiles/specProblems';
 import {
-  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, progressPercent, progressText,
+  appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, withDeviceBytes, progressPercent, progressText,
   strategyItems, templateFileName, templateJobText, type DeviceItem, type PlannedAdapters, type PlannedBackend,
 } from './trainingFormat';
 
@@ -155,8 +155,11 @@ class TrainingRun {
         this.update({ state: e.cancelled ? 'cancelled' : 'failed', status: e.cancelled ? 'stopped' : `failed${e.rank !== undefined ? ` on rank ${e.rank}` : ''}: ${e.reason}` });
         if (this.child.connected) this.child.disconnect();
         break;
-      case 'job/summary':
       case 'job/memory':
+        // What TF.js holds on the device, for the GPU panel's process row of this worker.
+        if (e.deviceBytes !== undefined) this.update({ workers: withDeviceBytes(this.panel.workers, e.rank, e.deviceBytes) });
+        break;
+      case 'job/summary':
       case 'job/checkpoint':
       case 'job/log':
         break;

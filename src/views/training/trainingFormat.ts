@@ -38,8 +38,15 @@ export function gpuIndexOf(device: string): number | null {
   return m ? Number(m[1]) : null;
 }
 
+/** The workers with rank `rank`'s device bytes replaced (a new array when it changed, the same one when not). */
+export function withDeviceBytes(workers: readonly PanelJobWorker[], rank: number, bytes: number): readonly PanelJobWorker[] {
+  const i = workers.findIndex((w) => w.rank === rank);
+  if (i < 0 || workers[i].deviceBytes === bytes) return workers;
+  return workers.map((w, j) => (j === i ? { ...w, deviceBytes: bytes } : w));
+}
+
 export function panelWorkers(workers: readonly WorkerInfo[]): PanelJobWorker[] {
-  return workers.map((w) => ({ rank: w.rank, gpuIndex: gpuIndexOf(w.device), device: w.device }));
+  return workers.map((w) => ({ rank: w.rank, gpuIndex: gpuIndexOf(w.device), device: w.device, pid: w.pid, deviceBytes: null }));
 }
 
 export interface StrategyItem {
