@@ -156,6 +156,7 @@ class TrainingRun {
         break;
       case 'job/summary':
       case 'job/memory':
+      case 'job/rankMemory':
       case 'job/checkpoint':
       case 'job/log':
         break;
