@@ -263,6 +263,38 @@ class StepMemory(Case):
         self.assertRegex(ours.stderr.decode(), r"^gpu_workbench: cannot reach GPU Workbench's channel unix:.*gone\.sock .*; the companion stays off\n$")
 
 
+class CudaRecords(unittest.TestCase):
+    """The CUDA branch without a GPU: a stand-in torch.cuda with the allocator's numbers (no GPU here)."""
+
+    def test_allocated_reserved_and_the_steps_peak_per_device_the_process_uses_and_the_peak_is_reset(self):
+        sys.path.insert(0, COMPANION)
+        try:
+            from gpu_workbench import _memory
+        finally:
+            sys.path.remove(COMPANION)
+        resets = []
+
+        class Cuda:
+            reserved = {0: 0, 1: 2048}
+
+            def is_available(self): return True
+            def is_initialized(self): return True
+            def device_count(self): return 2
+            def current_device(self): return 1
+            def memory_reserved(self, i): return self.reserved[i]
+            def memory_allocated(self, i): return 1000 + i
+            def max_memory_allocated(self, i): return 1500 + i
+            def reset_peak_memory_stats(self, i): resets.append(i)
+
+        class Torch:
+            cuda = Cuda()
+
+        self.assertEqual(_memory._cuda_records(Torch), [{"kind": "cuda", "device": "cuda:1", "allocatedBytes": 1001, "reservedBytes": 2048, "peakAllocatedBytes": 1501}])
+        self.assertEqual(resets, [1])
+        Torch.cuda.is_initialized = lambda: False
+        self.assertIsNone(_memory._cuda_records(Torch), "a process that never used CUDA reports its CPU memory")
+
+
 class Report(Case):
     SCRIPT = """\
         import gpu_workbench
