@@ -7,8 +7,8 @@ wrapped when its first instance is made (a step that calls its base class's step
 Each step sends one ``memory`` message per device: on CUDA (a process that initialised it) the
 caching allocator's allocated, reserved and peak allocated bytes (the peak is reset after every
 step, so it is the step's own peak); on CPU the process's resident set size and its peak over the
-step (Linux resets the peak, VmHWM, through /proc/self/clear_refs; where it cannot, the peak is
-the process's since its start and ``peakSinceStart`` says so).
+step (Linux resets the peak through /proc/self/clear_refs; where it cannot, the peak is the
+process's since its start and ``peakSinceStart`` says so).
 """
 import os
 import sys
@@ -17,57 +17,61 @@ import time
 
 from . import _channel
 
-_state = {"step": 0, "last": None, "clear_refs": None}
+_state = {"step": 0, "last": None}
 _local = threading.local()
 
 
-def _rss_linux():
-    """(rss, peak rss) in bytes from /proc/self/status, or None."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    rss = hwm = None
-    for line in text.splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-        elif line.startswith("VmHWM:"):
-            hwm = int(line.split()[1]) * 1024
-    if rss is None:
-        return None
-    return rss, hwm if hwm is not None else rss
+class _Rss:
+    """The process's RSS and its peak, cheaply (a few microseconds a step): /proc/self/statm read
+    through a kept descriptor, the peak from getrusage, reset through /proc/self/clear_refs (Linux >= 4.0)."""
 
+    def __init__(self):
+        import resource
 
-def _reset_peak_rss():
-    """Resets VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
-    if _state["clear_refs"] is False:
-        return False
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        _state["clear_refs"] = True
-        return True
-    except OSError:
-        _state["clear_refs"] = False
-        return False
+        self.resource = resource
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.statm = self._open("/proc/self/statm", os.O_RDONLY)
+        self.clear_refs = self._open("/proc/self/clear_refs", os.O_WRONLY)
+
+    @staticmethod
+    def _open(path, flags):
+        try:
+            return os.open(path, flags)
+        except (OSError, AttributeError):
+            return None
+
+    def peak(self):
+        peak = self.resource.getrusage(self.resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+    def record(self):
+        peak = self.peak()
+        rss = None
+        if self.statm is not None:
+            try:
+                rss = int(os.pread(self.statm, 256, 0).split()[1]) * self.page
+            except (OSError, ValueError, IndexError):
+                rss = None
+        reset = False
+        if self.clear_refs is not None:
+            try:
+                os.write(self.clear_refs, b"5")  # the peak starts again from the current RSS
+                reset = True
+            except OSError:
+                self.clear_refs = None
+        if rss is None:
+            rss = peak  # no /proc: the peak is all there is
+        record = {"kind": "cpu", "device": "cpu", "rssBytes": rss, "peakRssBytes": max(peak, rss)}
+        if not reset:
+            record["peakSinceStart"] = True
+        return record
 
 
 def _cpu_record():
-    linux = _rss_linux()
-    if linux is not None:
-        rss, peak = linux
-    else:
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        peak = peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
-        rss = peak
-    since_start = not _reset_peak_rss()
-    record = {"kind": "cpu", "device": "cpu", "rssBytes": rss, "peakRssBytes": max(peak, rss)}
-    if since_start:
-        record["peakSinceStart"] = True
-    return record
+    rss = _state.get("rss")
+    if rss is None:
+        rss = _state["rss"] = _Rss()
+    return rss.record()
 
 
 def _cuda_records(torch):
