@@ -295,6 +295,42 @@ class CudaRecords(unittest.TestCase):
         self.assertIsNone(_memory._cuda_records(Torch), "a process that never used CUDA reports its CPU memory")
 
 
+class PostHook(unittest.TestCase):
+    """torch >= 2.0's global post-hook path without torch 2 here: a stand-in torch.optim.optimizer that has it."""
+
+    def test_torch_2_registers_one_global_post_hook_and_each_call_sends_the_steps_memory(self):
+        import types
+
+        sys.path.insert(0, COMPANION)
+        try:
+            from gpu_workbench import _memory
+        finally:
+            sys.path.remove(COMPANION)
+        hooks = []
+        optimizer = types.ModuleType("torch.optim.optimizer")
+        optimizer.register_optimizer_step_post_hook = hooks.append
+        optim = types.ModuleType("torch.optim")
+        optim.optimizer = optimizer
+        torch_stub = types.ModuleType("torch")
+        torch_stub.optim = optim
+        torch_stub.cuda = types.SimpleNamespace(is_available=lambda: False)
+        saved = {k: sys.modules.get(k) for k in ("torch", "torch.optim", "torch.optim.optimizer")}
+        sys.modules.update({"torch": torch_stub, "torch.optim": optim, "torch.optim.optimizer": optimizer})
+        sent = []
+        try:
+            self.assertEqual(_memory.install(torch_stub, types.SimpleNamespace(send=sent.append)), "post-hook")
+            self.assertEqual(len(hooks), 1)
+            hooks[0](object(), (), {})
+            hooks[0](object(), (), {})
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        self.assertEqual([(m["type"], m["step"] - sent[0]["step"], m["kind"]) for m in sent], [("memory", 0, "cpu"), ("memory", 1, "cpu")])
+
+
 class Report(Case):
     SCRIPT = """\
         import gpu_workbench
