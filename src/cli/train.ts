@@ -4,6 +4,7 @@
  * `job/failed`. The same coordinator as the extension's training host.
  */
 import { basename, relative } from 'node:path';
+import type { RankMemory } from '../common/companionProtocol';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/job/events';
 import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
@@ -142,9 +143,61 @@ const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
 const rate = (x: number) => `${Math.round(x).toLocaleString('en-US')} samples/s`;
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+/** The per-rank memory a text view last showed, and what came since (torchrun jobs). */
+interface RankMemoryState {
+  readonly latest: Map<string, RankMemory>;
+  shownAt?: number;
+  changed: boolean;
+}
+
+/** What formatEvent remembers between events of one job. */
+export interface FormatState {
+  every: number;
+  memory?: RankMemoryState;
+  /** The clock (tests): Date.now. */
+  now?: () => number;
+}
+
+/** How often the text output shows the per-rank memory line: once every rank has sent its first step, then at most this often, and at the end. */
+export const rankMemoryEveryMs = 10_000;
+
+/** One rank and device's memory after its last step, compact: `rank 1 step 12 cuda:1 1.2 GiB allocated / 2.0 GiB reserved, step peak 1.6 GiB`. */
+export function rankMemoryText(m: RankMemory): string {
+  const head = `rank ${m.rank} step ${m.step}`;
+  if (m.kind === 'cuda') return `${head} ${m.device} ${mib(m.allocatedBytes)} allocated / ${mib(m.reservedBytes)} reserved, step peak ${mib(m.peakAllocatedBytes)}`;
+  return `${head} cpu rss ${mib(m.rssBytes)}, ${m.peakSinceStart ? 'peak since start' : 'step peak'} ${mib(m.peakRssBytes)}`;
+}
+
+function memoryLine(memory: RankMemoryState): string {
+  memory.changed = false;
+  const rows = [...memory.latest.values()].sort((a, b) => a.rank - b.rank || a.device.localeCompare(b.device));
+  return `memory: ${rows.map(rankMemoryText).join(' | ')}`;
+}
+
+/** The per-rank memory line for a `job/rankMemory` event, or '' while it keeps quiet. */
+function rankMemoryEvent(e: Extract<JobEvent, { type: 'job/rankMemory' }>, state: FormatState): string {
+  const memory: RankMemoryState = (state.memory ??= { latest: new Map<string, RankMemory>(), changed: false });
+  memory.latest.set(`${e.rank}\0${e.device}`, e);
+  memory.changed = true;
+  const now = (state.now ?? Date.now)();
+  const ranks = new Set([...memory.latest.values()].map((m) => m.rank));
+  if (ranks.size < e.worldSize) return '';
+  if (memory.shownAt !== undefined && now - memory.shownAt < rankMemoryEveryMs) return '';
+  memory.shownAt = now;
+  return memoryLine(memory);
+}
+
 /** Turns events into the progress lines a person reads; returns '' for events it keeps quiet about. */
-export function formatEvent(e: JobEvent, state: { every: number }): string {
+export function formatEvent(e: JobEvent, state: FormatState): string {
+  // The memory of every rank at the end, when it changed since it was last shown.
+  if ((e.type === 'job/done' || e.type === 'job/failed') && state.memory?.changed) {
+    const last = memoryLine(state.memory);
+    const rest = formatEvent(e, { ...state, memory: undefined });
+    return rest ? `${last}\n${rest}` : last;
+  }
   switch (e.type) {
+    case 'job/rankMemory':
+      return rankMemoryEvent(e, state);
     case 'job/started': {
       state.every = Math.max(1, Math.round(e.stepsPerEpoch / 5));
       const workers = e.workers.map((w) => `  rank ${w.rank}  pid ${w.pid}  ${w.device}  ${w.backend}`);

@@ -11,6 +11,7 @@
 import type { JobOverrides, JobSpec, Strategy } from './spec';
 import type { PipelineMetrics } from '../strategies/pipelineSchedule';
 import type { ScriptProblem } from '../launchers/pythonErrors';
+import type { RankMemory } from '../../common/companionProtocol';
 
 /** The WebGPU adapter a worker got, as Dawn reports it (backends/webgpu.ts's `WebgpuAdapter`). */
 export interface WorkerAdapter {
@@ -60,7 +61,7 @@ export interface JobMetrics {
   readonly torchrun?: { readonly command: readonly string[]; readonly exitCode: number; readonly problems: number };
 }
 
-/** Sent by the training host to its client, in this order: started, summary, (step | memory | epoch | checkpoint | log)*, then done or failed. */
+/** Sent by the training host to its client, in this order: started, summary, (step | memory | rankMemory | epoch | checkpoint | log)*, then done or failed. */
 export type JobEvent =
   /** Every worker loaded its backend, model and data. Lists what the job REALLY got, e.g. "backend wasm (CPU), 2 workers, no GPU: @tensorflow/tfjs-node-gpu is not installed". */
   | {
@@ -93,6 +94,14 @@ export type JobEvent =
    * TF.js's own count, beside nvidia-smi's figure for the whole process.
    */
   | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number; readonly deviceBytes?: number }
+  /** Per worker, every few steps: TF.js tensors and bytes, and the process's resident memory. */
+  | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number }
+  /**
+   * torchrun jobs, from the Python companion: one rank's memory on one device after each of its
+   * optimizer steps. CUDA: the caching allocator's allocated, reserved and the step's peak
+   * allocated bytes; CPU (`kind: 'cpu'`): the process's resident memory and its peak in the step.
+   */
+  | ({ readonly type: 'job/rankMemory' } & RankMemory)
   /** A checkpoint (weights and optimizer state) was written after an epoch. */
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */

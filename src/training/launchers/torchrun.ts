@@ -9,14 +9,21 @@
  * `job/failed` naming the first failing rank's exception (type: message at file:line, and the
  * rank), else what torchrun's summary says of the root cause (a signal, an exit code).
  *
+ * Each rank runs the script under the Python companion (`-m gpu_workbench.run script.py args`,
+ * python/gpu_workbench put first on PYTHONPATH), which runs it unchanged as `__main__` and sends,
+ * over its own channel (a Unix socket, see src/common/companionProtocol.ts), the rank's memory
+ * after every optimizer step: `job/rankMemory` events.
+ *
  * The interpreter: the job's `python`, overridden by `--python`, default `python3`. torchrun
  * and its workers run in their own process group, so cancel (and the end of this process)
  * takes all of them down; after torchrun exits the group is killed too, so no worker outlives
  * the job.
  */
 import { spawn } from 'node:child_process';
-import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { basename, delimiter, dirname, isAbsolute, resolve } from 'node:path';
+import { rankMemoryOf } from '../../common/companionProtocol';
 import { readJsonFile } from '../../common/jsonFile';
+import { CompanionMissingError, companionPythonPath, openCompanionChannel, type CompanionChannel } from './companionChannel';
 import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
@@ -94,7 +101,11 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
 /** One node, its own rendezvous store on a free port (the underscore spellings: torch 1.13 knows no others). */
 const singleNodeRendezvous = ['--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv_endpoint', 'localhost:0'];
 
-export function torchrunCommand(spec: TorchrunSpec): string[] {
+/** The companion's runner, between torchrun's options and the script: torchrun's own -m runs it as `python -u -m gpu_workbench.run script args`. */
+export const companionModule = ['-m', 'gpu_workbench.run'];
+
+/** The command line; `companion: false` runs the script itself (the companion is not where it should be). */
+export function torchrunCommand(spec: TorchrunSpec, companion = true): string[] {
   // --redirects 2 --tee 2: each worker's stderr (tracebacks) comes back prefixed "[default<rank>]:", so a problem
   // names its rank. Also the workaround that makes torchrun 1.13 run on Python 3.11 at all: its default "0"
   // (Std.NONE) is not found by iterating the Std flag enum there, and the launcher dies in to_map().
@@ -102,7 +113,7 @@ export function torchrunCommand(spec: TorchrunSpec): string[] {
   // (two torchrun trials of an experiment, or the user's own torchrun in a terminal) joins the first one's store
   // (seen here: "RuntimeError: Broken pipe" in the exit barrier when both ended together). A c10d store on port 0
   // takes a free port per job, as --standalone itself does from torch 2.
-  return [spec.python, '-m', 'torch.distributed.run', ...singleNodeRendezvous, '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', spec.script, ...spec.args];
+  return [spec.python, '-m', 'torch.distributed.run', ...singleNodeRendezvous, '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', ...(companion ? companionModule : []), spec.script, ...spec.args];
 }
 
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
@@ -200,13 +211,53 @@ function signalName(n: number): string | undefined {
 }
 
 /** Runs a torchrun job and turns its output into events. */
+/** The most lines of the channel that are no message, each told; any more are counted. */
+const maxBadLinesTold = 5;
+
 export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void): TorchrunHandle {
-  const argv = torchrunCommand(spec);
+  let companionPath: string | undefined;
+  try {
+    companionPath = companionPythonPath();
+  } catch (err) {
+    if (!(err instanceof CompanionMissingError)) throw err;
+    onEvent({ type: 'job/log', level: 'warning', message: `${err.message}; the script runs without it (no per-rank memory)` });
+  }
+  const argv = torchrunCommand(spec, companionPath !== undefined);
   const started = Date.now();
+  let badLines = 0;
+  let hooksTold = false;
+  const channel: CompanionChannel | undefined = companionPath === undefined ? undefined : openCompanionChannel({
+    onMessage: (m) => {
+      switch (m.type) {
+        case 'memory':
+          onEvent({ type: 'job/rankMemory', ...rankMemoryOf(m) });
+          break;
+        case 'hooks':
+          if (hooksTold) break;
+          hooksTold = true;
+          onEvent({ type: 'job/log', level: 'info', rank: m.rank, message: `gpu_workbench: torch ${m.torch}, memory of every rank after each optimizer step (${m.stepHook === 'post-hook' ? 'optimizer step post-hook' : 'wrapped Optimizer.step'})` });
+          break;
+        case 'report':
+          onEvent({ type: 'job/log', level: 'info', rank: m.rank, message: `report: ${JSON.stringify(m.metrics)}` });
+          break;
+        case 'dropped':
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} dropped ${m.count} messages the extension did not read in time` });
+          break;
+        case 'hello':
+          break;
+      }
+    },
+    onBadLine: (error, line) => {
+      if (++badLines <= maxBadLinesTold) onEvent({ type: 'job/log', level: 'warning', message: `gpu_workbench: skipped a line of the companion's channel (${error})${line ? `: ${line}` : ''}` });
+    },
+  });
+  // The companion first on PYTHONPATH, the job's (or our environment's) own after it.
+  const userPath = spec.env.PYTHONPATH ?? process.env.PYTHONPATH;
+  const companionEnv: Record<string, string> = channel && companionPath ? { ...channel.env, PYTHONPATH: userPath ? `${companionPath}${delimiter}${userPath}` : companionPath } : {};
   const child = spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,
     // No colour codes in tracebacks (Python ≥ 3.13 honours FORCE_COLOR even into a pipe), unless the job asks for them.
-    env: { ...process.env, PYTHON_COLORS: '0', ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1' },
+    env: { ...process.env, PYTHON_COLORS: '0', ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1', ...companionEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group: torchrun and every worker it starts
   });
@@ -303,8 +354,13 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
     child.on('close', (code, signal) => {
       closed = true;
       clearTimeout(drain);
+      // Every rank's last messages are read before the job ends (their processes are gone: their connections end).
+      void (channel ? channel.close() : Promise.resolve()).then(() => finish(code, signal));
+    });
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
       out.end();
       err.end();
+      if (badLines > maxBadLinesTold) onEvent({ type: 'job/log', level: 'warning', message: `gpu_workbench: skipped ${badLines - maxBadLinesTold} more lines of the companion's channel` });
       for (const ex of parser.tracebacks.end()) onException(ex);
       if (repeats || dropped) onEvent({ type: 'job/log', level: 'info', message: `torchrun: the output had ${repeats + dropped} more exception tracebacks: ${repeats} repeated one already listed${dropped ? `, ${dropped} came after the first ${maxExceptions} distinct ones and are not problems` : ''}` });
       killGroup('SIGKILL'); // nothing the script started outlives the job
@@ -332,7 +388,7 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
       }
       onEvent(event);
       resolveFinished(event);
-    });
+    };
   });
   return {
     finished,

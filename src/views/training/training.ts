@@ -160,6 +160,7 @@ class TrainingRun {
         if (e.deviceBytes !== undefined) this.update({ workers: withDeviceBytes(this.panel.workers, e.rank, e.deviceBytes) });
         break;
       case 'job/summary':
+      case 'job/rankMemory':
       case 'job/checkpoint':
       case 'job/log':
         break;

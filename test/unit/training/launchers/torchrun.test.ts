@@ -77,7 +77,7 @@ describe('torchrun jobs', function () {
 
   it('builds the torchrun command line from the job, with --python over the job\'s interpreter', () => {
     const spec = loadTorchrunJob(join(dir, 'allreduce.job.json'), { python: '/opt/py/bin/python' });
-    assert.deepEqual(torchrunCommand(spec), ['/opt/py/bin/python', '-m', 'torch.distributed.run', '--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv_endpoint', 'localhost:0', '--nproc_per_node', '2', '--redirects', '2', '--tee', '2', join(dir, 'allreduce_gloo.py')]);
+    assert.deepEqual(torchrunCommand(spec), ['/opt/py/bin/python', '-m', 'torch.distributed.run', '--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv_endpoint', 'localhost:0', '--nproc_per_node', '2', '--redirects', '2', '--tee', '2', '-m', 'gpu_workbench.run', join(dir, 'allreduce_gloo.py')]);
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json')).python, '/usr/bin/python3');
     assert.equal(loadTorchrunJob(join(dir, 'allreduce.job.json'), { devices: [0, 3] }).nprocPerNode, 2);
   });
