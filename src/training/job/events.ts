@@ -94,8 +94,6 @@ export type JobEvent =
    * TF.js's own count, beside nvidia-smi's figure for the whole process.
    */
   | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number; readonly deviceBytes?: number }
-  /** Per worker, every few steps: TF.js tensors and bytes, and the process's resident memory. */
-  | { readonly type: 'job/memory'; readonly rank: number; readonly step: number; readonly numTensors: number; readonly numBytes: number; readonly rssBytes: number }
   /**
    * torchrun jobs, from the Python companion: one rank's memory on one device after each of its
    * optimizer steps. CUDA: the caching allocator's allocated, reserved and the step's peak
