@@ -101,26 +101,6 @@ async function activateOrWhy(name: string): Promise<string | undefined> {
   }
 }
 
-let webgpuKernelsRegistered = false;
-
-/** Registers our own webgpu kernels (workarounds for tfjs-backend-webgpu, webgpuKernels/) if that module is built. */
-function registerOurWebgpuKernels(notes: string[]): void {
-  if (webgpuKernelsRegistered) return;
-  webgpuKernelsRegistered = true;
-  let mod: { registerWebgpuKernels?: () => void } | undefined;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    mod = require('./webgpuKernels/index') as { registerWebgpuKernels?: () => void };
-  } catch {
-    return; // not there: the shipped webgpu kernels only
-  }
-  try {
-    mod.registerWebgpuKernels?.();
-  } catch (err) {
-    notes.push(`our webgpu kernels were not registered: ${(err as Error).message}`);
-  }
-}
-
 /**
  * The webgpu backend on the adapter Dawn ranks first, with its device's limits raised to the
  * adapter's and its buffers guarded (webgpu.ts). `forced` (the job asked for webgpu) takes a
@@ -144,7 +124,6 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
     device.destroy();
     return { why: `webgpu on ${adapterLabel(adapter)}: ${why}` };
   }
-  registerOurWebgpuKernels(extra);
   if (adapter.software) extra.push(`the webgpu adapter is software, its shaders run on the CPU: ${adapterLabel(adapter)}`);
   return {
     tf: api,
