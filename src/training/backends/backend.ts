@@ -20,7 +20,7 @@ import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
 import type { LoadedBackend, Tf } from './types';
-import { adapterLabel, openWebgpu, type Gpu } from './webgpu';
+import { adapterLabel, checkPin, openWebgpu, parseBusIds, pinEnv, type Gpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
 
@@ -61,6 +61,29 @@ function visibleGpus(): number {
   } catch {
     return 0;
   }
+}
+
+/**
+ * This worker's GPU (the job's device number, which the coordinator puts in
+ * CUDA_VISIBLE_DEVICES, numbered as nvidia-smi and the GPU panel number them) pinned for Dawn by
+ * its PCI address; undefined where nvidia-smi lists no GPU (nothing to pin), else why not.
+ */
+async function pinThisWorker(): Promise<{ ok: true; index: number; busId: string } | { ok: false; why: string } | undefined> {
+  let csv: string;
+  try {
+    csv = execFileSync('nvidia-smi', ['--query-gpu=index,pci.bus_id', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    return undefined;
+  }
+  const buses = parseBusIds(csv);
+  if (buses.size === 0) return undefined;
+  const visible = process.env.CUDA_VISIBLE_DEVICES ?? '';
+  if (!/^\d+$/.test(visible)) return { ok: false, why: `webgpu not pinned to one GPU: CUDA_VISIBLE_DEVICES is '${visible}', not one GPU index` };
+  const index = Number(visible);
+  const busId = buses.get(index);
+  if (!busId) return { ok: false, why: `webgpu not pinned: nvidia-smi lists no GPU ${index}` };
+  const checked = await checkPin(busId);
+  return checked.ok ? { ok: true, index, busId } : { ok: false, why: `webgpu not pinned to GPU ${index} (PCI ${busId}), so on whichever adapter Dawn ranks first: ${checked.why}` };
 }
 
 let wasmKernelsRegistered = false;
@@ -107,6 +130,10 @@ async function activateOrWhy(name: string): Promise<string | undefined> {
  * software adapter too; auto does not.
  */
 async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: Gpu | undefined): Promise<LoadedBackend | { why: string }> {
+  // One GPU per worker: pinned by PCI address before Dawn's instance exists (webgpu.ts, checkPin).
+  const pin = injected ? undefined : await pinThisWorker();
+  if (pin?.ok) Object.assign(process.env, pinEnv(pin.busId));
+  else if (pin) extra.push(pin.why);
   const got = await openWebgpu({ allowSoftware: forced, ...(injected ? { gpu: injected } : {}) });
   if (!got.ok) return { why: got.why };
   const { gpu, adapter, device, info, memory } = got.opened;
@@ -130,7 +157,7 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
     name: 'webgpu',
     label: 'webgpu (Dawn)',
     gpu: !adapter.software,
-    device: `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
+    device: pin?.ok && !adapter.software ? `gpu:${pin.index} (PCI ${pin.busId}, webgpu adapter ${adapterLabel(adapter)})` : `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
     adapter,
     outOfMemory: memory.failure,
     note: '',
