@@ -20,7 +20,7 @@ import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
 import type { LoadedBackend, Tf } from './types';
-import { adapterLabel, openWebgpu, type Gpu } from './webgpu';
+import { adapterLabel, checkPin, openWebgpu, parseBusIds, pinEnv, type Gpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
 
@@ -63,6 +63,29 @@ function visibleGpus(): number {
   }
 }
 
+/**
+ * This worker's GPU (the job's device number, which the coordinator puts in
+ * CUDA_VISIBLE_DEVICES, numbered as nvidia-smi and the GPU panel number them) pinned for Dawn by
+ * its PCI address; undefined where nvidia-smi lists no GPU (nothing to pin), else why not.
+ */
+async function pinThisWorker(): Promise<{ ok: true; index: number; busId: string } | { ok: false; why: string } | undefined> {
+  let csv: string;
+  try {
+    csv = execFileSync('nvidia-smi', ['--query-gpu=index,pci.bus_id', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    return undefined;
+  }
+  const buses = parseBusIds(csv);
+  if (buses.size === 0) return undefined;
+  const visible = process.env.CUDA_VISIBLE_DEVICES ?? '';
+  if (!/^\d+$/.test(visible)) return { ok: false, why: `webgpu not pinned to one GPU: CUDA_VISIBLE_DEVICES is '${visible}', not one GPU index` };
+  const index = Number(visible);
+  const busId = buses.get(index);
+  if (!busId) return { ok: false, why: `webgpu not pinned: nvidia-smi lists no GPU ${index}` };
+  const checked = await checkPin(busId);
+  return checked.ok ? { ok: true, index, busId } : { ok: false, why: `webgpu not pinned to GPU ${index} (PCI ${busId}), so on whichever adapter Dawn ranks first: ${checked.why}` };
+}
+
 let wasmKernelsRegistered = false;
 
 /** Registers our own wasm kernels (missing gradients, transposed matMul) if that module is built. */
@@ -101,32 +124,16 @@ async function activateOrWhy(name: string): Promise<string | undefined> {
   }
 }
 
-let webgpuKernelsRegistered = false;
-
-/** Registers our own webgpu kernels (workarounds for tfjs-backend-webgpu, webgpuKernels/) if that module is built. */
-function registerOurWebgpuKernels(notes: string[]): void {
-  if (webgpuKernelsRegistered) return;
-  webgpuKernelsRegistered = true;
-  let mod: { registerWebgpuKernels?: () => void } | undefined;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    mod = require('./webgpuKernels/index') as { registerWebgpuKernels?: () => void };
-  } catch {
-    return; // not there: the shipped webgpu kernels only
-  }
-  try {
-    mod.registerWebgpuKernels?.();
-  } catch (err) {
-    notes.push(`our webgpu kernels were not registered: ${(err as Error).message}`);
-  }
-}
-
 /**
  * The webgpu backend on the adapter Dawn ranks first, with its device's limits raised to the
  * adapter's and its buffers guarded (webgpu.ts). `forced` (the job asked for webgpu) takes a
  * software adapter too; auto does not.
  */
 async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: Gpu | undefined): Promise<LoadedBackend | { why: string }> {
+  // One GPU per worker: pinned by PCI address before Dawn's instance exists (webgpu.ts, checkPin).
+  const pin = injected ? undefined : await pinThisWorker();
+  if (pin?.ok) Object.assign(process.env, pinEnv(pin.busId));
+  else if (pin) extra.push(pin.why);
   const got = await openWebgpu({ allowSoftware: forced, ...(injected ? { gpu: injected } : {}) });
   if (!got.ok) return { why: got.why };
   const { gpu, adapter, device, info, memory } = got.opened;
@@ -144,14 +151,13 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
     device.destroy();
     return { why: `webgpu on ${adapterLabel(adapter)}: ${why}` };
   }
-  registerOurWebgpuKernels(extra);
   if (adapter.software) extra.push(`the webgpu adapter is software, its shaders run on the CPU: ${adapterLabel(adapter)}`);
   return {
     tf: api,
     name: 'webgpu',
     label: 'webgpu (Dawn)',
     gpu: !adapter.software,
-    device: `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
+    device: pin?.ok && !adapter.software ? `gpu:${pin.index} (PCI ${pin.busId}, webgpu adapter ${adapterLabel(adapter)})` : `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
     adapter,
     outOfMemory: memory.failure,
     note: '',

@@ -180,12 +180,22 @@ const { create } = require(process.argv[1]);
  * never reaches ours, and a driver that crashes takes only the child down.
  */
 export async function listWebgpuAdapters(): Promise<{ adapters: WebgpuAdapter[] } | { error: string }> {
+  const r = await listInChild({});
+  return 'stderr' in r ? r.result : r;
+}
+
+/** The listing, in a child process with `env` added to ours; with the child's stderr (the device-select layer's debug lines). */
+async function listInChild(env: NodeJS.ProcessEnv): Promise<{ result: { adapters: WebgpuAdapter[] } | { error: string }; stderr: string } | { error: string }> {
   const path = locateDawnNode();
   if (!path) return { error: `the webgpu package's dawn.node for ${dawnPlatform()} was found neither next to the bundle nor in node_modules/webgpu/dist` };
   const r = await new Promise<{ stdout: string; stderr: string; err: Error | null }>((resolve) => {
-    execFile(process.execPath, ['-e', listScript, path], { env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' }, timeout: 30_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => resolve({ stdout, stderr, err }));
+    execFile(process.execPath, ['-e', listScript, path], { env: { ...process.env, ...env, ELECTRON_RUN_AS_NODE: '1' }, timeout: 30_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => resolve({ stdout, stderr, err }));
   });
-  const stderr = r.stderr.split('\n').filter((l) => l.trim() !== '' && !dawnNoisePattern.test(l));
+  return { result: readListing(r), stderr: r.stderr };
+}
+
+function readListing(r: { stdout: string; stderr: string; err: Error | null }): { adapters: WebgpuAdapter[] } | { error: string } {
+  const stderr = r.stderr.split('\n').filter((l) => l.trim() !== '' && !dawnNoisePattern.test(l) && !l.startsWith('device-select:') && !/^(selectable devices:| {2}GPU \d+: )/.test(l));
   const line = r.stdout.trim().split('\n').pop() ?? '';
   let answer: { adapters?: { info: GpuAdapterInfo; limits: GpuLimits }[]; error?: string };
   try {
@@ -198,6 +208,97 @@ export async function listWebgpuAdapters(): Promise<{ adapters: WebgpuAdapter[] 
   const adapters = (answer.adapters ?? []).map((a, i) => describeAdapter(i, a.info, a.limits));
   if (adapters.length === 0) return { error: `Dawn found no ${process.platform === 'linux' ? 'Vulkan ' : ''}adapter: no GPU driver with ${process.platform === 'linux' ? 'a Vulkan ICD (NVIDIA\'s driver ships one; Mesa\'s mesa-vulkan-drivers for others and for lavapipe)' : 'WebGPU support'} is installed` };
   return { adapters };
+}
+
+/**
+ * One physical GPU per worker. Dawn's own `adapter=<name>` flag matches device names, which two
+ * identical GPUs share, and dawn.node's JS adapter info has no PCI address. Mesa's Vulkan
+ * device-select layer (VK_LAYER_MESA_device_select, an implicit layer that mesa-vulkan-drivers
+ * installs and the Vulkan loader applies to every ICD, NVIDIA's included) can: with
+ * `DRI_PRIME=pci-DDDD_BB_DD_F!` it exposes only the Vulkan device at that PCI address, and with
+ * `MESA_VK_DEVICE_SELECT_DEBUG=1` it prints every device's PCI address and which rule picked
+ * one. A worker finds its GPU's PCI bus id with `nvidia-smi --query-gpu=index,pci.bus_id` (the
+ * numbering of nvidia-smi and the GPU panel), asks a child process with that environment which
+ * device the layer exposes, and only when the layer says it picked that very address by it
+ * does the worker take the same environment and name the GPU. Otherwise the worker is not
+ * pinned and says why; it never names a GPU it is not on.
+ */
+
+/** nvidia-smi's PCI bus id ("00000000:41:00.0") as the device-select layer's DRI_PRIME tag ("pci-0000_41_00_0"), or undefined. */
+export function pciTag(busId: string): string | undefined {
+  const m = /^([0-9a-f]{1,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$/i.exec(busId.trim());
+  if (!m) return undefined;
+  const domain = parseInt(m[1], 16);
+  return `pci-${domain.toString(16).padStart(4, '0')}_${m[2].toLowerCase()}_${m[3].toLowerCase()}_${m[4]}`;
+}
+
+/** A PCI address as the layer prints it ("0000:41:00.0"), from nvidia-smi's ("00000000:41:00.0"). */
+export function shortBusId(busId: string): string | undefined {
+  const tag = pciTag(busId);
+  if (!tag) return undefined;
+  const [domain, bus, dev, fn] = tag.slice(4).split('_');
+  return `${domain}:${bus}:${dev}.${fn}`;
+}
+
+export interface DeviceSelectReport {
+  /** The Vulkan devices the layer saw, in the loader's order: `  GPU 0: 10de:2330 "NVIDIA H100 80GB HBM3" discrete GPU 0000:41:00.0`. */
+  readonly devices: { index: number; vendorId: number; deviceId: number; name: string; type: string; pci?: string }[];
+  /** Which rule of the layer picked which device: `device-select: device_select_find_dri_prime_tag_default selected 1`. */
+  readonly selected?: { rule: string; index: number };
+}
+
+/** The device-select layer's debug lines (MESA_VK_DEVICE_SELECT_DEBUG=1) on stderr; the last listing and selection win. */
+export function parseDeviceSelectDebug(stderr: string): DeviceSelectReport {
+  let devices: DeviceSelectReport['devices'] = [];
+  let selected: DeviceSelectReport['selected'];
+  for (const line of stderr.split('\n')) {
+    if (line.startsWith('selectable devices:')) devices = [];
+    const d = /^ {2}GPU (\d+): ([0-9a-f]+):([0-9a-f]+) "(.*)" (.+?)(?: ([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]))?$/i.exec(line);
+    if (d) devices.push({ index: Number(d[1]), vendorId: parseInt(d[2], 16), deviceId: parseInt(d[3], 16), name: d[4], type: d[5], ...(d[6] ? { pci: d[6].toLowerCase() } : {}) });
+    const s = /^device-select: (\w+) selected (\d+)$/.exec(line);
+    if (s) selected = { rule: s[1], index: Number(s[2]) };
+  }
+  return { devices, ...(selected ? { selected } : {}) };
+}
+
+/**
+ * Whether the environment `env` (DRI_PRIME=pci-...!) puts Dawn on the GPU at `busId` and on it
+ * alone, from what a child process with that environment saw: the layer's report and Dawn's
+ * adapter list. Pure, so that recorded outputs test it.
+ */
+export function judgePin(busId: string, report: DeviceSelectReport, listed: { adapters: WebgpuAdapter[] } | { error: string }): { ok: true; adapter: WebgpuAdapter } | { ok: false; why: string } {
+  const want = shortBusId(busId);
+  if (!want) return { ok: false, why: `nvidia-smi's PCI bus id '${busId}' is not of the form 00000000:41:00.0` };
+  if (report.devices.length === 0) return { ok: false, why: 'Mesa\'s Vulkan device-select layer is not active (install mesa-vulkan-drivers, which ships it; NODEVICE_SELECT must be unset)' };
+  const at = report.devices.find((d) => d.pci === want);
+  if (!at) return { ok: false, why: `no Vulkan device at PCI ${want} (the layer saw ${report.devices.map((d) => `${d.name}${d.pci ? ` at ${d.pci}` : ''}`).join(', ')})` };
+  if (report.selected?.rule !== 'device_select_find_dri_prime_tag_default' || report.selected.index !== at.index) return { ok: false, why: `the device-select layer did not pick PCI ${want} by its address (${report.selected ? `${report.selected.rule} picked device ${report.selected.index}` : 'it picked none'})` };
+  if ('error' in listed) return { ok: false, why: `Dawn saw no adapter with the GPU at PCI ${want} selected: ${listed.error}` };
+  if (listed.adapters.length !== 1) return { ok: false, why: `Dawn still saw ${listed.adapters.length} adapters with only PCI ${want} exposed` };
+  return { ok: true, adapter: listed.adapters[0] };
+}
+
+/** `nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader` as index -> PCI bus id. */
+export function parseBusIds(csv: string): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const line of csv.split('\n')) {
+    const m = /^\s*(\d+)\s*,\s*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$/.exec(line);
+    if (m) out.set(Number(m[1]), m[2]);
+  }
+  return out;
+}
+
+/** The environment that exposes only the GPU at `busId` to Vulkan (and so to Dawn). */
+export function pinEnv(busId: string): NodeJS.ProcessEnv {
+  return { DRI_PRIME: `${pciTag(busId)}!` };
+}
+
+/** Asks a child process with `pinEnv(busId)` which adapter Dawn gets: the adapter when the layer pinned exactly that GPU, else why not. */
+export async function checkPin(busId: string): Promise<{ ok: true; adapter: WebgpuAdapter } | { ok: false; why: string }> {
+  if (!pciTag(busId)) return judgePin(busId, { devices: [] }, { error: '' });
+  const r = await listInChild({ ...pinEnv(busId), MESA_VK_DEVICE_SELECT_DEBUG: '1', NODEVICE_SELECT: undefined });
+  if (!('stderr' in r)) return { ok: false, why: r.error };
+  return judgePin(busId, parseDeviceSelectDebug(r.stderr), r.result);
 }
 
 /** What `openWebgpu` got: the adapter, a device with limits up to the adapter's, and the guard's OOM state. */

@@ -12,14 +12,18 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
-import { repoRoot } from '../../paths';
+import { fixtures, repoRoot } from '../../paths';
 import { adaptersOrSkip } from './webgpuAdapters';
 
 const cli = join(repoRoot, 'out', 'src', 'cli.js');
 
 /** Runs `gpu-workbench train` to its end; its --json events. */
 async function train(...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
-  const child = spawn(process.execPath, [cli, 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return trainWith(process.env, ...args);
+}
+
+async function trainWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
+  const child = spawn(process.execPath, [cli, 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
@@ -74,4 +78,15 @@ describe('gpu-workbench train --backend webgpu (the example MNIST job on a small
       assert.ok(Math.abs(g.metrics.testLoss - c.metrics.testLoss) < 1e-3, `test loss webgpu ${g.metrics.testLoss} vs wasm ${c.metrics.testLoss}`);
     });
   }
+
+  it('on a machine whose nvidia-smi lists GPUs that Vulkan cannot pin, no worker claims a GPU and the job says why', async () => {
+    // The fake nvidia-smi lists two GPUs (PCI 00000000:01:00.0 and :02:00.0); the only Vulkan device here is lavapipe, with no PCI address.
+    const env = { ...process.env, PATH: `${join(fixtures, 'bin')}:${process.env.PATH ?? ''}` };
+    const r = await trainWith(env, join(fixtures, 'jobs', 'tiny-mnist.job.json'), '--backend', 'webgpu', '--strategy', 'ddp', '--devices', '2', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const started = r.events.find((e) => e.type === 'job/started');
+    assert.ok(started?.type === 'job/started');
+    for (const w of started.workers) assert.doesNotMatch(w.device, /^gpu/, w.device);
+    assert.match(started.description, /webgpu not pinned to GPU 0 \(PCI 00000000:01:00\.0\), so on whichever adapter Dawn ranks first: no Vulkan device at PCI 0000:01:00\.0 \(the layer saw llvmpipe/);
+  });
 });

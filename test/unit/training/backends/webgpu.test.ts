@@ -12,7 +12,7 @@ import type { Tensor } from '@tensorflow/tfjs-core';
 import { loadBackend } from '../../../../src/training/backends/backend';
 import { isOutOfMemory, OutOfMemoryError } from '../../../../src/training/backends/oom';
 import {
-  adapterLabel, describeAdapter, guardWebgpuMemory, isSoftwareAdapter, loadDawn, openWebgpu, parseAdapterList, webgpuErrorAsOutOfMemory,
+  adapterLabel, checkPin, describeAdapter, guardWebgpuMemory, isSoftwareAdapter, judgePin, loadDawn, parseBusIds, parseDeviceSelectDebug, pciTag, pinEnv, shortBusId, openWebgpu, parseAdapterList, webgpuErrorAsOutOfMemory,
   type Gpu, type GpuDevice, type WebgpuAdapter,
 } from '../../../../src/training/backends/webgpu';
 import { hintFor } from '../../../../src/training/strategies/worker';
@@ -66,12 +66,56 @@ describe('webgpu adapters (pure)', () => {
   });
 });
 
+describe('one GPU per webgpu worker (PCI address through Mesa\'s device-select layer)', () => {
+  // Two identical GPUs, as nvidia-smi and the layer would print them. The layer's lines follow its
+  // source's format strings (Mesa's device_select_layer.c); they were not recorded on a GPU machine.
+  const smi = '0, 00000000:41:00.0\n1, 00000000:C1:00.0\n';
+  const layer = [
+    'selectable devices:',
+    '  GPU 0: 10de:2330 "NVIDIA H100 80GB HBM3" discrete GPU 0000:41:00.0',
+    '  GPU 1: 10de:2330 "NVIDIA H100 80GB HBM3" discrete GPU 0000:c1:00.0',
+    '  GPU 2: 10005:0 "llvmpipe (LLVM 15.0.6, 256 bits)" CPU',
+    'device-select: device_select_find_dri_prime_tag_default selected 1',
+  ].join('\n');
+  const h100 = describeAdapter(0, { vendor: 'nvidia', architecture: 'hopper', device: 'nvidia-h100-80gb-hbm3', description: 'NVIDIA: 580.65.06' }, { maxBufferSize: 2 ** 32, maxStorageBufferBindingSize: 2 ** 31 });
+
+  it('turns nvidia-smi\'s PCI bus ids into the layer\'s DRI_PRIME tags', () => {
+    assert.deepEqual([...parseBusIds(smi)], [[0, '00000000:41:00.0'], [1, '00000000:C1:00.0']]);
+    assert.equal(pciTag('00000000:C1:00.0'), 'pci-0000_c1_00_0');
+    assert.equal(shortBusId('00000000:C1:00.0'), '0000:c1:00.0');
+    assert.deepEqual(pinEnv('00000000:C1:00.0'), { DRI_PRIME: 'pci-0000_c1_00_0!' });
+    assert.equal(pciTag('GPU-5e1b'), undefined);
+  });
+
+  it('takes a pin only when the layer picked that very PCI address and Dawn sees that one adapter alone', () => {
+    const report = parseDeviceSelectDebug(layer);
+    assert.deepEqual(report.devices.map((d) => d.pci), ['0000:41:00.0', '0000:c1:00.0', undefined]);
+    assert.deepEqual(report.selected, { rule: 'device_select_find_dri_prime_tag_default', index: 1 });
+    assert.deepEqual(judgePin('00000000:C1:00.0', report, { adapters: [h100] }), { ok: true, adapter: h100 });
+    // The layer picked GPU 1, not GPU 0's address.
+    assert.match((judgePin('00000000:41:00.0', report, { adapters: [h100] }) as { why: string }).why, /did not pick PCI 0000:41:00\.0 by its address \(device_select_find_dri_prime_tag_default picked device 1\)/);
+    // No tag matched: the layer falls back to a default device and exposes them all.
+    const fallback = parseDeviceSelectDebug(layer.replace('device_select_find_dri_prime_tag_default selected 1', 'device_select_find_boot_vga selected 0'));
+    assert.match((judgePin('00000000:C1:00.0', fallback, { adapters: [h100, h100] }) as { why: string }).why, /did not pick PCI 0000:c1:00\.0 by its address \(device_select_find_boot_vga picked device 0\)/);
+    assert.match((judgePin('00000000:C1:00.0', report, { adapters: [h100, h100] }) as { why: string }).why, /Dawn still saw 2 adapters/);
+    assert.match((judgePin('00000000:C1:00.0', { devices: [] }, { adapters: [h100, h100] }) as { why: string }).why, /device-select layer is not active/);
+    assert.match((judgePin('00000000:02:00.0', report, { adapters: [h100] }) as { why: string }).why, /^no Vulkan device at PCI 0000:02:00\.0 \(the layer saw NVIDIA H100 80GB HBM3 at 0000:41:00\.0, /);
+  });
+});
+
 describe('webgpu backend on Dawn', function () {
   this.timeout(120_000);
   let adapters: WebgpuAdapter[] = [];
 
   before(async function () {
     adapters = await adaptersOrSkip(this);
+  });
+
+  it('asks the real layer for a GPU this machine has not and is told no, naming what the layer saw', async () => {
+    const r = await checkPin('00000000:41:00.0');
+    assert.equal(r.ok, false);
+    // lavapipe has no PCI address; without mesa-vulkan-drivers' layer there is no report at all.
+    assert.match((r as { why: string }).why, /^no Vulkan device at PCI 0000:41:00\.0 \(the layer saw .+\)$|device-select layer is not active/);
   });
 
   it('lists every adapter Dawn sees with its vendor, architecture, driver and limits', () => {
