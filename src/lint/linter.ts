@@ -175,12 +175,20 @@ export class Linter {
     this.limits = { ...this.limits, ...limits };
     for (const path of this.workspace.paths()) {
       const text = this.workspace.get(path)?.text;
-      const tooLarge = text === undefined ? undefined : oversize(text, this.limits);
-      if (tooLarge) {
-        this.removeFile(path);
-        this.skipped.set(path, tooLarge);
-      }
+      if (text !== undefined) this.skipIfOversize(path, text);
     }
+  }
+
+  /** Takes the file out of the index and notes why when its text is over the size limits (`oversize`); whether it did. */
+  private skipIfOversize(path: string, text: string): boolean {
+    const tooLarge = oversize(text, this.limits);
+    if (tooLarge) this.skip(path, tooLarge);
+    return tooLarge !== undefined;
+  }
+
+  private skip(path: string, why: string): void {
+    this.removeFile(path);
+    this.skipped.set(path, why);
   }
 
   /** Why the file's last text was not analysed (too large: its size and the limit), or undefined. */
@@ -196,12 +204,7 @@ export class Linter {
     const text = pythonNewlines(source);
     const known = this.workspace.get(path);
     if (known && known.text === text) return;
-    const tooLarge = oversize(text, this.limits);
-    if (tooLarge) {
-      this.removeFile(path);
-      this.skipped.set(path, tooLarge);
-      return;
-    }
+    if (this.skipIfOversize(path, text)) return;
     this.skipped.delete(path);
     let root: SyntaxNode;
     let edit: Edit | undefined;
@@ -222,8 +225,7 @@ export class Linter {
       const deep = tooDeep(root!, this.limits.maxDepth);
       if (deep) {
         tree.delete();
-        this.removeFile(path);
-        this.skipped.set(path, deep);
+        this.skip(path, deep);
         return;
       }
       this.parseErrors.set(path, tree.rootNode.hasError);
@@ -327,9 +329,44 @@ export class Linter {
     if (text !== undefined) this.setFile(path, text);
     const model = this.workspace.get(path);
     if (!model || options.enabled === false || !this.workspace.usesProjectTorch(model)) return [];
+    const steps = this.results(path, model);
+    let step = steps.next();
+    while (!step.done) step = steps.next();
+    return this.present(path, model, step.value, options);
+  }
+
+  /**
+   * `lintFile` that yields to the event loop (a macrotask, `setImmediate`) whenever it has
+   * analysed for `sliceMs` since the last yield, between top-level statements: a server answers
+   * other requests while a large file is linted. After each yield it checks whether to go on:
+   * undefined (nothing more is done) when `cancelled()` says so, or when the workspace changed
+   * meanwhile (this file or another was set or removed: the findings would mix two versions).
+   * The statements analysed before it stopped stay cached, as a synchronous lint leaves them.
+   */
+  async lintFileAsync(path: string, text: string | undefined, options: LintOptions = {}, cancelled: () => boolean = () => false, sliceMs = 20): Promise<Finding[] | undefined> {
+    if (text !== undefined) this.setFile(path, text);
+    const model = this.workspace.get(path);
+    if (!model || options.enabled === false || !this.workspace.usesProjectTorch(model)) return [];
+    const generation = this.workspace.generation;
+    const steps = this.results(path, model);
+    let since = performance.now();
+    for (let step = steps.next(); ; step = steps.next()) {
+      if (step.done) return this.present(path, model, step.value, options);
+      if (performance.now() - since < sliceMs) continue;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (cancelled() || this.workspace.generation !== generation || this.workspace.get(path) !== model) {
+        steps.return([]);
+        return undefined;
+      }
+      since = performance.now();
+    }
+  }
+
+  /** Findings from the statements' results, after the settings, `# noqa`, and ranges clamped to the text. */
+  private present(path: string, model: FileModel, results: readonly ChunkResult[], options: LintOptions): Finding[] {
     const findings: Finding[] = [];
     const byRule = new Map(this.rules.map((r) => [r.id, r]));
-    for (const result of this.results(path, model)) {
+    for (const result of results) {
       for (const { ruleId, raw: r } of result.findings) {
         const rule = byRule.get(ruleId) as Rule;
         const configured = options.rules?.[rule.id];
@@ -344,13 +381,21 @@ export class Linter {
   }
 
   /**
-   * Every top-level statement's findings, in document order. The rules look at one statement
+   * Every top-level statement's findings, in document order, pausing (a `yield`) after each
+   * statement it analyses, where an asynchronous lint may give way. The rules look at one statement
    * at a time. Incrementally, a statement's findings are reused unless it changed, a lookup
    * its analysis made is answered by a statement that changed, a file-wide fact changed, or
    * another file did.
    */
-  private results(path: string, model: FileModel): ChunkResult[] {
-    if (!this.options.incremental) return model.root.children.map((top) => this.analyse(model, top, path, false));
+  private *results(path: string, model: FileModel): Generator<void, ChunkResult[]> {
+    if (!this.options.incremental) {
+      const all: ChunkResult[] = [];
+      for (const top of model.root.children) {
+        all.push(this.analyse(model, top, path, false));
+        yield;
+      }
+      return all;
+    }
     let cache = this.caches.get(path);
     const elsewhere = !cache || this.workspace.changedElsewhere(path, cache.generation);
     model.dropStaleContributions(elsewhere || !cache ? 'all' : cache.dirtyKeys);
@@ -377,7 +422,10 @@ export class Linter {
     const out: ChunkResult[] = [];
     for (const top of model.root.children) {
       let result = cache.results.get(top);
-      if (!result) cache.results.set(top, (result = this.analyse(model, top, path, true)));
+      if (!result) {
+        cache.results.set(top, (result = this.analyse(model, top, path, true)));
+        yield;
+      }
       out.push(result);
     }
     return out;

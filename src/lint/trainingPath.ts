@@ -11,7 +11,7 @@
 import { callSitesOf, type CallSite, type FileModel, type FunctionInfo } from './model';
 import { ancestors, baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, type SyntaxNode } from './syntax';
 import { optimizerLike } from './model/types';
-import { topLevelNamed } from './model/summaries';
+import { calleesOf } from './model/summaries';
 
 /** 'train': some caller's computation reaches a backward pass; 'unknown': callers unknown (a callback, a property); 'eval': every caller is known and evaluates. */
 export type PathStatus = 'eval' | 'train' | 'unknown';
@@ -28,35 +28,8 @@ function combine(a: PathStatus, b: PathStatus): PathStatus {
   return a === 'unknown' || b === 'unknown' ? 'unknown' : 'eval';
 }
 
-/** The project functions a call can reach. */
-export function resolveCallee(model: FileModel, call: SyntaxNode): FunctionInfo[] {
-  const callee = model.callee(call);
-  if (!callee) return [];
-  if (callee.type === 'identifier') {
-    const name = model.src(callee);
-    if (model.aliases.has(name)) return model.facts.functionsNamed(name).filter((f) => f.model !== model && !f.cls);
-    // A name bound to something else (a local, a parameter) is not the function.
-    const scope = model.scopeOf(call);
-    if (scope !== model.root && (model.isParam(scope, name) || model.bindingsIn(scope, name).length > 0)) return [];
-    return topLevelNamed(model, name);
-  }
-  if (callee.type !== 'attribute') return [];
-  const object = child(callee, 'object');
-  const attr = child(callee, 'attribute');
-  if (!object || !attr) return [];
-  const name = model.src(attr);
-  const receiver = model.src(object);
-  const all = model.facts.functionsNamed(name);
-  if (receiver === 'self' || receiver === 'cls') {
-    const own = model.functionOf(call)?.cls;
-    const mine = own?.methods.get(name);
-    if (mine) return [mine];
-    return all.filter((f) => !!f.cls);
-  }
-  const root = receiver.split('.')[0];
-  if (model.aliases.has(root) && object.type !== 'call') return all.filter((f) => !f.cls && f.model !== model);
-  return all.filter((f) => !!f.cls);
-}
+/** The project functions a call can reach: every candidate, by name (summaries.ts `calleesOf`). */
+export const resolveCallee = calleesOf;
 
 /** A call of `.backward()`, `autograd.grad`, `manual_backward` or an optimizer's `step`. */
 export function isTrainingCall(model: FileModel, call: SyntaxNode): boolean {
@@ -164,7 +137,8 @@ export function siteStatus(site: CallSite): PathStatus {
   if (caller ? trains(caller) : model.hasTrainingSignal(model.root)) {
     if (feedsBackward(model, call)) return 'train';
     if (resolveCallee(model, call).some((f) => storesWhatBackwardReads(f, model, call))) return 'train';
-    return returnsFrom(model, call, scopeNode) && caller ? functionStatus(caller) : 'eval';
+    // At module level nothing is returned to a caller: no need to follow the value.
+    return caller && returnsFrom(model, call, scopeNode) ? functionStatus(caller) : 'eval';
   }
   return caller ? functionStatus(caller) : 'eval';
 }
@@ -204,13 +178,24 @@ export function feedsBackward(model: FileModel, call: SyntaxNode): boolean {
 
 /** Does `fn` store a value in an attribute (`self.loss = ...`) that the caller at `at` backpropagates? */
 function storesWhatBackwardReads(fn: FunctionInfo, model: FileModel, at: SyntaxNode): boolean {
-  if (!fn.body) return false;
-  for (const n of descendants(fn.body, isScopeNode)) {
-    if (n.type !== 'assignment' && n.type !== 'augmented_assignment') continue;
-    const left = child(n, 'left');
-    if (left?.type === 'attribute' && model.reachesBackward(fn.model.src(left), at)) return true;
+  return !!fn.body && attributesStored(fn.model, fn.body).some((text) => model.reachesBackward(text, at));
+}
+
+/** The attributes a function body assigns (`self.loss = ...`), in order: its own text, listed once per body. */
+const storedAttributes = new WeakMap<SyntaxNode, string[]>();
+
+function attributesStored(model: FileModel, body: SyntaxNode): string[] {
+  let texts = storedAttributes.get(body);
+  if (!texts) {
+    texts = [];
+    for (const n of descendants(body, isScopeNode)) {
+      if (n.type !== 'assignment' && n.type !== 'augmented_assignment') continue;
+      const left = child(n, 'left');
+      if (left?.type === 'attribute') texts.push(model.src(left));
+    }
+    storedAttributes.set(body, texts);
   }
-  return false;
+  return texts;
 }
 
 /** Does the value at `node` leave its function (returned, yielded), directly or through the names it is assigned to? */
@@ -241,51 +226,156 @@ function collectBound(model: FileModel, stmt: SyntaxNode, out: Set<string>): voi
   }
 }
 
+/** How many rounds `escapes` follows names through a scope's statements before it gives up (answering "no"). */
+const escapeRounds = 20;
+
+/**
+ * A scope's statements as `escapes` reads them, in document order (nested functions and classes
+ * left out): each `return`/`yield` with the names and attributes it mentions, and each statement
+ * that moves a value (an assignment, an accumulation) with the names its value mentions and the
+ * names it binds. Built once per scope and file version: the syntax of a scope never changes
+ * while its model lives.
+ */
+interface EscapeIndex {
+  /** Per item: a `return`/`yield` (`to` undefined), or a statement moving a value into `to`. */
+  readonly items: { readonly to: readonly string[] | undefined }[];
+  /** The items whose `return`/`yield`, or whose moved value, mentions a name or attribute text. */
+  readonly byKey: ReadonlyMap<string, readonly number[]>;
+}
+
+const escapeIndexes = new WeakMap<FileModel, Map<SyntaxNode, EscapeIndex>>();
+
+function escapeIndex(model: FileModel, body: SyntaxNode): EscapeIndex {
+  let perModel = escapeIndexes.get(model);
+  if (!perModel) escapeIndexes.set(model, (perModel = new Map<SyntaxNode, EscapeIndex>()));
+  const known = perModel.get(body);
+  if (known) return known;
+  const items: { to: string[] | undefined }[] = [];
+  const byKey = new Map<string, number[]>();
+  const mention = (n: SyntaxNode, item: number): void => {
+    for (const d of [n, ...descendants(n, isScopeNode)]) {
+      let key: string | undefined;
+      if (d.type === 'identifier' && (d.parent?.type !== 'attribute' || d.field === 'object')) key = model.src(d);
+      else if (d.type === 'attribute') key = model.src(d);
+      if (key === undefined) continue;
+      const list = byKey.get(key);
+      if (!list) byKey.set(key, [item]);
+      else if (list[list.length - 1] !== item) list.push(item);
+    }
+  };
+  for (const n of descendants(body, isScopeNode)) {
+    if (n.type === 'return_statement' || n.type === 'yield') {
+      items.push({ to: undefined });
+      mention(n, items.length - 1);
+      continue;
+    }
+    if (n.type !== 'expression_statement') continue;
+    const expr = namedChildren(n)[0];
+    const acc = model.accumulation(n);
+    let from: SyntaxNode | undefined;
+    let to: string[] = [];
+    if (acc) {
+      from = acc.value;
+      to = [model.src(baseOf(acc.target))];
+    } else if (expr?.type === 'assignment' || expr?.type === 'augmented_assignment') {
+      from = child(expr, 'right');
+      const left = child(expr, 'left');
+      to = left ? [left, ...descendants(left)].filter((t) => t.type === 'identifier' || t.type === 'attribute' || t.type === 'subscript').map((t) => model.src(baseOf(t))) : [];
+    }
+    if (!from) continue;
+    items.push({ to });
+    mention(from, items.length - 1);
+  }
+  const index = { items, byKey };
+  perModel.set(body, index);
+  return index;
+}
+
 /**
  * Do values held under `names` leave the scope: an attribute or a global, or a name that flows
  * (through assignments and accumulations) into a `return`, a `yield`, an attribute or a global.
+ *
+ * The answer is that of following the names round by round through the scope's statements in
+ * document order (a name bound by one statement is seen by the later ones in the same round, by
+ * the earlier ones in the next), for at most `escapeRounds` rounds. It is computed as the
+ * earliest (round, statement) at which each reachable name is bound, from the statements that
+ * mention the names already reached (a shortest-path search over `escapeIndex`): the cost
+ * follows the names reached, not the size of the scope.
  */
 function escapes(model: FileModel, names: Set<string>, scope: SyntaxNode): boolean {
   const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
   if (!body) return true;
-  const mentions = (n: SyntaxNode): boolean => {
-    for (const d of [n, ...descendants(n, isScopeNode)]) {
-      if (d.type === 'identifier' && (d.parent?.type !== 'attribute' || d.field === 'object') && names.has(model.src(d))) return true;
-      if (d.type === 'attribute' && names.has(model.src(d))) return true;
-    }
-    return false;
-  };
-  for (let changed = true, rounds = 0; changed && rounds < 20; rounds++) {
-    changed = false;
-    for (const name of names) {
-      if (name.includes('.') || name.includes('[') || (scope !== model.root && model.isGlobalIn(scope, name))) return true;
-    }
-    for (const n of descendants(body, isScopeNode)) {
-      if ((n.type === 'return_statement' || n.type === 'yield') && mentions(n)) return true;
-      if (n.type !== 'expression_statement') continue;
-      const expr = namedChildren(n)[0];
-      const acc = model.accumulation(n);
-      let from: SyntaxNode | undefined;
-      let to: SyntaxNode[] = [];
-      if (acc) {
-        from = acc.value;
-        to = [baseOf(acc.target)];
-      } else if (expr?.type === 'assignment' || expr?.type === 'augmented_assignment') {
-        from = child(expr, 'right');
-        const left = child(expr, 'left');
-        to = left ? [left, ...descendants(left)].filter((t) => t.type === 'identifier' || t.type === 'attribute' || t.type === 'subscript').map(baseOf) : [];
-      }
-      if (!from || !mentions(from)) continue;
+  const leavesByName = (name: string): boolean => name.includes('.') || name.includes('[') || (scope !== model.root && model.isGlobalIn(scope, name));
+  for (const name of names) if (leavesByName(name)) return true;
+  const { items, byKey } = escapeIndex(model, body);
+  // A time is round * width + position + 1; the names given are there from the start (time 0).
+  const width = items.length + 1;
+  const limit = escapeRounds * width;
+  const reached = new Map<string, number>();
+  const fired = new Map<number, number>();
+  const queue = new MinQueue();
+  for (const name of names) {
+    reached.set(name, 0);
+    queue.push(0, name);
+  }
+  for (let next = queue.pop(); next; next = queue.pop()) {
+    const [time, name] = next;
+    if (time > (reached.get(name) ?? Infinity)) continue;
+    const round = Math.floor(time / width);
+    const position = (time % width) - 1;
+    for (const item of byKey.get(name) ?? []) {
+      // Seen by the later statements of the round it was bound in, by the earlier ones in the next.
+      const when = (item > position ? round : round + 1) * width + item + 1;
+      if (when >= limit || when >= (fired.get(item) ?? Infinity)) continue;
+      fired.set(item, when);
+      const to = items[item].to;
+      if (!to) return true;
       for (const t of to) {
-        const key = model.src(t);
-        if (!names.has(key)) {
-          names.add(key);
-          changed = true;
-        }
+        if (when >= (reached.get(t) ?? Infinity)) continue;
+        reached.set(t, when);
+        // A name that leaves by itself is seen at the start of the next round.
+        if (leavesByName(t) && (Math.floor(when / width) + 1) < escapeRounds) return true;
+        queue.push(when, t);
       }
     }
   }
   return false;
+}
+
+/** A binary heap of (time, name), smallest time first. */
+class MinQueue {
+  private readonly heap: [number, string][] = [];
+
+  push(time: number, name: string): void {
+    const h = this.heap;
+    h.push([time, name]);
+    for (let i = h.length - 1; i > 0;) {
+      const parent = (i - 1) >> 1;
+      if (h[parent][0] <= h[i][0]) break;
+      [h[parent], h[i]] = [h[i], h[parent]];
+      i = parent;
+    }
+  }
+
+  pop(): [number, string] | undefined {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop();
+    if (h.length && last) {
+      h[0] = last;
+      for (let i = 0; ;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && h[l][0] < h[m][0]) m = l;
+        if (r < h.length && h[r][0] < h[m][0]) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i], h[m]];
+        i = m;
+      }
+    }
+    return top;
+  }
 }
 
 /**
@@ -304,8 +394,10 @@ export function wrapSafe(model: FileModel, target: SyntaxNode, fn: FunctionInfo 
   collectBound(model, target, names);
   const scope = fn?.node ?? model.root;
   for (const n of names) if (model.reachesBackward(n, target) && readAfter(model, n, target, scope)) return false;
-  const leaves = [target, ...descendants(target, isScopeNode)].some((d) => d.type === 'return_statement' || d.type === 'yield') || escapes(model, names, scope);
-  return !leaves || !fn || functionStatus(fn) === 'eval';
+  // A module-level statement has no caller to leave for.
+  if (!fn) return true;
+  const leaves = [target, ...descendants(target, isScopeNode)].some((d) => d.type === 'return_statement' || d.type === 'yield') || escapes(model, names, fn.node);
+  return !leaves || functionStatus(fn) === 'eval';
 }
 
 /**
@@ -372,14 +464,31 @@ export function usedAsTensorAfter(model: FileModel, key: string, stmt: SyntaxNod
   for (const b of model.bindingsIn(scope, key)) {
     if (b.value && !b.unpacked && /^torch\.(zeros|ones|tensor|full|empty|as_tensor)/.test(model.qualify(b.value.type === 'call' ? model.callee(b.value) : undefined) ?? '')) return false;
   }
+  return (tensorUsesIn(model, body).get(key) ?? -1) >= stmt.end;
+}
+
+const tensorUses = new WeakMap<FileModel, Map<SyntaxNode, Map<string, number>>>();
+
+/**
+ * Per text, where a scope last uses it as a tensor (the start of the last call that does): a
+ * tensor-only method on it, or an argument of a `torch.` function. Once per scope and file
+ * version (an accumulation at module level looked through the whole module each time).
+ */
+function tensorUsesIn(model: FileModel, body: SyntaxNode): Map<string, number> {
+  let perModel = tensorUses.get(model);
+  if (!perModel) tensorUses.set(model, (perModel = new Map<SyntaxNode, Map<string, number>>()));
+  let last = perModel.get(body);
+  if (last) return last;
+  last = new Map();
   for (const n of descendants(body, isScopeNode)) {
-    if (n.type !== 'call' || n.start < stmt.end) continue;
+    if (n.type !== 'call') continue;
     const mc = model.methodCall(n);
-    if (mc && model.src(mc.receiver) === key && tensorOnlyMethods.test(mc.method)) return true;
+    if (mc && tensorOnlyMethods.test(mc.method)) last.set(model.src(mc.receiver), Math.max(n.start, last.get(model.src(mc.receiver)) ?? -1));
     const q = model.qualify(model.callee(n)) ?? '';
-    if (q.startsWith('torch.') && model.positionalArgs(n).some((a) => model.src(a) === key)) return true;
+    if (q.startsWith('torch.')) for (const a of model.positionalArgs(n)) last.set(model.src(a), Math.max(n.start, last.get(model.src(a)) ?? -1));
   }
-  return false;
+  perModel.set(body, last);
+  return last;
 }
 
 /**

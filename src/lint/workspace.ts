@@ -67,6 +67,9 @@ export class Workspace implements WorkspaceFacts {
   private readonly refs: ByName<ValueReference> = new Map();
   private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[]; refs: string[] }>();
   private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
+  /** `all(index, name)` per index and name, for the current generation: asked per call, it sorted and copied each time. */
+  private lists = new Map<ByName<unknown>, Map<string, readonly unknown[]>>();
+  private listsGeneration = -1;
   private memoGeneration = -1;
   /** The latest change, and the latest change to any other file than that one, for `changedOutside`. */
   private last = { path: '', generation: 0 };
@@ -144,6 +147,19 @@ export class Workspace implements WorkspaceFacts {
     this.noteChange(path);
   }
 
+  /** `all(index, name)`, kept until the index changes (callers only read the list). */
+  private named<T>(index: ByName<T>, name: string): readonly T[] {
+    if (this.listsGeneration !== this.generation) {
+      this.lists = new Map();
+      this.listsGeneration = this.generation;
+    }
+    let perIndex = this.lists.get(index);
+    if (!perIndex) this.lists.set(index, (perIndex = new Map<string, readonly unknown[]>()));
+    let list = perIndex.get(name) as readonly T[] | undefined;
+    if (!list) perIndex.set(name, (list = all(index, name)));
+    return list;
+  }
+
   private cached<T>(key: string, compute: () => T, whileComputing: T): T {
     if (this.memoGeneration !== this.generation) {
       this.memo = new Map();
@@ -200,24 +216,24 @@ export class Workspace implements WorkspaceFacts {
 
   callSites(name: string): readonly CallSite[] {
     track(`site:${name}`);
-    return all(this.sites, name);
+    return this.named(this.sites, name);
   }
 
   /** Where `name` (or `x.name`) is used as a value, not called, across the workspace. */
   valueReferences(name: string): readonly ValueReference[] {
     track(`ref:${name}`);
-    return all(this.refs, name);
+    return this.named(this.refs, name);
   }
 
   /** Functions named `name` across the workspace. */
   functionsNamed(name: string): readonly FunctionInfo[] {
     track(`fn:${name}`);
-    return all(this.functions, name);
+    return this.named(this.functions, name);
   }
 
   classesNamed(name: string): readonly ClassInfo[] {
     track(`cls:${name}`);
-    return all(this.classes, name);
+    return this.named(this.classes, name);
   }
 
   /**

@@ -136,25 +136,60 @@ function settingsFor(uri: string): Promise<LintSettings> {
 /** The size limit from the settings, read once and again when they change; every lint waits for it. */
 let limitsApplied: Promise<void> | undefined;
 
+/** The lint under way per document (its version, and the settings epoch): a second request for it waits for the same one. */
+const linting = new Map<string, { version: number; epoch: number; done: Promise<Finding[] | undefined> }>();
+/** Bumped when every document's findings go stale (settings, other files): a lint begun before is not kept. */
+let epoch = 0;
+
+/**
+ * The document's findings. A long lint gives way to other requests (Linter.lintFileAsync) and
+ * stops when the document changes, the settings change or another file is indexed meanwhile:
+ * then the current text of the document is linted with the current settings (an edited
+ * document's findings are for its latest version; a closed one has none).
+ */
 async function findingsFor(doc: TextDocument): Promise<Finding[]> {
-  const settings = await settingsFor(doc.uri);
   const l = await linterReady;
-  await (limitsApplied ??= applyLimits(l));
-  const cached = findingsCache.get(doc.uri);
-  if (cached && cached.version === doc.version) return cached.findings;
-  let findings: Finding[] = [];
+  for (let current: TextDocument | undefined = doc; current; current = documents.get(doc.uri)) {
+    const settings = await settingsFor(current.uri);
+    await (limitsApplied ??= applyLimits(l));
+    const cached = findingsCache.get(current.uri);
+    if (cached && cached.version === current.version) return cached.findings;
+    let run = linting.get(current.uri);
+    if (!run || run.version !== current.version || run.epoch !== epoch) {
+      const mine = { version: current.version, epoch, done: lintNow(l, current, { enabled: settings.enabled, rules: settings.rules }) };
+      linting.set(current.uri, mine);
+      void mine.done.finally(() => {
+        if (linting.get(doc.uri) === mine) linting.delete(doc.uri);
+      });
+      run = mine;
+    }
+    const findings = await run.done;
+    if (findings) return findings;
+  }
+  return [];
+}
+
+/**
+ * Lints one version of a document and caches its findings; undefined when, before it finished,
+ * the document changed or closed, the settings changed, or another file was indexed.
+ */
+async function lintNow(l: Linter, doc: TextDocument, options: LintOptions): Promise<Finding[] | undefined> {
+  const begun = epoch;
+  const stale = (): boolean => documents.get(doc.uri)?.version !== doc.version || epoch !== begun;
+  let findings: Finding[] | undefined = [];
   try {
-    const options: LintOptions = { enabled: settings.enabled, rules: settings.rules };
     const text = doc.getText();
-    if (!isBinarySource(text)) findings = l.lintFile(pathOf(doc.uri), text, options);
+    if (!isBinarySource(text)) findings = await l.lintFileAsync(pathOf(doc.uri), text, options, stale);
   } catch (err) {
     connection.console.error(`linting ${doc.uri} failed: ${String(err)}`);
   }
-  findingsCache.set(doc.uri, { version: doc.version, findings });
+  if (epoch !== begun) return undefined;
+  if (findings && !stale()) findingsCache.set(doc.uri, { version: doc.version, findings });
   return findings;
 }
 
 function invalidateAll(): void {
+  epoch++;
   findingsCache.clear();
   if (pullDiagnostics) void connection.languages.diagnostics.refresh().catch(() => undefined);
   else for (const doc of documents.all()) schedulePush(doc);

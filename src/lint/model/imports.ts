@@ -11,6 +11,10 @@ export abstract class ModelImports {
   readonly aliases = new Map<string, string>();
   readonly functions: FunctionInfo[] = [];
   readonly classes: ClassInfo[] = [];
+  /** `functions` by name (methods too), in the same order: a lookup per call was a scan of every function. */
+  private readonly functionsByName = new Map<string, FunctionInfo[]>();
+  /** The names of `classes`. */
+  private readonly classNames = new Set<string>();
   protected allCalls: SyntaxNode[] | undefined;
   protected allReferences: SyntaxNode[] | undefined;
   readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
@@ -69,8 +73,14 @@ export abstract class ModelImports {
       for (const f of chunk.functions) {
         this.functions.push(f);
         this.functionByNode.set(f.node, f);
+        const same = this.functionsByName.get(f.name);
+        if (same) same.push(f);
+        else this.functionsByName.set(f.name, [f]);
       }
-      for (const c of chunk.classes) this.classes.push(c);
+      for (const c of chunk.classes) {
+        this.classes.push(c);
+        this.classNames.add(c.name);
+      }
       for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
       for (const c of chunk.root.calls) rootData.calls.push(c);
       for (const [key, list] of chunk.root.bindings) {
@@ -105,6 +115,8 @@ export abstract class ModelImports {
       // Provenance may read other statements; the flow graph (syntax only) stays.
       d.backward = undefined;
       d.backwardDeps = undefined;
+      // Which calls are `torch.autograd.grad` depends on the imports, which may have changed.
+      d.training = undefined;
     }
   }
 
@@ -450,6 +462,16 @@ export abstract class ModelImports {
       this.scopes.set(scope, d);
     }
     return d;
+  }
+
+  /** This file's functions and methods named `name`, in document order (`functions.filter(f => f.name === name)`). */
+  functionsHere(name: string): readonly FunctionInfo[] {
+    return this.functionsByName.get(name) ?? [];
+  }
+
+  /** Does this file define a class named `name`? */
+  definesClass(name: string): boolean {
+    return this.classNames.has(name);
   }
 
   functionOf(node: SyntaxNode): FunctionInfo | undefined {

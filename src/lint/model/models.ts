@@ -161,7 +161,7 @@ export abstract class ModelModels extends ModelGuards {
     if (!/^[A-Z]/.test(name)) return false;
     if (expr.type === 'identifier' && this.binding(text, at)) return false;
     track(`cls:${name}`);
-    return this.classes.some((c) => c.name === name) || this.facts.isModuleClass(name);
+    return this.definesClass(name) || this.facts.isModuleClass(name);
   }
 
   /**

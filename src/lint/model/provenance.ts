@@ -118,7 +118,21 @@ export abstract class ModelProvenance extends ModelModels {
 
   /** Does this scope call `.backward()`, `autograd.grad` or an optimizer step? */
   hasTrainingSignal(scope: SyntaxNode): boolean {
-    return this.backwardFacts(scope).training;
+    // The same answer as `backwardFacts(scope).training`, from the scope's calls alone: no
+    // reaching definitions are needed to see that a scope calls `.backward()` or `step()`.
+    if (scope === this.root) track('root*');
+    const data = this.scopeData(scope);
+    if (data.backward) return data.backward.training;
+    data.training ??= data.calls.some((call) => this.isTrainingSignal(call));
+    return data.training;
+  }
+
+  /** A call that makes its scope a training step: `.backward()`, `manual_backward`, `autograd.grad`/`backward`, an optimizer's `step()`. */
+  private isTrainingSignal(call: SyntaxNode): boolean {
+    const mc = this.methodCall(call);
+    if (mc?.method === 'backward' || mc?.method === 'manual_backward') return true;
+    if (/^torch\.autograd\.(grad|backward)$/.test(this.qualify(this.callee(call)) ?? '')) return true;
+    return mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver));
   }
 
   /** Does the value of this model call flow into a backward pass (fine-tuning, saliency)? */
@@ -152,7 +166,7 @@ export abstract class ModelProvenance extends ModelModels {
     const name = lastName(this.src(callee));
     if (name === 'forward' || name === '__call__') return false;
     track(`fn:${name}`);
-    const fns = [...this.functions.filter((f) => f.name === name), ...this.facts.functionsNamed(name)];
+    const fns = [...this.functionsHere(name), ...this.facts.functionsNamed(name)];
     return fns.some((f) => f.model.hasTrainingSignal(f.node));
   }
 

@@ -173,6 +173,49 @@ export function topLevelNamed(model: FileModel, name: string): FunctionInfo[] {
   return byName.get(name) ?? [];
 }
 
+/**
+ * Every project function a call may reach, by name: where `resolveCall` answers with the one
+ * callee it can be sure of (or none), this answers with all it cannot rule out, for questions
+ * where an unknown must lean towards "it may" (trainingPath.ts: does a training path run this?).
+ * `f()`: the module's functions of that name (not when `f` is a local or parameter), or, for an
+ * imported name, the workspace's from other files; `self.m()`: the class's own method, else any
+ * method `m`; `mod.f()` for an imported module: other files' functions `f`; `x.m()`: any method
+ * `m`. Once per call and file version.
+ */
+export function calleesOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
+  return model.fact(`callees:${call.order}`, () => callees(model, call)) ?? [];
+}
+
+function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
+  const callee = model.callee(call);
+  if (!callee) return [];
+  if (callee.type === 'identifier') {
+    const name = model.src(callee);
+    if (model.aliases.has(name)) return model.facts.functionsNamed(name).filter((f) => f.model !== model && !f.cls);
+    // A name bound to something else (a local, a parameter) is not the function.
+    const scope = model.scopeOf(call);
+    if (scope !== model.root && (model.isParam(scope, name) || model.bindingsIn(scope, name).length > 0)) return [];
+    track(`fn:${name}`);
+    return topLevelNamed(model, name);
+  }
+  if (callee.type !== 'attribute') return [];
+  const object = child(callee, 'object');
+  const attr = child(callee, 'attribute');
+  if (!object || !attr) return [];
+  const name = model.src(attr);
+  const receiver = model.src(object);
+  const all = model.facts.functionsNamed(name);
+  if (receiver === 'self' || receiver === 'cls') {
+    const own = model.functionOf(call)?.cls;
+    const mine = own?.methods.get(name);
+    if (mine) return [mine];
+    return all.filter((f) => !!f.cls);
+  }
+  const root = receiver.split('.')[0];
+  if (model.aliases.has(root) && object.type !== 'call') return all.filter((f) => !f.cls && f.model !== model);
+  return all.filter((f) => !!f.cls);
+}
+
 function resolve(model: FileModel, call: SyntaxNode): Callee | undefined {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;

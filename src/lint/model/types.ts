@@ -81,6 +81,8 @@ export interface ScopeData {
   /** Which definitions flow into a backward pass (provenance.ts), computed once per file version. */
   backward?: BackwardFacts;
   backwardDeps?: Set<string>;
+  /** Whether the scope calls `.backward()`, `autograd.grad` or an optimizer step (`backward.training`, without the rest). */
+  training?: boolean;
   /** The scope's reaching definitions (flow.ts): syntax only, so kept while the statement's index is reused. */
   flow?: Flow;
 }

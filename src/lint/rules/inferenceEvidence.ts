@@ -72,7 +72,7 @@ export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
   const r = unparen(mc.receiver);
   if ((r.type !== 'identifier' && r.type !== 'attribute') || model.src(r) === 'self' || !model.isModelExpr(r, call)) return false;
   track(`fn:${mc.method}`);
-  const defs = [...model.functions.filter((f) => f.name === mc.method), ...model.facts.functionsNamed(mc.method)];
+  const defs = [...model.functionsHere(mc.method), ...model.facts.functionsNamed(mc.method)];
   // Other classes may define a method by that name (a replay memory's `sample`): the receiver is a model.
   return defs.some((f) => !!f.cls && f.model.isModuleClassInfo(f.cls) && !f.model.hasTrainingSignal(f.node) && f.model.callsIn(f.node).some((c) => c !== call && f.model.isModelCall(c) && f.model.gradState(c) !== 'off'));
 }
@@ -351,7 +351,7 @@ function boundNames(model: FileModel, left: SyntaxNode): string[] {
 /** Is a function or method by this name defined in the file or the workspace? */
 function definesFunction(model: FileModel, name: string): boolean {
   track(`fn:${name}`);
-  return model.functions.some((f) => f.name === name) || model.facts.functionsNamed(name).length > 0;
+  return model.functionsHere(name).length > 0 || model.facts.functionsNamed(name).length > 0;
 }
 
 /**
@@ -369,7 +369,7 @@ function trainsIn(model: FileModel, within: SyntaxNode): boolean {
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) continue;
     const name = lastName(model.src(callee));
     track(`fn:${name}`);
-    const fns = [...model.functions.filter((f) => f.name === name), ...model.facts.functionsNamed(name)];
+    const fns = [...model.functionsHere(name), ...model.facts.functionsNamed(name)];
     if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node)))) return true;
   }
   return false;

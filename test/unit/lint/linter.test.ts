@@ -235,4 +235,63 @@ describe('Linter size limits and ranges', () => {
       l.dispose();
     }
   });
+
+  describe('lintFileAsync (the language server\'s lint, which gives way to other requests)', () => {
+    // Fixture code concatenated to ~2,000 lines: many slices of analysis at a 1 ms slice.
+    const big = (): string => {
+      let out = '';
+      const texts = [...readFixtures(join(lintFixtures, 'bad'), (n) => !n.startsWith('malformed')), ...readFixtures(join(lintFixtures, 'good'))].map((f) => f.text);
+      for (let i = 0; out.split('\n').length < 2000; i++) out += `${texts[i % texts.length]}\n`;
+      return out;
+    };
+    const shown = (fs: readonly { ruleId: string; range: { start: { line: number; character: number } }; message: string }[] | undefined): string[] | undefined =>
+      fs?.map((f) => `${f.range.start.line}:${f.range.start.character} ${f.ruleId} ${f.message}`);
+
+    it('pauses between statements and gives the same findings as a lint in one go', async () => {
+      const text = big();
+      const sync = await createLinter();
+      const l = await createLinter({ incremental: true });
+      try {
+        let pauses = 0;
+        const found = await l.lintFileAsync('/big.py', text, {}, () => (pauses++, false), 1);
+        assert.ok(pauses > 1, `it paused (${pauses} times)`);
+        const expected = shown(sync.lintFile('/big.py', text));
+        assert.ok((expected?.length ?? 0) > 10);
+        assert.deepEqual(shown(found), expected);
+      } finally {
+        sync.dispose();
+        l.dispose();
+      }
+    });
+
+    it('stops when cancelled or when the file changes during a pause, and the next lint is right', async () => {
+      const text = big();
+      const l = await createLinter({ incremental: true });
+      const fresh = await createLinter();
+      try {
+        // Cancelled at its first pause: no findings; the statements it analysed stay cached and the next lint completes them.
+        assert.equal(await l.lintFileAsync('/big.py', text, {}, () => true, 1), undefined);
+        assert.deepEqual(shown(await l.lintFileAsync('/big.py', undefined, {}, () => false, 1)), shown(fresh.lintFile('/big.py', text)));
+        // An edit arrives while it is paused (the editor's next keystroke): that lint stops, the next one sees the edit.
+        const edited = `${text}\n${hazard.replace('def train', 'def train_more')}`;
+        let edits = 0;
+        const stale = await l.lintFileAsync('/edited.py', text, {}, () => {
+          if (edits++ === 0) l.setFile('/edited.py', edited);
+          return false;
+        }, 1);
+        assert.equal(stale, undefined, 'a lint of the text before the edit gave findings');
+        assert.deepEqual(shown(l.lintFile('/edited.py')), shown(fresh.lintFile('/edited.py', edited)));
+        // Another file set during the pause changes what this one's findings may depend on: it stops too.
+        let others = 0;
+        const other = await l.lintFileAsync('/third.py', text, {}, () => {
+          if (others++ === 0) l.setFile('/other.py', hazard);
+          return false;
+        }, 1);
+        assert.equal(other, undefined);
+      } finally {
+        l.dispose();
+        fresh.dispose();
+      }
+    });
+  });
 });

@@ -9,6 +9,8 @@ import { pathToFileURL } from 'node:url';
 import { DidChangeConfigurationNotification, HoverRequest, type Diagnostic, type MarkupContent } from 'vscode-languageserver-protocol/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { applyEdits } from '../../../src/lint/fixes';
+import { walkPython } from '../../../src/lint/files';
+import { createLinter } from '../../../src/lint/linter';
 import { fixtures } from '../../paths';
 import { Client, editsOf, pullCapabilities, waitFor } from './client';
 
@@ -157,6 +159,49 @@ describe('language server over JSON-RPC', function () {
     await c.rpc.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
     await waitFor('a diagnostics refresh', () => (c.refreshes > refreshes ? true : undefined));
     assert.deepEqual((await c.pull(uri)).map((d) => d.code), ['accumulated-loss']);
+  });
+
+  describe('a large document', () => {
+    // ~3,000 lines of the fixture corpus: linting it takes far longer than one slice of the server's
+    // asynchronous lint, so a request that arrives meanwhile is answered between its slices.
+    const big = (() => {
+      const files: string[] = [];
+      walkPython(join(fixtures, 'lint'), files);
+      const texts = files.filter((f) => !f.includes('malformed')).sort().map((f) => readFileSync(f, 'utf8'));
+      let out = '';
+      for (let i = 0; out.split('\n').length < 3000; i++) out += `${texts[i % texts.length]}\n`;
+      return out;
+    })();
+    // Without `workspace/configuration` the server starts a lint as soon as a pull arrives (no
+    // settings round trip first), so the requests below reach it while that lint is under way.
+    const noConfiguration = { textDocument: pullCapabilities.textDocument };
+
+    it('answers another request while it is being linted, and its pull gets the same findings as a lint in one go', async () => {
+      client = await Client.start(noConfiguration);
+      const c = client;
+      const small = 'file:///project/small.py';
+      await c.open(small, leak);
+      assert.deepEqual((await c.pull(small)).map((d) => d.code), ['accumulated-loss']);
+      const uri = 'file:///project/big.py';
+      await c.open(uri, big);
+      const answered: string[] = [];
+      const pulled = c.pull(uri).then((d) => {
+        answered.push('pull of the large document');
+        return d;
+      });
+      const hover = c.rpc.sendRequest(HoverRequest.type, { textDocument: { uri: small }, position: { line: 14, character: 8 } }).then((h) => {
+        answered.push('hover on the small one');
+        return h;
+      });
+      const [diagnostics, hovered] = await Promise.all([pulled, hover]);
+      assert.deepEqual(answered, ['hover on the small one', 'pull of the large document'], 'the hover waited for the whole lint of the large document');
+      assert.match((hovered?.contents as MarkupContent).value, /accumulated-loss/);
+      const linter = await createLinter({ incremental: true });
+      const expected = linter.lintFile('/project/big.py', big).map((f) => `${f.range.start.line}:${f.range.start.character} ${f.ruleId}`);
+      linter.dispose();
+      assert.ok(expected.length > 20, `the large document has findings (${expected.length})`);
+      assert.deepEqual(diagnostics.map((d) => `${d.range.start.line}:${d.range.start.character} ${d.code}`), expected);
+    });
   });
 
   it('indexes the workspace folder so a guard in a caller in another file counts', async () => {
