@@ -20,6 +20,7 @@ import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
+import { applyFlat, GradientBuffer, readGradients } from './gradients';
 import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
@@ -43,59 +44,19 @@ function lossAndGradients(tf: Tf, model: LayersModel, vars: Variable[], spec: Jo
 
 /**
  * Gradients of the mean loss over (x, y) read out once into `buf` (the GradientBuffer's layout,
- * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor.
+ * the loss in its last float; on webgpu one device read per bucket of `bucketFloats`); resolves
+ * with the loss. Disposes x, y and every gradient tensor.
  */
-function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): number {
+async function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array, bucketFloats: number): Promise<number> {
   const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
-  vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
-  const loss = value.dataSync()[0];
-  buf[buf.length - 1] = loss;
-  tf.dispose([value, ...Object.values(grads)]);
-  return loss;
-}
-
-/** Hands the averaged gradients in `buf` to the optimizer as tensors of their variables' shapes. */
-function applyFlat(tf: Tf, optimizer: ReturnType<typeof makeOptimizer>, vars: Variable[], flat: GradientBuffer, buf: Float32Array): void {
-  const averaged = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(flat.view(buf, i), v.shape) }));
-  optimizer.applyGradients(averaged);
-  tf.dispose(averaged.map((a) => a.tensor));
-}
-
-/**
- * The flat gradient buffer of a ddp or dp step: every variable's gradient at a fixed offset, last
- * layer first (PyTorch's bucket order), then one float for the loss. Backends that copy what
- * `tf.tensor` is given (wasm, tensorflow) reuse one buffer; the cpu backend keeps the array it
- * is given, so it gets a fresh one each step.
- */
-export class GradientBuffer {
-  private readonly offsets: number[];
-  private readonly total: number;
-  private readonly reused: Float32Array | undefined;
-
-  constructor(private readonly sizes: readonly number[], reuse: boolean) {
-    this.offsets = new Array<number>(sizes.length);
-    let off = 0;
-    for (let i = sizes.length - 1; i >= 0; i--) {
-      this.offsets[i] = off;
-      off += sizes[i];
-    }
-    this.total = off + 1;
-    this.reused = reuse ? new Float32Array(this.total) : undefined;
-  }
-
-  next(): Float32Array {
-    return this.reused ?? new Float32Array(this.total);
-  }
-
-  put(buf: Float32Array, i: number, values: Float32Array): void {
-    if (values.length !== this.sizes[i]) throw new Error(`gradient ${i} has ${values.length} values, its variable ${this.sizes[i]}`);
-    buf.set(values, this.offsets[i]);
-  }
-
-  view(buf: Float32Array, i: number): Float32Array {
-    return buf.subarray(this.offsets[i], this.offsets[i] + this.sizes[i]);
+  try {
+    return await readGradients(tf, flat, vars.map((v) => grads[v.name]), value, buf, bucketFloats);
+  } finally {
+    tf.dispose([value, ...Object.values(grads)]);
   }
 }
+
+export { GradientBuffer } from './gradients';
 
 function assignFlat(tf: Tf, vars: Variable[], flat: Float32Array): void {
   let off = 0;
@@ -159,7 +120,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         // One flat buffer, last layer first, the local loss at the end: read out once, averaged
         // in place over the ring, read back in once.
         const buf = flat.next();
-        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf, reducer.bucketFloats);
         await reducer.meanFlat(buf);
         applyFlat(tf, optimizer, vars, flat, buf);
         return { samples: rows.length * worldSize, loss: buf[buf.length - 1] };
@@ -196,6 +157,8 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   const star = await Star.join({ rank, worldSize, dir: init.ringDir });
   // Gradients travel and are summed in the ddp layout (GradientBuffer): read out of the backend once.
   const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
+  // Sent whole over the star, but read off a GPU in ring-sized buckets all the same.
+  const bucketFloats = BucketedAllReduce.defaultBucketFloats;
   const weightsOf = () => flatten(vars.map((v) => v.dataSync() as Float32Array));
   try {
     if (rank !== 0) {
@@ -215,7 +178,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const split: Split = { xs: f.data.subarray(n), labels, count: n };
         const { x, y } = batcher.batch(split, Array.from({ length: n }, (_, i) => i));
         const buf = flat.next(); // reused only after send resolved: the socket has the bytes by then
-        gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf, bucketFloats);
         await link.send(Tag.Grads, buf);
         steps++;
         if (steps === 1 || steps % 20 === 0) {
@@ -260,7 +223,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const total = flat.next();
         if (sizes[0] > 0) {
           const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1]));
-          gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total);
+          await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total, bucketFloats);
         } else {
           total.fill(0);
         }
