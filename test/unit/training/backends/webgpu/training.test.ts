@@ -107,7 +107,7 @@ async function trainPipelined(backend: Backend, src: ModelSource, inputShape: nu
         const act = tf.tensor(await out0.data(), out0.shape); // the frame to the next stage
         out0.dispose();
         const xv = tf.variable(act, true);
-        const last = tf.variableGrads(() => tf.mul(lossFn(api, 'categoricalCrossentropy', y, through(stages[1], xv)), n / m) as tf.Scalar, [...stageVars[1], xv]);
+        const last = tf.variableGrads(() => tf.mul<tf.Scalar>(lossFn(api, 'categoricalCrossentropy', y, through(stages[1], xv)), n / m), [...stageVars[1], xv]);
         add(1, last.grads);
         const dy = tf.tensor(await last.grads[xv.name].data(), act.shape); // the frame back
         const first = tf.variableGrads(() => tf.sum(tf.mul(through(stages[0], x), dy)), stageVars[0]);
