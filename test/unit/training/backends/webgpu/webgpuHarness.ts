@@ -13,8 +13,20 @@ import { assertClose, initBackends, runOn, tf } from '../wasmKernels/tfHarness';
 
 export type Backend = 'cpu' | 'wasm' | 'webgpu';
 
-/** Dawn's adapter as tfjs sees it, once started. */
-export interface Adapter { vendor: string; architecture: string }
+/** The adapter Dawn picked, as it describes itself. */
+export interface Adapter { vendor: string; architecture: string; description: string; device: string; fallback: boolean }
+
+let adapter: Adapter | undefined;
+
+/** The adapter webgpu runs on, once `initWebgpu` has resolved without a reason. */
+export function webgpuAdapter(): Adapter | undefined {
+  return adapter;
+}
+
+/** lavapipe, SwiftShader and the like: WebGPU on the CPU (a fallback adapter, or `architecture: software`). */
+export function isSoftware(a: Adapter): boolean {
+  return a.fallback || a.architecture === 'software' || /llvmpipe|lavapipe|swiftshader/i.test(`${a.description} ${a.device}`);
+}
 
 /** Starts Dawn and registers the 'webgpu' backend with tfjs; resolves with why not, or undefined. */
 async function startWebgpu(): Promise<string | undefined> {
@@ -26,9 +38,14 @@ async function startWebgpu(): Promise<string | undefined> {
   } catch (err) {
     return `Dawn's Node binding (npm "webgpu") did not load: ${(err as Error).message.split('\n')[0]}`;
   }
-  const gpu = dawn.create([]) as { requestAdapter(o?: object): Promise<unknown> };
-  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
-  if (adapter == null) return 'Dawn found no Vulkan adapter on this machine (for lavapipe on CI: mesa-vulkan-drivers from bookworm-backports, see scripts/setup-test-deps.sh)';
+  type Info = { vendor?: string; architecture?: string; description?: string; device?: string; isFallbackAdapter?: boolean };
+  const gpu = dawn.create([]) as { requestAdapter(o?: object): Promise<{ info?: Info; isFallbackAdapter?: boolean } | null> };
+  const found = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (found != null) {
+    const info = found.info ?? {};
+    adapter = { vendor: info.vendor ?? '', architecture: info.architecture ?? '', description: info.description ?? '', device: info.device ?? '', fallback: Boolean(info.isFallbackAdapter ?? found.isFallbackAdapter) };
+  }
+  if (found == null) return 'Dawn found no Vulkan adapter on this machine (for lavapipe on CI: mesa-vulkan-drivers from bookworm-backports, see scripts/setup-test-deps.sh)';
   Object.assign(globalThis, dawn.globals);
   Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
   // tfjs-backend-webgpu registers its backend at import, only where navigator.gpu exists.
@@ -68,18 +85,6 @@ export async function webgpuOrSkip(ctx: Mocha.Context): Promise<void> {
   if (why) {
     console.log(`      skipped: ${why}`);
     ctx.skip();
-  }
-}
-
-/** The adapter tfjs-backend-webgpu runs on (for test titles and logs). */
-export async function adapterInfo(): Promise<Adapter> {
-  const previous = tf.getBackend();
-  await tf.setBackend('webgpu');
-  try {
-    const info = (tf.backend() as unknown as { adapterInfo: Adapter }).adapterInfo;
-    return { vendor: info.vendor, architecture: info.architecture };
-  } finally {
-    await tf.setBackend(previous);
   }
 }
 
