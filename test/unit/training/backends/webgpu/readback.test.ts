@@ -59,31 +59,35 @@ async function readOnce(backend: Backend, src: ModelSource, inputShape: number[]
 }
 
 /**
- * K steps of ddp over `ranks` replicas in one process: each replica computes the gradients of
- * its slice of the batch, reads them out with the strategy's readback, the buffers are averaged
- * (what the ring computes), and every replica applies the mean. Returns replica 0's weights.
+ * K steps of data parallelism over replicas in one process, replica r on `rows[r]` rows of each
+ * batch of 12: each computes the gradients of its slice, reads them out with the strategies'
+ * readback, the buffers are averaged weighted by slice size (ddp's ring mean for equal slices,
+ * dp's weighted mean on rank 0 for uneven ones), and every replica applies the mean. Returns
+ * replica 0's weights.
  */
-async function dataParallel(backend: Backend, src: ModelSource, inputShape: number[], optimizer: JobSpec['optimizer'], ranks: number, steps: number, bucketFloats: number): Promise<Float32Array[]> {
+async function dataParallel(backend: Backend, src: ModelSource, inputShape: number[], optimizer: JobSpec['optimizer'], rows: number[], steps: number, bucketFloats: number): Promise<Float32Array[]> {
+  const ranks = rows.length;
+  const total = rows.reduce((a, b) => a + b, 0);
+  const starts = rows.map((_, r) => rows.slice(0, r).reduce((a, b) => a + b, 0));
   return onBackend(backend, async () => {
     const replicas = await Promise.all(Array.from({ length: ranks }, async () => {
       const model = await buildModel(api, src, inputShape, 10, 31);
       return { model, opt: makeOptimizer(api, optimizer), vars: model.trainableWeights.map((w) => w.read() as tf.Variable) };
     }));
     const flat = new GradientBuffer(replicas[0].vars.map((v) => v.size), false);
-    const { x, y } = randomBatch(12, inputShape, 32);
-    const per = 12 / ranks;
+    const { x, y } = randomBatch(total, inputShape, 32);
     for (let step = 0; step < steps; step++) {
       const bufs: Float32Array[] = [];
       for (const [r, { model, opt, vars }] of replicas.entries()) {
-        const xs = tf.slice(x, r * per, per);
-        const ys = tf.slice(y, r * per, per);
+        const xs = tf.slice(x, starts[r], rows[r]);
+        const ys = tf.slice(y, starts[r], rows[r]);
         const { value, grads } = opt.computeGradients(() => lossFn(api, 'categoricalCrossentropy', ys, model.apply(xs, { training: true }) as tf.Tensor), vars);
         const buf = flat.next();
         await readGradients(api, flat, vars.map((v) => grads[v.name]), value, buf, bucketFloats);
         bufs.push(buf);
         tf.dispose([xs, ys, value, ...Object.values(grads)]);
       }
-      const mean = bufs[0].map((_, k) => bufs.reduce((s, b) => s + b[k], 0) / ranks);
+      const mean = bufs[0].map((_, k) => bufs.reduce((s, b, r) => s + rows[r] * b[k], 0) / total);
       for (const { opt, vars } of replicas) applyFlat(api, opt, vars, flat, mean.slice());
     }
     const weights: Float32Array[] = [];
@@ -144,11 +148,17 @@ describe('gradient readback for the ring', function () {
     });
 
     const K = 4;
+    it(`MLP 784-65-33-10, momentum: ${K} steps of dp over 3 replicas with uneven slices (5, 4, 3 rows) on webgpu give single's weights on cpu`, async () => {
+      const optimizer: JobSpec['optimizer'] = { name: 'momentum', learningRate: 0.05, momentum: 0.9 };
+      const single = await dataParallel('cpu', mlpPreset, [784], optimizer, [12], K, BucketedAllReduce.defaultBucketFloats);
+      const dp = await dataParallel('webgpu', mlpPreset, [784], optimizer, [5, 4, 3], K, BucketedAllReduce.defaultBucketFloats);
+      dp.forEach((w, i) => assertClose({ shape: [w.length], values: w }, { shape: [single[i].length], values: single[i] }, `weight ${i}`, 1e-3));
+    });
     for (const [label, src, shape] of [['MLP 784-65-33-10', mlpPreset, [784]], ['CNN 8-16', cnnPreset, [12, 12, 1]]] as const) {
       for (const optimizer of [{ name: 'momentum', learningRate: 0.05, momentum: 0.9 }, { name: 'adam', learningRate: 0.01, momentum: 0 }] as JobSpec['optimizer'][]) {
         it(`${label}, ${optimizer.name}: ${K} steps of 2-replica ddp on webgpu (bucketed readback) give single's weights on cpu`, async () => {
-          const single = await dataParallel('cpu', src, [...shape], optimizer, 1, K, BucketedAllReduce.defaultBucketFloats);
-          const ddp = await dataParallel('webgpu', src, [...shape], optimizer, 2, K, 5000);
+          const single = await dataParallel('cpu', src, [...shape], optimizer, [12], K, BucketedAllReduce.defaultBucketFloats);
+          const ddp = await dataParallel('webgpu', src, [...shape], optimizer, [6, 6], K, 5000);
           ddp.forEach((w, i) => assertClose({ shape: [w.length], values: w }, { shape: [single[i].length], values: single[i] }, `weight ${i}`, 1e-3));
         });
       }
