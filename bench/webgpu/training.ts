@@ -29,7 +29,7 @@ import type { Tf } from '../../src/training/backends/types';
 import { buildModel, lossFn, makeOptimizer } from '../../src/training/job/model';
 import type { ModelSource } from '../../src/training/job/spec';
 import { randomBatch } from '../../test/unit/training/backends/wasmKernels/models';
-import { initWebgpu, isSoftware, webgpuAdapter } from '../../test/unit/training/backends/webgpu/webgpuHarness';
+import { initWebgpu, webgpuAdapter } from '../../test/unit/training/backends/webgpu/webgpuHarness';
 import { repoRoot } from '../../test/paths';
 
 function arg(name: string, fallback: string): string {
@@ -105,8 +105,8 @@ async function main(): Promise<void> {
   const tf = wasm.tf;
   const adapter = webgpuAdapter();
   console.log(`node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-  const software = adapter != null && isSoftware(adapter);
-  console.log(why ? `webgpu: not measured: ${why}` : `webgpu: ${adapter?.description || adapter?.device || '?'} (vendor ${adapter?.vendor}, architecture ${adapter?.architecture}${adapter?.fallback ? ', fallback adapter' : ''})${software ? ': a SOFTWARE adapter (WebGPU on the CPU): its figures say the code path runs, not how fast a GPU is; not compared' : ''}`);
+  const software = adapter?.software === true;
+  console.log(why ? `webgpu: not measured: ${why}` : `webgpu: ${adapter?.description || adapter?.device || '?'} (vendor ${adapter?.vendor}, architecture ${adapter?.architecture})${software ? ': a SOFTWARE adapter (WebGPU on the CPU): its figures say the code path runs, not how fast a GPU is; not compared' : ''}`);
   const dev = withTorch ? torchDevice() : { missing: '--no-torch' };
   console.log('device' in dev ? `PyTorch: ${python}, on ${dev.device === 'cuda' ? 'CUDA (the anchor on a GPU machine)' : 'the CPU, one thread (as a wasm worker)'}` : `PyTorch: not measured: ${dev.missing}`);
 

@@ -18,7 +18,9 @@ options:
   --strategy S       single | dp | ddp | pipeline (overrides the job's strategy)
   --devices D        how many devices (N) or which ones (0,1,...); one worker process each
   --epochs N         train for N epochs
-  --backend B        auto | tensorflow-gpu | tensorflow | wasm | cpu
+  --backend B        auto | tensorflow-gpu | webgpu | tensorflow | wasm | cpu (auto: the
+                     first that loads in that order; webgpu only on a hardware adapter,
+                     a software one such as lavapipe only when asked for by name)
   --resume           continue from the last checkpoint in the job's checkpointDir (the newest
                      whole epoch-N when latest.json is unreadable; never another job's run); without
                      it a checkpointDir that holds an earlier run has that run moved into
@@ -52,7 +54,7 @@ interface Options {
 class UsageError extends Error {}
 
 const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
-const backends: readonly BackendChoice[] = ['auto', 'tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'];
+const backends: readonly BackendChoice[] = ['auto', 'tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm', 'cpu'];
 
 export function parseTrainArgs(argv: string[]): Options | 'help' {
   const o: Options = { file: '', json: false, resume: false, overrides: {} };

@@ -1,6 +1,8 @@
 /**
  * Picks the TF.js backend a worker really runs on, best first: tfjs-node-gpu (libtensorflow
- * with CUDA), tfjs-node (libtensorflow on CPU), wasm, cpu. The two native packages are optional
+ * with CUDA), webgpu on a hardware adapter (Dawn over Vulkan, webgpu.ts), tfjs-node
+ * (libtensorflow on CPU), wasm, cpu. A software WebGPU adapter (lavapipe) is only used when the
+ * job asks for `webgpu` by name: on a CPU our wasm backend is faster. The two native packages are optional
  * dependencies whose install downloads libtensorflow and fails offline, so they are loaded with
  * a guarded require at run time (through `createRequire`, which webpack leaves alone) and the
  * reason each one was skipped is kept for the job's start line. Nothing here claims a GPU the
@@ -17,7 +19,9 @@ import { dirname, join } from 'node:path';
 import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
+import { registerWebgpuKernels } from './webgpuKernels/index';
 import type { LoadedBackend, Tf } from './types';
+import { adapterLabel, checkPin, openWebgpu, parseBusIds, pinEnv, type Gpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
 
@@ -60,6 +64,29 @@ function visibleGpus(): number {
   }
 }
 
+/**
+ * This worker's GPU (the job's device number, which the coordinator puts in
+ * CUDA_VISIBLE_DEVICES, numbered as nvidia-smi and the GPU panel number them) pinned for Dawn by
+ * its PCI address; undefined where nvidia-smi lists no GPU (nothing to pin), else why not.
+ */
+async function pinThisWorker(): Promise<{ ok: true; index: number; busId: string } | { ok: false; why: string } | undefined> {
+  let csv: string;
+  try {
+    csv = execFileSync('nvidia-smi', ['--query-gpu=index,pci.bus_id', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    return undefined;
+  }
+  const buses = parseBusIds(csv);
+  if (buses.size === 0) return undefined;
+  const visible = process.env.CUDA_VISIBLE_DEVICES ?? '';
+  if (!/^\d+$/.test(visible)) return { ok: false, why: `webgpu not pinned to one GPU: CUDA_VISIBLE_DEVICES is '${visible}', not one GPU index` };
+  const index = Number(visible);
+  const busId = buses.get(index);
+  if (!busId) return { ok: false, why: `webgpu not pinned: nvidia-smi lists no GPU ${index}` };
+  const checked = await checkPin(busId);
+  return checked.ok ? { ok: true, index, busId } : { ok: false, why: `webgpu not pinned to GPU ${index} (PCI ${busId}), so on whichever adapter Dawn ranks first: ${checked.why}` };
+}
+
 let wasmKernelsRegistered = false;
 
 /** Registers our own wasm kernels (missing gradients, transposed matMul) if that module is built. */
@@ -84,26 +111,74 @@ function registerOurWasmKernels(notes: string[]): void {
 }
 
 async function activate(name: string): Promise<boolean> {
+  return (await activateOrWhy(name)) === undefined;
+}
+
+/** Makes `name` the backend; undefined when it is, else why not. */
+async function activateOrWhy(name: string): Promise<string | undefined> {
   try {
-    if (!(await tf.setBackend(name))) return false;
+    if (!(await tf.setBackend(name))) return `the ${name} backend did not initialise`;
     await tf.ready();
-    return tf.getBackend() === name;
-  } catch {
-    return false;
+    return tf.getBackend() === name ? undefined : `the ${name} backend did not initialise`;
+  } catch (err) {
+    return `the ${name} backend failed to initialise: ${(err as Error).message?.split('\n')[0] ?? String(err)}`;
   }
 }
 
 /**
- * Loads the best backend allowed by `choice`. A forced backend that cannot load is an error
- * that says why; `auto` falls through to the next one and remembers why.
+ * The webgpu backend on the adapter Dawn ranks first, with its device's limits raised to the
+ * adapter's and its buffers guarded (webgpu.ts). `forced` (the job asked for webgpu) takes a
+ * software adapter too; auto does not.
  */
-export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend> {
+async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: Gpu | undefined): Promise<LoadedBackend | { why: string }> {
+  // One GPU per worker: pinned by PCI address before Dawn's instance exists (webgpu.ts, checkPin).
+  const pin = injected ? undefined : await pinThisWorker();
+  if (pin?.ok) Object.assign(process.env, pinEnv(pin.busId));
+  else if (pin) extra.push(pin.why);
+  const got = await openWebgpu({ allowSoftware: forced, ...(injected ? { gpu: injected } : {}) });
+  if (!got.ok) return { why: got.why };
+  const { gpu, adapter, device, info, memory } = got.opened;
+  // Required before navigator.gpu exists: the package registers its own factory (Dawn's first adapter, its own limits) when it finds navigator.gpu at load; ours uses our device.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { WebGPUBackend } = require('@tensorflow/tfjs-backend-webgpu') as { WebGPUBackend: new (device: unknown, info?: unknown) => tf.KernelBackend };
+  // Our kernels in place of those tfjs-backend-webgpu 4.22 computes differently from cpu (webgpuKernels/: MaxPoolGrad's ties).
+  registerWebgpuKernels();
+  // Its constructor checks navigator.gpu (Node 20 has no navigator; Node 21+ has one without gpu).
+  const g = globalThis as { navigator?: object };
+  if (g.navigator) Object.defineProperty(g.navigator, 'gpu', { value: gpu, configurable: true });
+  else Object.defineProperty(g, 'navigator', { value: { gpu }, configurable: true, writable: true });
+  if (tf.findBackendFactory('webgpu')) tf.removeBackend('webgpu');
+  tf.registerBackend('webgpu', () => new WebGPUBackend(device, info), 0);
+  const why = await activateOrWhy('webgpu');
+  if (why) {
+    device.destroy();
+    return { why: `webgpu on ${adapterLabel(adapter)}: ${why}` };
+  }
+  if (adapter.software) extra.push(`the webgpu adapter is software, its shaders run on the CPU: ${adapterLabel(adapter)}`);
+  return {
+    tf: api,
+    name: 'webgpu',
+    label: 'webgpu (Dawn)',
+    gpu: !adapter.software,
+    device: pin?.ok && !adapter.software ? `gpu:${pin.index} (PCI ${pin.busId}, webgpu adapter ${adapterLabel(adapter)})` : `${adapter.software ? 'cpu' : 'gpu'} (webgpu adapter ${adapterLabel(adapter)})`,
+    adapter,
+    outOfMemory: memory.failure,
+    note: '',
+  };
+}
+
+/**
+ * Loads the best backend allowed by `choice`. A forced backend that cannot load is an error
+ * that says why; `auto` falls through to the next one and remembers why. `opts.webgpu`: the
+ * dawn.node instance to ask for an adapter (tests hand in one whose adapter says it is hardware).
+ */
+export async function loadBackend(choice: BackendChoice, opts: { webgpu?: Gpu } = {}): Promise<LoadedBackend> {
   // Production mode: no debug checks, and no "install our node backend" banner in the worker's output.
   tf.enableProdMode();
   const api = { ...tf, ...tfl } as Tf;
   const skipped: string[] = [];
   const extra: string[] = [];
-  const order: Exclude<BackendChoice, 'auto'>[] = choice === 'auto' ? ['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'] : [choice];
+  const order: readonly Exclude<BackendChoice, 'auto'>[] = choice === 'auto' ? autoOrder : [choice];
   for (const candidate of order) {
     switch (candidate) {
       case 'tensorflow-gpu':
@@ -129,6 +204,14 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
           device: gpus > 0 ? `gpu:${cuda ?? '0'} (CUDA_VISIBLE_DEVICES=${cuda ?? 'unset'})` : 'cpu',
           note: notes(skipped, extra, gpus > 0),
         };
+      }
+      case 'webgpu': {
+        const got = await loadWebgpu(api, choice === 'webgpu', extra, opts.webgpu);
+        if ('why' in got) {
+          skipped.push(got.why);
+          break;
+        }
+        return { ...got, note: notes(skipped, extra, got.gpu) };
       }
       case 'wasm': {
         const dir = locateWasmDir();
@@ -158,7 +241,10 @@ export async function loadBackend(choice: BackendChoice): Promise<LoadedBackend>
   throw new Error(`backend "${choice}" is not available: ${skipped.join('; ')}`);
 }
 
+/** What `auto` tries, best first. */
+export const autoOrder: readonly Exclude<BackendChoice, 'auto'>[] = ['tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm', 'cpu'];
+
 function notes(skipped: string[], extra: string[], gpu: boolean): string {
-  const parts = [...(gpu ? [] : skipped.length ? [`no GPU: ${skipped[0]}`, ...skipped.slice(1)] : ['no GPU']), ...extra];
+  const parts = [...(gpu ? skipped.map((s) => `skipped: ${s}`) : skipped.length ? [`no GPU: ${skipped[0]}`, ...skipped.slice(1)] : ['no GPU']), ...extra];
   return parts.join('; ');
 }

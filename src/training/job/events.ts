@@ -12,14 +12,28 @@ import type { JobOverrides, JobSpec, Strategy } from './spec';
 import type { PipelineMetrics } from '../strategies/pipelineSchedule';
 import type { ScriptProblem } from '../launchers/pythonErrors';
 
+/** The WebGPU adapter a worker got, as Dawn reports it (backends/webgpu.ts's `WebgpuAdapter`). */
+export interface WorkerAdapter {
+  readonly vendor: string;
+  readonly architecture: string;
+  readonly device: string;
+  /** The driver's description: "NVIDIA: 580.65.06", "llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)". */
+  readonly description: string;
+  readonly driver?: string;
+  /** A CPU implementation of Vulkan (lavapipe, SwiftShader). */
+  readonly software: boolean;
+}
+
 /** One worker process of a job, as `job/started` lists it. */
 export interface WorkerInfo {
   readonly rank: number;
   readonly pid: number;
-  /** What the worker really runs on: `gpu:1 (CUDA_VISIBLE_DEVICES=1)` or `cpu`. */
+  /** What the worker really runs on: `gpu:1 (CUDA_VISIBLE_DEVICES=1)`, `gpu (webgpu adapter ...)` or `cpu`. */
   readonly device: string;
-  /** The TF.js backend that loaded: `tensorflow` (tfjs-node or tfjs-node-gpu), `wasm` or `cpu`. */
+  /** The TF.js backend that loaded: `tensorflow` (tfjs-node or tfjs-node-gpu), `webgpu`, `wasm` or `cpu`. */
   readonly backend: string;
+  /** webgpu: the adapter this worker got. */
+  readonly adapter?: WorkerAdapter;
 }
 
 /** Per-layer line of the model summary. */
@@ -106,7 +120,7 @@ export type CoordinatorMessage =
 
 /** Sent by a worker to the coordinator. */
 export type WorkerMessage =
-  | { readonly type: 'worker/ready'; readonly rank: number; readonly pid: number; readonly device: string; readonly backend: string; readonly backendNote: string; readonly stepsPerEpoch: number; readonly trainSamples: number; readonly testSamples: number; readonly startEpoch: number }
+  | { readonly type: 'worker/ready'; readonly rank: number; readonly pid: number; readonly device: string; readonly backend: string; readonly adapter?: WorkerAdapter; readonly backendNote: string; readonly stepsPerEpoch: number; readonly trainSamples: number; readonly testSamples: number; readonly startEpoch: number }
   | { readonly type: 'worker/event'; readonly event: JobEvent }
   | { readonly type: 'worker/done'; readonly rank: number; readonly metrics: JobMetrics }
   | { readonly type: 'worker/failed'; readonly rank: number; readonly reason: string; readonly hint?: string; readonly peerLost: boolean };
@@ -136,7 +150,7 @@ function parseOverrides(value: unknown): JobOverrides {
   const strategy = str('strategy');
   if (strategy === 'single' || strategy === 'dp' || strategy === 'ddp' || strategy === 'pipeline') out.strategy = strategy;
   const backend = str('backend');
-  if (backend === 'auto' || backend === 'tensorflow-gpu' || backend === 'tensorflow' || backend === 'wasm' || backend === 'cpu') out.backend = backend;
+  if (backend === 'auto' || backend === 'tensorflow-gpu' || backend === 'webgpu' || backend === 'tensorflow' || backend === 'wasm' || backend === 'cpu') out.backend = backend;
   if (int('devices') !== undefined) out.devices = int('devices');
   else if (Array.isArray(v.devices) && v.devices.every((d) => Number.isInteger(d))) out.devices = v.devices as number[];
   if (int('epochs') !== undefined) out.epochs = int('epochs');

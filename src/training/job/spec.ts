@@ -9,7 +9,7 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { stripBom } from '../../common/jsonFile';
 
 export type Strategy = 'single' | 'dp' | 'ddp' | 'pipeline';
-export type BackendChoice = 'auto' | 'tensorflow-gpu' | 'tensorflow' | 'wasm' | 'cpu';
+export type BackendChoice = 'auto' | 'tensorflow-gpu' | 'webgpu' | 'tensorflow' | 'wasm' | 'cpu';
 export type OptimizerName = 'sgd' | 'momentum' | 'adam' | 'rmsprop' | 'adagrad';
 export type LossName = 'categoricalCrossentropy' | 'softmaxCrossentropy';
 

@@ -16,6 +16,7 @@ import type { JobEvent, JobMetrics, WorkerInfo, WorkerMessage } from '../job/eve
 import { applyCheckpointPlan, CheckpointInUseError, checkpointFolderPlan, ensureCheckpointFolder, lockCheckpointFolder, type CheckpointLock, type CheckpointPlan } from '../job/checkpoint';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
+import { dawnNoisePattern } from '../backends/webgpu';
 
 export interface RunJobOptions {
   readonly file: string;
@@ -131,7 +132,8 @@ class Coordinator {
       });
       const slot: WorkerSlot = { rank, device, child, exited: false, exitCode: null, signal: null, output: '' };
       this.slots.push(slot);
-      const keep = (d: Buffer) => { slot.output = (slot.output + d.toString()).slice(-4000); };
+      // Dawn's notice that it capped two limits (on lavapipe, at every adapter request) is not what a failure's last lines should show.
+      const keep = (d: Buffer) => { slot.output = (slot.output + d.toString().split('\n').filter((l) => !dawnNoisePattern.test(l)).join('\n')).slice(-4000); };
       child.stdout?.on('data', keep);
       child.stderr?.on('data', keep);
       child.on('message', (m: WorkerMessage) => this.onMessage(slot, m));
@@ -188,7 +190,7 @@ class Coordinator {
     }
     this.state = 'running';
     const ready = this.slots.map((s) => s.ready!);
-    const workers: WorkerInfo[] = ready.map((r) => ({ rank: r.rank, pid: r.pid, device: r.device, backend: r.backend }));
+    const workers: WorkerInfo[] = ready.map((r) => ({ rank: r.rank, pid: r.pid, device: r.device, backend: r.backend, ...(r.adapter ? { adapter: r.adapter } : {}) }));
     const backends = [...new Set(ready.map((r) => r.backend))].join('/');
     const gpu = ready.some((r) => r.device.startsWith('gpu'));
     const note = ready[0].backendNote;

@@ -13,6 +13,7 @@
  */
 import type { Optimizer, Tensor, Variable } from '@tensorflow/tfjs-core';
 import type { Tf } from '../backends/types';
+import { concatValues, readsSync } from './reads';
 
 /**
  * The flat gradient buffer of a ddp or dp step: every variable's gradient at a fixed offset, last
@@ -63,19 +64,15 @@ export class GradientBuffer {
   }
 }
 
-/** Whether the active backend keeps tensors off this process's memory, where each read is a round trip. */
-export function readsFromDevice(tf: Tf): boolean {
-  return tf.getBackend() === 'webgpu';
-}
-
 /**
  * Reads a step's gradients (`grads[i]` for variable i) and its loss into `buf`, laid out by
  * `flat`; resolves with the loss. Disposes nothing: the caller owns the tensors.
- * `bucketFloats`: the size of the ring's buckets, one device read each (on webgpu).
+ * `bucketFloats`: the size of the ring's buckets, one device read each (on webgpu, through
+ * reads.ts's `concatValues`: the bucket's pieces joined on the GPU, then one `data()`).
  */
 export async function readGradients(tf: Tf, flat: GradientBuffer, grads: readonly Tensor[], loss: Tensor, buf: Float32Array, bucketFloats: number): Promise<number> {
   if (buf.length !== flat.length) throw new Error(`the gradient buffer has ${buf.length} floats, the layout ${flat.length}`);
-  if (!readsFromDevice(tf)) {
+  if (readsSync(tf)) {
     grads.forEach((g, i) => flat.put(buf, i, g.dataSync() as Float32Array));
     buf[buf.length - 1] = loss.dataSync()[0];
     return buf[buf.length - 1];
@@ -85,20 +82,27 @@ export async function readGradients(tf: Tf, flat: GradientBuffer, grads: readonl
   const reads: Promise<void>[] = [];
   for (let start = 0; start < flat.length; start += per) {
     const end = Math.min(flat.length, start + per);
-    const bucket = tf.tidy(() => {
-      const parts: Tensor[] = [];
-      for (const [at, size, i] of pieces) {
-        if (at + size <= start || at >= end) continue;
-        const t = i < 0 ? loss : grads[i];
-        if (t.size !== size) throw new Error(`gradient ${i} has ${t.size} values, its variable ${size}`);
-        const from = Math.max(start, at) - at;
-        const to = Math.min(end, at + size) - at;
-        const row = tf.reshape(t, [size]);
-        parts.push(from === 0 && to === size ? row : tf.slice(row, from, to - from));
+    const parts: Tensor[] = [];
+    const cut: Tensor[] = [];
+    for (const [at, size, i] of pieces) {
+      if (at + size <= start || at >= end) continue;
+      const t = i < 0 ? loss : grads[i];
+      if (t.size !== size) throw new Error(`gradient ${i} has ${t.size} values, its variable ${size}`);
+      const from = Math.max(start, at) - at;
+      const to = Math.min(end, at + size) - at;
+      if (from === 0 && to === size) {
+        parts.push(t);
+      } else {
+        const piece = tf.tidy(() => tf.slice(tf.reshape(t, [size]), from, to - from));
+        cut.push(piece);
+        parts.push(piece);
       }
-      return parts.length === 1 ? tf.clone(parts[0]) : tf.concat(parts);
-    });
-    reads.push(bucket.data<'float32'>().then((values) => buf.set(values, start)).finally(() => bucket.dispose()));
+    }
+    // concatValues issues its concat and its read before its first await: every bucket's read is in flight at once.
+    reads.push(concatValues(tf, parts).then((values) => {
+      if (values.length !== end - start) throw new Error(`read ${values.length} gradient values for a bucket of ${end - start}`);
+      buf.set(values, start);
+    }).finally(() => tf.dispose(cut)));
   }
   await Promise.all(reads);
   return buf[buf.length - 1];

@@ -39,6 +39,7 @@ import { batchRows, epochOrder, stepsPerEpoch } from './sampler';
 import { FrameLink, type Tag } from '../transport/star';
 import { alone, evaluate, resumeIfAsked, trainLoop } from './trainLoop';
 import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
+import { concatValues, valuesOf } from './reads';
 
 type Layer = LayersModel['layers'][number];
 
@@ -156,36 +157,40 @@ let inputCounter = 0;
  * too (the gradient to send to the previous stage). `head` turns the stage's output into the
  * scalar to differentiate: the scaled loss on the last stage, sum(out · dy) elsewhere.
  */
-function backward(tf: Tf, layers: readonly Layer[], vars: readonly Variable[], input: Tensor, wantInputGrad: boolean, head: (out: Tensor) => Scalar): { value: number; grads: Float32Array[]; inputGrad?: Float32Array } {
+async function backward(tf: Tf, layers: readonly Layer[], vars: readonly Variable[], input: Tensor, wantInputGrad: boolean, head: (out: Tensor) => Scalar): Promise<{ value: number; grads: Float32Array[]; inputGrad?: Float32Array }> {
   // A first stage of parameter-free layers only (a Flatten, say): nothing to differentiate.
   if (vars.length === 0 && !wantInputGrad) return { value: NaN, grads: [] };
   const xv = wantInputGrad ? tf.variable(input, true, `pipeline_input_${process.pid}_${inputCounter++}`) : undefined;
   try {
     const x = xv ?? input;
     const { value, grads } = tf.variableGrads(() => head(layers.reduce<Tensor>((t, l) => l.apply(t, { training: true }) as Tensor, x)), [...vars, ...(xv ? [xv] : [])]);
-    const out = {
-      value: value.dataSync()[0],
-      grads: vars.map((v) => grads[v.name].dataSync() as Float32Array),
-      ...(xv ? { inputGrad: Float32Array.from(grads[xv.name].dataSync() as Float32Array) } : {}),
-    };
+    // One read: the loss, each variable's gradient, then the input's (on webgpu joined on the GPU first).
+    const parts = [value, ...vars.map((v) => grads[v.name]), ...(xv ? [grads[xv.name]] : [])];
+    const all = await concatValues(tf, parts);
     tf.dispose([value, ...Object.values(grads)]);
-    return out;
+    let off = 1;
+    const take = (n: number) => all.subarray(off, (off += n));
+    return {
+      value: all[0],
+      grads: vars.map((v) => take(v.size)),
+      ...(xv ? { inputGrad: Float32Array.from(take(xv.size)) } : {}),
+    };
   } finally {
     xv?.dispose();
   }
 }
 
 /** Rank 0: one forward+backward per layer on `x`, once untimed (warm-up) and once timed. Milliseconds per layer. */
-function measureLayerCosts(tf: Tf, layers: readonly Layer[], x: Tensor): number[] {
-  const pass = (): number[] => {
+async function measureLayerCosts(tf: Tf, layers: readonly Layer[], x: Tensor): Promise<number[]> {
+  const pass = async (): Promise<number[]> => {
     const costs: number[] = [];
     let h = tf.clone(x);
     for (const layer of layers) {
       const vars = stageVars([layer]);
       const t0 = performance.now();
-      backward(tf, [layer], vars, h, true, (out) => tf.sum(out));
+      await backward(tf, [layer], vars, h, true, (out) => tf.sum(out));
       const next = tf.tidy(() => layer.apply(h, { training: true }) as Tensor);
-      next.dataSync();
+      await valuesOf(tf, next);
       costs.push(performance.now() - t0);
       h.dispose();
       h = next;
@@ -193,7 +198,7 @@ function measureLayerCosts(tf: Tf, layers: readonly Layer[], x: Tensor): number[
     h.dispose();
     return costs;
   };
-  pass();
+  await pass();
   return pass();
 }
 
@@ -220,12 +225,12 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
     if (rank === 0) {
       const first = epochOrder(data.train.count, spec.seed, startEpoch);
       const probe = batcher.batch(data.train, first.subarray(0, Math.max(1, Math.floor(spec.batchSize / micro))));
-      layerCosts = measureLayerCosts(tf, layers, probe.x);
+      layerCosts = await measureLayerCosts(tf, layers, probe.x);
       tf.dispose([probe.x, probe.y]);
       bounds = balanceStages(layerCosts, stages);
       const setup = new Float32Array([startEpoch, globalStep, ...bounds, ...layerCosts]);
       await chain.next!.send(tag(PipeTag.Setup), setup);
-      await chain.next!.send(tag(PipeTag.Weights), flatten(stageVars(layers.slice(bounds[1])).map((v) => v.dataSync() as Float32Array)));
+      await chain.next!.send(tag(PipeTag.Weights), await concatValues(tf, stageVars(layers.slice(bounds[1]))));
       await emit({ type: 'job/summary', ...summarize(model, spec.batchSize / micro, optimizerSlots(spec.optimizer.name)) });
       const split = Array.from({ length: stages }, (_, s) => `stage ${s}: ${layers.slice(bounds[s], bounds[s + 1]).map((l) => l.name).join(', ')}`);
       await emit({ type: 'job/log', level: 'info', message: `pipeline: ${stages} stages, ${micro} micro-batches, ${spec.pipeline.schedule}; layer costs (ms, forward+backward of one micro-batch) ${layerCosts.map((c) => c.toFixed(2)).join(', ')}; ${split.join('; ')}` });
@@ -295,7 +300,7 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
             if (!last) {
               const t0 = performance.now();
               const out = tf.tidy(() => myLayers.reduce<Tensor>((t, l) => l.apply(t, { training: true }) as Tensor, input));
-              const values = Float32Array.from(out.dataSync() as Float32Array);
+              const values = Float32Array.from(await valuesOf(tf, out));
               out.dispose();
               stepBusy += performance.now() - t0;
               sends.push(chain.next!.send(tag(PipeTag.Activation), values));
@@ -319,7 +324,7 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
               head = (out) => tf.sum(tf.mul(out, dy!));
             }
             const t0 = performance.now();
-            const r = backward(tf, myLayers, vars, input, rank > 0, head);
+            const r = await backward(tf, myLayers, vars, input, rank > 0, head);
             r.grads.forEach((g, i) => {
               const a = acc[i];
               for (let j = 0; j < a.length; j++) a[j] += g[j];
@@ -344,7 +349,7 @@ export async function trainPipeline(init: Init, backend: LoadedBackend, data: Da
       },
       // Gather the stages' weights (and the loss) on rank 0, which evaluates and checkpoints the whole model.
       endEpoch: async (epoch, lossSum) => {
-        const own = flatten(vars.map((v) => v.dataSync() as Float32Array));
+        const own = await concatValues(tf, vars);
         if (rank > 0 && spec.checkpointDir) await saveStageOptimizer(tf, spec.checkpointDir, epoch + 1, rank, optimizer);
         if (last) {
           await chain.prev!.send(tag(PipeTag.Gather), flatten([new Float32Array([lossSum]), own]));

@@ -20,6 +20,7 @@ import type { JobEvent, JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { lossFn } from '../job/model';
 import type { Batcher } from './rank';
+import { valuesOf } from './reads';
 
 /** Watches `tf.memory().numTensors` after every step; growth on every one of `window` steps is a leak. */
 export class LeakWatch {
@@ -63,14 +64,17 @@ export async function evaluate(tf: Tf, model: LayersModel, spec: JobSpec, data: 
   for (let start = from; start < to; start += 512) {
     const rows = Array.from({ length: Math.min(512, to - start) }, (_, i) => start + i);
     const { x, y } = batcher.batch(data.test, rows);
-    const [c, l] = tf.tidy(() => {
+    const both = tf.tidy(() => {
       const out = model.apply(x, { training: false }) as Tensor;
       const hits = tf.sum(tf.cast(tf.equal(tf.argMax(out, -1), tf.argMax(y, -1)), 'float32'));
-      return [hits.dataSync()[0], lossFn(tf, spec.loss, y, out).dataSync()[0] * rows.length];
+      return tf.stack([hits, lossFn(tf, spec.loss, y, out)]);
     });
-    correct += c;
-    lossSum += l;
     tf.dispose([x, y]);
+    // One read per batch (an awaited one on webgpu).
+    const [c, l] = await valuesOf(tf, both);
+    both.dispose();
+    correct += c;
+    lossSum += l * rows.length;
   }
   const sums = new Float32Array([correct, lossSum]);
   await group.allReduceSum(sums);

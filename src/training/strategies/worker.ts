@@ -19,9 +19,11 @@ import type { JobMetrics } from '../job/events';
 import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
+import { webgpuErrorAsOutOfMemory } from '../backends/webgpu';
+import { concatValues, scalarOf, valuesOf } from './reads';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
 import { applyFlat, GradientBuffer, readGradients } from './gradients';
-import { Batcher, emit, flatten, nextMessage, readyMessage, send, type Init } from './rank';
+import { Batcher, emit, nextMessage, readyMessage, send, type Init } from './rank';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
 import { trainPipeline } from './pipeline';
@@ -86,7 +88,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
     if (!resumeFrom && worldSize > 1) {
       // As DDP does at construction: every replica starts from rank 0's weights.
       for (const v of vars) {
-        const values = v.dataSync().slice() as Float32Array;
+        const values = (await valuesOf(tf, v)).slice();
         await ring.broadcast(values, 0);
         const t = tf.tensor(values, v.shape);
         v.assign(t);
@@ -112,7 +114,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         if (worldSize === 1) {
           // Nothing to average: the gradients stay in the backend, no copy out and back.
           const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
-          const loss = value.dataSync()[0];
+          const loss = await scalarOf(tf, value);
           optimizer.applyGradients(grads);
           tf.dispose([value, ...Object.values(grads)]);
           return { samples: rows.length, loss };
@@ -159,7 +161,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
   // Sent whole over the star, but read off a GPU in ring-sized buckets all the same.
   const bucketFloats = BucketedAllReduce.defaultBucketFloats;
-  const weightsOf = () => flatten(vars.map((v) => v.dataSync() as Float32Array));
+  const weightsOf = () => concatValues(tf, vars);
   try {
     if (rank !== 0) {
       // A replica: weights in, gradients out, until rank 0 says stop.
@@ -191,7 +193,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
 
     const replicas = star.links.slice(1).map((l) => l!);
     const broadcastWeights = async () => {
-      const w = weightsOf();
+      const w = await weightsOf();
       await Promise.all(replicas.map((l) => l.send(Tag.Weights, w)));
     };
     await broadcastWeights();
@@ -278,8 +280,8 @@ export async function workerMain(): Promise<void> {
     await send({ type: 'worker/done', rank: init.rank, metrics });
     process.exit(0);
   } catch (err) {
-    // A wasm trap with the heap at its maximum is out of memory (oom.ts).
-    const e = wasmCrashAsOutOfMemory(backend?.tf, err) as Error;
+    // A wasm trap with the heap at its maximum is out of memory (oom.ts); so is anything after a webgpu device ran out of memory or was lost (webgpu.ts).
+    const e = webgpuErrorAsOutOfMemory(backend?.outOfMemory, wasmCrashAsOutOfMemory(backend?.tf, err)) as Error;
     const reason = e instanceof RingError ? e.message : `${e.name === 'Error' ? '' : `${e.name}: `}${e.message ?? String(err)}`;
     const hint = hintFor(reason);
     await send({ type: 'worker/failed', rank: init.rank, reason, ...(hint ? { hint } : {}), peerLost: e instanceof RingError && e.peerLost });

@@ -17,6 +17,7 @@ import { formatEvent } from '../../cli/train';
 import type { PanelJob } from '../../common/protocol';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { GpuSnapshot } from '../../gpu/types';
+import { listWebgpuAdapters } from '../../training/backends/webgpu';
 import { existingRun } from '../../training/job/checkpoint';
 import type { HostCommand, JobEvent } from '../../training/job/events';
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strategy } from '../../training/job/spec';
@@ -27,7 +28,7 @@ import { trainingJobFeed } from './trainingFeed';
 import { problemRange } from '../jobFiles/specProblems';
 import {
   appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, progressPercent, progressText,
-  strategyItems, templateFileName, templateJobText, type DeviceItem, type PlannedBackend,
+  strategyItems, templateFileName, templateJobText, type DeviceItem, type PlannedAdapters, type PlannedBackend,
 } from './trainingFormat';
 
 /** How long a cancelled job gets to stop its workers before the host is killed. */
@@ -243,7 +244,7 @@ class TrainingController implements vscode.Disposable {
       if (!strategy) return;
       // Sampling starts now so that the device pick shows fresh free memory.
       lease = this.monitor.acquire('training');
-      const devices = await this.pickDevices(spec.devices, strategy, await this.snapshot(), `Start Training (3/3): devices for ${spec.name} (${strategy})`, plannedBackend(spec.backend, this.hostCanLoad));
+      const devices = await this.pickDevices(spec.devices, strategy, await this.snapshot(), `Start Training (3/3): devices for ${spec.name} (${strategy})`, plannedBackend(spec.backend, this.hostCanLoad, await this.webgpuAdapters()));
       if (devices === undefined) return;
       const overrides: JobOverrides = { strategy, devices };
       const final = await this.validate(file, overrides);
@@ -381,6 +382,14 @@ class TrainingController implements vscode.Disposable {
   private async pickStrategy(spec: JobSpec): Promise<Strategy | undefined> {
     const picked = await vscode.window.showQuickPick(strategyItems(spec.strategy), { title: `Start Training (2/3): strategy for ${spec.name}`, placeHolder: 'How to spread the job over the devices', matchOnDetail: true });
     return picked?.strategy;
+  }
+
+  private adapters: Promise<PlannedAdapters> | undefined;
+
+  /** The WebGPU adapters Dawn lists on this machine, asked once (a child process, ~0.2 s) and kept. */
+  private webgpuAdapters(): Promise<PlannedAdapters> {
+    this.adapters ??= listWebgpuAdapters().catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }));
+    return this.adapters;
   }
 
   /** Whether the training host (dist/trainingHost.js, whose workers load the backend) finds an optional package. */

@@ -71,27 +71,45 @@ export function strategyItems(jobStrategy: Strategy, supported: readonly Strateg
 export interface PlannedBackend {
   /** A GPU backend is installed; whether it loads, the job's start says. */
   readonly gpu: boolean;
-  /** The backend the workers will run on: "wasm", "tensorflow (tfjs-node)", "tensorflow-gpu (tfjs-node-gpu)". */
+  /** The backend the workers will run on: "wasm", "tensorflow (tfjs-node)", "tensorflow-gpu (tfjs-node-gpu)", "webgpu (NVIDIA: 580.65.06)". */
   readonly name: string;
   /** Why not a GPU one, e.g. "@tensorflow/tfjs-node-gpu is not installed". */
   readonly why?: string;
 }
 
+/** What the editor knows of the WebGPU adapters on this machine (backends/webgpu.ts's listWebgpuAdapters): the adapters, or why there are none. */
+export type PlannedAdapters = { readonly adapters: readonly { readonly software: boolean; readonly description: string; readonly device: string }[] } | { readonly error: string };
+
 /**
  * What the workers of a job with backend `choice` will run on, in the order `loadBackend`
- * tries them, from which optional packages `installed` says the training host can load.
+ * tries them, from which optional packages `installed` says the training host can load and
+ * which WebGPU adapters Dawn lists (`webgpu`, when known).
  */
-export function plannedBackend(choice: BackendChoice, installed: (pkg: string) => boolean): PlannedBackend {
+export function plannedBackend(choice: BackendChoice, installed: (pkg: string) => boolean, webgpu?: PlannedAdapters): PlannedBackend {
   const gpuPkg = '@tensorflow/tfjs-node-gpu';
   const cpuPkg = '@tensorflow/tfjs-node';
+  const adapters = webgpu && 'adapters' in webgpu ? webgpu.adapters : [];
+  const hardware = adapters.find((a) => !a.software);
+  const software = adapters.find((a) => a.software);
+  const name = (a: { description: string; device: string }) => a.description || a.device;
+  // Why auto will not use webgpu, when we know it.
+  const noWebgpu = !webgpu ? undefined : 'error' in webgpu ? `no WebGPU adapter (${webgpu.error})` : software ? `the only WebGPU adapter is software (${name(software)})` : undefined;
   switch (choice) {
     case 'wasm': case 'cpu': return { gpu: false, name: choice, why: `the job's "backend" is "${choice}"` };
     case 'tensorflow': return { gpu: false, name: 'tensorflow (tfjs-node)', why: 'the job\'s "backend" is "tensorflow", libtensorflow on the CPU' };
+    case 'webgpu':
+      if (!webgpu) return { gpu: true, name: 'webgpu' };
+      if (hardware) return { gpu: true, name: `webgpu (${name(hardware)})` };
+      if (software) return { gpu: false, name: `webgpu (software: ${name(software)})`, why: `the only WebGPU adapter is software, its shaders run on the CPU` };
+      return { gpu: false, name: 'none', why: `the job's "backend" is "webgpu" but ${noWebgpu ?? 'Dawn lists no adapter'}: the job will fail` };
     case 'tensorflow-gpu':
-    case 'auto':
+    case 'auto': {
       if (installed(gpuPkg)) return { gpu: true, name: 'tensorflow-gpu (tfjs-node-gpu)' };
       if (choice === 'tensorflow-gpu') return { gpu: false, name: 'none', why: `the job's "backend" is "tensorflow-gpu" but ${gpuPkg} is not installed: the job will fail` };
-      return installed(cpuPkg) ? { gpu: false, name: 'tensorflow (tfjs-node)', why: `${gpuPkg} is not installed` } : { gpu: false, name: 'wasm', why: `${gpuPkg} is not installed` };
+      if (hardware) return { gpu: true, name: `webgpu (${name(hardware)})` };
+      const why = noWebgpu ? `${gpuPkg} is not installed; ${noWebgpu}` : `${gpuPkg} is not installed`;
+      return installed(cpuPkg) ? { gpu: false, name: 'tensorflow (tfjs-node)', why } : { gpu: false, name: 'wasm', why };
+    }
   }
 }
 

@@ -98,6 +98,14 @@ describe('training quick picks', () => {
     assert.deepEqual(plannedBackend('wasm', () => true), { gpu: false, name: 'wasm', why: 'the job\'s "backend" is "wasm"' });
     assert.equal(plannedBackend('auto', (pkg) => pkg === '@tensorflow/tfjs-node').name, 'tensorflow (tfjs-node)');
     assert.match(plannedBackend('tensorflow-gpu', () => false).why ?? '', /not installed: the job will fail$/);
+    // WebGPU: auto takes a hardware adapter, never a software one; a job that asks for webgpu gets lavapipe, on the CPU.
+    const lavapipe = { software: true, device: 'llvmpipe-llvm-15-0-6-256-bits-', description: 'llvmpipe: Mesa 25.0.7' };
+    const h100 = { software: false, device: 'nvidia-h100', description: 'NVIDIA: 580.65.06' };
+    assert.deepEqual(plannedBackend('auto', () => false, { adapters: [h100, lavapipe] }), { gpu: true, name: 'webgpu (NVIDIA: 580.65.06)' });
+    assert.deepEqual(plannedBackend('auto', () => false, { adapters: [lavapipe] }), { gpu: false, name: 'wasm', why: '@tensorflow/tfjs-node-gpu is not installed; the only WebGPU adapter is software (llvmpipe: Mesa 25.0.7)' });
+    assert.deepEqual(plannedBackend('webgpu', () => false, { adapters: [lavapipe] }), { gpu: false, name: 'webgpu (software: llvmpipe: Mesa 25.0.7)', why: 'the only WebGPU adapter is software, its shaders run on the CPU' });
+    assert.match(plannedBackend('webgpu', () => false, { error: 'Dawn found no Vulkan adapter' }).why ?? '', /^the job's "backend" is "webgpu" but no WebGPU adapter \(Dawn found no Vulkan adapter\): the job will fail$/);
+    assert.equal(plannedBackend('auto', (pkg) => pkg === '@tensorflow/tfjs-node-gpu', { adapters: [h100] }).name, 'tensorflow-gpu (tfjs-node-gpu)');
     // No GPU at all: the CPU workers' picker names the backend too.
     assert.equal(deviceChoices(null, 'ddp', [0, 1], 2, noGpuBackend).placeholder, 'Training runs on CPU workers (wasm): no GPU reading');
   });
