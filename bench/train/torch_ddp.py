@@ -12,6 +12,8 @@ DistributedSampler shard (disjoint, reshuffled per epoch), so single and DDP see
 samples per step, as in bench/train/strategies.ts. --data is a file written by that bench:
 int32 rows, int32 width, then rows*width float32 features and rows int32 labels (MNIST
 digits); without it the rows are random (throughput does not depend on the values).
+--device cuda trains on the GPU (rank r on cuda:r, NCCL between ranks; the data moved there
+once), the anchor of bench/webgpu on a GPU machine; the default is cpu.
 Prints one JSON line: {"model", "world", "batch", "threads", "steps", "samples_per_s", ...}.
 """
 
@@ -65,13 +67,16 @@ def load(path: str | None, rows: int):
 
 def train(rank: int, world: int, a, port: int, out) -> None:
     torch.set_num_threads(a.threads)
+    cuda = a.device == "cuda"
+    device = torch.device(f"cuda:{rank}" if cuda else "cpu")
     if world > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     xs, labels = load(a.data, 9000)
     if a.model == "cnn":
         xs = xs.reshape(-1, 1, 28, 28)
-    model = build(a.model)
-    net = DistributedDataParallel(model) if world > 1 else model
+    xs, labels = xs.to(device), labels.to(device)
+    model = build(a.model).to(device)
+    net = DistributedDataParallel(model, device_ids=[rank] if cuda else None) if world > 1 else model
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     local = a.batch // world
@@ -86,6 +91,7 @@ def train(rank: int, world: int, a, port: int, out) -> None:
                 order = torch.tensor(list(iter(sampler)))
             else:
                 order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(7 + epoch))
+            order = order.to(device)
             epoch += 1
             for s in range(len(order) // local):
                 idx = order[s * local:(s + 1) * local]
@@ -99,14 +105,20 @@ def train(rank: int, world: int, a, port: int, out) -> None:
         loss_fn(net(x), y).backward()
         opt.step()
 
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
     for _ in range(a.warmup):
         step()
+    sync()
     if world > 1:
         dist.barrier()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         step()
+    sync()
     if world > 1:
         dist.barrier()
     wall = time.perf_counter() - t0
@@ -114,7 +126,8 @@ def train(rank: int, world: int, a, port: int, out) -> None:
     if rank == 0:
         out.put({"model": a.model, "world": world, "batch": a.batch, "threads": a.threads, "steps": a.steps,
                  "samples_per_s": a.steps * a.batch / wall, "ms_per_step": 1000 * wall / a.steps,
-                 "cpu_ms_per_step_rank0": 1000 * cpu / a.steps, "torch": torch.__version__})
+                 "cpu_ms_per_step_rank0": 1000 * cpu / a.steps, "torch": torch.__version__,
+                 "device": torch.cuda.get_device_name(device) if cuda else "cpu"})
     if world > 1:
         dist.destroy_process_group()
 
@@ -128,7 +141,10 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = p.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False on this machine")
     if a.batch % a.world:
         raise SystemExit(f"--batch {a.batch} does not split over --world {a.world}")
     if a.world > 1 and not dist.is_gloo_available():

@@ -19,6 +19,7 @@ import { dirname, join } from 'node:path';
 import type { BackendChoice } from '../job/spec';
 import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
+import { registerWebgpuKernels } from './webgpuKernels/index';
 import type { LoadedBackend, Tf } from './types';
 import { adapterLabel, checkPin, openWebgpu, parseBusIds, pinEnv, type Gpu } from './webgpu';
 
@@ -140,6 +141,8 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
   // Required before navigator.gpu exists: the package registers its own factory (Dawn's first adapter, its own limits) when it finds navigator.gpu at load; ours uses our device.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { WebGPUBackend } = require('@tensorflow/tfjs-backend-webgpu') as { WebGPUBackend: new (device: unknown, info?: unknown) => tf.KernelBackend };
+  // Our kernels in place of those tfjs-backend-webgpu 4.22 computes differently from cpu (webgpuKernels/: MaxPoolGrad's ties).
+  registerWebgpuKernels();
   // Its constructor checks navigator.gpu (Node 20 has no navigator; Node 21+ has one without gpu).
   const g = globalThis as { navigator?: object };
   if (g.navigator) Object.defineProperty(g.navigator, 'gpu', { value: gpu, configurable: true });

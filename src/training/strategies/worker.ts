@@ -20,8 +20,9 @@ import type { JobSpec } from '../job/spec';
 import { buildModel, lossFn, makeOptimizer, optimizerSlots, summarize } from '../job/model';
 import { isOutOfMemory, wasmCrashAsOutOfMemory } from '../backends/oom';
 import { webgpuErrorAsOutOfMemory } from '../backends/webgpu';
-import { concatValues, readsSync, scalarOf, valuesOf } from './reads';
+import { concatValues, scalarOf, valuesOf } from './reads';
 import { BucketedAllReduce, Ring, RingError } from '../transport/ring';
+import { applyFlat, GradientBuffer, readGradients } from './gradients';
 import { Batcher, emit, nextMessage, readyMessage, send, type Init } from './rank';
 import { batchRows, epochOrder, shardIndices, stepsPerEpoch } from './sampler';
 import { Star, Tag } from '../transport/star';
@@ -45,70 +46,19 @@ function lossAndGradients(tf: Tf, model: LayersModel, vars: Variable[], spec: Jo
 
 /**
  * Gradients of the mean loss over (x, y) read out once into `buf` (the GradientBuffer's layout,
- * the loss in its last float); returns the loss. Disposes x, y and every gradient tensor. On
- * webgpu the gradients and the loss are joined on the GPU in the buffer's order and leave it
- * in one read.
+ * the loss in its last float; on webgpu one device read per bucket of `bucketFloats`); resolves
+ * with the loss. Disposes x, y and every gradient tensor.
  */
-async function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array): Promise<number> {
+async function gradientsInto(tf: Tf, model: LayersModel, vars: Variable[], spec: JobSpec, optimizer: ReturnType<typeof makeOptimizer>, x: Tensor, y: Tensor, flat: GradientBuffer, buf: Float32Array, bucketFloats: number): Promise<number> {
   const { value, grads } = lossAndGradients(tf, model, vars, spec, optimizer, x, y);
   try {
-    if (readsSync(tf)) {
-      vars.forEach((v, i) => flat.put(buf, i, grads[v.name].dataSync() as Float32Array));
-      buf[buf.length - 1] = value.dataSync()[0];
-    } else {
-      // The buffer's layout is last layer first, then the loss.
-      const all = await concatValues(tf, [...vars.map((v) => grads[v.name]).reverse(), value]);
-      if (all.length !== buf.length) throw new Error(`read ${all.length} gradient values, the buffer holds ${buf.length}`);
-      buf.set(all);
-    }
-    return buf[buf.length - 1];
+    return await readGradients(tf, flat, vars.map((v) => grads[v.name]), value, buf, bucketFloats);
   } finally {
     tf.dispose([value, ...Object.values(grads)]);
   }
 }
 
-/** Hands the averaged gradients in `buf` to the optimizer as tensors of their variables' shapes. */
-function applyFlat(tf: Tf, optimizer: ReturnType<typeof makeOptimizer>, vars: Variable[], flat: GradientBuffer, buf: Float32Array): void {
-  const averaged = vars.map((v, i) => ({ name: v.name, tensor: tf.tensor(flat.view(buf, i), v.shape) }));
-  optimizer.applyGradients(averaged);
-  tf.dispose(averaged.map((a) => a.tensor));
-}
-
-/**
- * The flat gradient buffer of a ddp or dp step: every variable's gradient at a fixed offset, last
- * layer first (PyTorch's bucket order), then one float for the loss. Backends that copy what
- * `tf.tensor` is given (wasm, tensorflow) reuse one buffer; the cpu backend keeps the array it
- * is given, so it gets a fresh one each step.
- */
-export class GradientBuffer {
-  private readonly offsets: number[];
-  private readonly total: number;
-  private readonly reused: Float32Array | undefined;
-
-  constructor(private readonly sizes: readonly number[], reuse: boolean) {
-    this.offsets = new Array<number>(sizes.length);
-    let off = 0;
-    for (let i = sizes.length - 1; i >= 0; i--) {
-      this.offsets[i] = off;
-      off += sizes[i];
-    }
-    this.total = off + 1;
-    this.reused = reuse ? new Float32Array(this.total) : undefined;
-  }
-
-  next(): Float32Array {
-    return this.reused ?? new Float32Array(this.total);
-  }
-
-  put(buf: Float32Array, i: number, values: Float32Array): void {
-    if (values.length !== this.sizes[i]) throw new Error(`gradient ${i} has ${values.length} values, its variable ${this.sizes[i]}`);
-    buf.set(values, this.offsets[i]);
-  }
-
-  view(buf: Float32Array, i: number): Float32Array {
-    return buf.subarray(this.offsets[i], this.offsets[i] + this.sizes[i]);
-  }
-}
+export { GradientBuffer } from './gradients';
 
 function assignFlat(tf: Tf, vars: Variable[], flat: Float32Array): void {
   let off = 0;
@@ -172,7 +122,7 @@ async function train(init: Init, backend: LoadedBackend, data: Dataset, model: L
         // One flat buffer, last layer first, the local loss at the end: read out once, averaged
         // in place over the ring, read back in once.
         const buf = flat.next();
-        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf, reducer.bucketFloats);
         await reducer.meanFlat(buf);
         applyFlat(tf, optimizer, vars, flat, buf);
         return { samples: rows.length * worldSize, loss: buf[buf.length - 1] };
@@ -209,6 +159,8 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
   const star = await Star.join({ rank, worldSize, dir: init.ringDir });
   // Gradients travel and are summed in the ddp layout (GradientBuffer): read out of the backend once.
   const flat = new GradientBuffer(vars.map((v) => v.size), backend.name === 'wasm');
+  // Sent whole over the star, but read off a GPU in ring-sized buckets all the same.
+  const bucketFloats = BucketedAllReduce.defaultBucketFloats;
   const weightsOf = () => concatValues(tf, vars);
   try {
     if (rank !== 0) {
@@ -228,7 +180,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const split: Split = { xs: f.data.subarray(n), labels, count: n };
         const { x, y } = batcher.batch(split, Array.from({ length: n }, (_, i) => i));
         const buf = flat.next(); // reused only after send resolved: the socket has the bytes by then
-        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf);
+        await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, buf, bucketFloats);
         await link.send(Tag.Grads, buf);
         steps++;
         if (steps === 1 || steps % 20 === 0) {
@@ -273,7 +225,7 @@ async function trainDp(init: Init, backend: LoadedBackend, data: Dataset, model:
         const total = flat.next();
         if (sizes[0] > 0) {
           const { x, y } = batcher.batch(data.train, rows.subarray(0, bounds[1]));
-          await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total);
+          await gradientsInto(tf, model, vars, spec, optimizer, x, y, flat, total, bucketFloats);
         } else {
           total.fill(0);
         }

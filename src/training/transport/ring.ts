@@ -638,7 +638,15 @@ export async function connectWithRetry(path: string, rank: number, deadline: num
 export class BucketedAllReduce {
   private flat = new Float32Array(0);
 
+  /** Floats in a bucket of the default size. */
+  static readonly defaultBucketFloats = (25 << 20) >> 2;
+
   constructor(private readonly ring: Ring, private readonly bucketBytes = 25 << 20) {}
+
+  /** Floats in one bucket: `meanFlat` reduces the buffer in slices of this many. */
+  get bucketFloats(): number {
+    return Math.max(1, this.bucketBytes >> 2);
+  }
 
   /** `extra` floats (e.g. the local loss) ride along in the last bucket and are averaged too. */
   async mean(arrays: Float32Array[], extra: Float32Array = new Float32Array(0)): Promise<void> {
@@ -660,9 +668,9 @@ export class BucketedAllReduce {
     extra.set(this.flat.subarray(off, off + extra.length));
   }
 
-  /** Averages a buffer the caller already laid out (see worker.ts GradientBuffer), in place, bucket by bucket. */
+  /** Averages a buffer the caller already laid out (see strategies/gradients.ts GradientBuffer), in place, bucket by bucket. */
   async meanFlat(flat: Float32Array): Promise<void> {
-    const per = Math.max(1, this.bucketBytes >> 2);
+    const per = this.bucketFloats;
     for (let start = 0; start < flat.length; start += per) await this.ring.allReduceMean(flat.subarray(start, Math.min(flat.length, start + per)));
   }
 }

@@ -23,7 +23,7 @@ export function pseudoRandom(size: number, seed: number): Float32Array {
 export interface Result { shape: number[]; values: Float32Array | Int32Array | Uint8Array }
 
 /** Runs `build` with `backend` active and returns its output as plain data; every tensor it made is disposed. */
-export async function runOn(backend: 'cpu' | 'wasm', build: () => tf.Tensor): Promise<Result> {
+export async function runOn(backend: 'cpu' | 'wasm' | 'webgpu', build: () => tf.Tensor): Promise<Result> {
   const previous = tf.getBackend();
   await tf.setBackend(backend);
   try {
@@ -60,10 +60,10 @@ export function assertClose(actual: Result, expected: Result, what: string, rtol
   assert.ok(worst <= rtol, `${what}: element ${worstAt} is ${actual.values[worstAt]}, cpu says ${expected.values[worstAt]} (relative error ${worst.toExponential(2)} > ${rtol})`);
 }
 
-/** Same computation on cpu (reference) and wasm (with whatever kernels are registered). */
-export async function compareWithCpu(what: string, build: () => tf.Tensor, rtol = 1e-4): Promise<void> {
+/** Same computation on cpu (reference) and wasm or webgpu (with whatever kernels are registered). */
+export async function compareWithCpu(what: string, build: () => tf.Tensor, rtol = 1e-4, backend: 'wasm' | 'webgpu' = 'wasm'): Promise<void> {
   const expected = await runOn('cpu', build);
-  const actual = await runOn('wasm', build);
+  const actual = await runOn(backend, build);
   assertClose(actual, expected, what, rtol);
 }
 

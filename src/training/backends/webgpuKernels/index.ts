@@ -1,0 +1,49 @@
+import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs-core';
+import { maxPoolGradConfig } from './maxPoolGrad';
+
+/**
+ * Kernels that route around what tfjs-backend-webgpu (4.22) computes differently from the cpu
+ * backend, found by checking every kernel the presets, strategies and optimizers run, forward
+ * and backward, against cpu on lavapipe (test/unit/training/backends/webgpu/):
+ *   MaxPoolGrad — a tie in a window sends the gradient to its last pixel, not the first (maxPoolGrad.ts).
+ * The shipped configs are kept and put back by `unregisterWebgpuKernels`.
+ */
+const replaced: readonly KernelConfig[] = [maxPoolGradConfig];
+
+/** Names of the kernels this module registers for 'webgpu'. */
+export const webgpuKernelNames: readonly string[] = replaced.map((k) => k.kernelName);
+
+const shipped = new Map<string, KernelConfig>();
+
+function isOurs(config: KernelConfig): boolean {
+  return getKernel(config.kernelName, 'webgpu')?.kernelFunc === config.kernelFunc;
+}
+
+/**
+ * Registers our kernels for the 'webgpu' backend. Call it once '@tensorflow/tfjs-backend-webgpu'
+ * is imported (it registers its kernels at import), before or after `tf.setBackend('webgpu')`.
+ * Idempotent.
+ */
+export function registerWebgpuKernels(): void {
+  for (const config of replaced) {
+    if (isOurs(config)) continue;
+    const theirs = getKernel(config.kernelName, 'webgpu');
+    if (theirs == null) {
+      throw new Error(`The webgpu backend has no '${config.kernelName}' kernel to replace: import '@tensorflow/tfjs-backend-webgpu' before calling registerWebgpuKernels().`);
+    }
+    shipped.set(config.kernelName, theirs);
+    unregisterKernel(config.kernelName, 'webgpu');
+    registerKernel(config);
+  }
+}
+
+/** Puts the webgpu backend's kernels back as shipped (for tests and benchmarks). */
+export function unregisterWebgpuKernels(): void {
+  for (const config of replaced) {
+    const theirs = shipped.get(config.kernelName);
+    if (theirs != null && isOurs(config)) {
+      unregisterKernel(config.kernelName, 'webgpu');
+      registerKernel(theirs);
+    }
+  }
+}
