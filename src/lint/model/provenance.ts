@@ -56,6 +56,8 @@ export abstract class ModelProvenance extends ModelModels {
       if (n.type === 'identifier' || n.type === 'attribute') resolve(n, reachesDefs, reaches);
       for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') resolve(d, reachesDefs, reaches);
     };
+    // The receivers of backward passes, for `sourceDefs`.
+    const backpropagated: SyntaxNode[] = [];
     const addScalar = (e: SyntaxNode | undefined): void => {
       const n = e && unparen(e);
       if (n && (n.type === 'identifier' || n.type === 'attribute')) resolve(n, scalarDefs, scalar);
@@ -69,9 +71,11 @@ export abstract class ModelProvenance extends ModelModels {
         training = true;
         addKeys(first);
         addScalar(first);
+        backpropagated.push(first);
       } else if (mc?.method === 'backward') {
         training = true;
         addKeys(mc.receiver);
+        backpropagated.push(mc.receiver);
         if (!first && !this.keywordArg(call, 'gradient')) addScalar(mc.receiver);
         // scaler.scale(loss).backward()
         const inner = unparen(mc.receiver);
@@ -79,7 +83,10 @@ export abstract class ModelProvenance extends ModelModels {
       } else if (mc?.method === 'manual_backward' || /^torch\.autograd\.(grad|backward)$/.test(q)) {
         training = true;
         const out = first ?? this.keywordArg(call, 'outputs') ?? this.keywordArg(call, 'tensors');
-        if (out) addKeys(out);
+        if (out) {
+          addKeys(out);
+          backpropagated.push(out);
+        }
         if (mc?.method === 'manual_backward') addScalar(first);
       } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
         training = true;
@@ -87,9 +94,91 @@ export abstract class ModelProvenance extends ModelModels {
     }
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
     for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
-    const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, training };
+    const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, sourceDefs: this.soleSourceDefs(backpropagated), training };
     data.backward = facts;
     return facts;
+  }
+
+  /**
+   * The definitions that are the only source of a backpropagated value, transitively: for
+   * `loss = sum(losses) if isinstance(losses, tuple) else losses` with `loss.backward()`, the
+   * definitions of `losses` that reach it, and for `losses = parts` the definitions of `parts`.
+   * A value made from two names (`crit(out, y)`, `loss / n`) names neither: which one holds the
+   * graph is not known. Literal and container definitions are starts or buffers, not sources.
+   */
+  protected soleSourceDefs(backpropagated: readonly SyntaxNode[]): Set<Binding> {
+    const out = new Set<Binding>();
+    const work: SyntaxNode[] = [...backpropagated];
+    for (let e = work.pop(), budget = 64; e && budget > 0; e = work.pop(), budget--) {
+      const sources = this.graphSources(e, 0);
+      if (!sources || sources.length === 0) continue;
+      const key = this.src(sources[0]);
+      if (sources.some((n) => this.src(n) !== key)) continue;
+      for (const n of sources) {
+        for (const d of this.reachingDefs(key, n)?.defs ?? []) {
+          if (out.has(d) || !d.value || d.unpacked || this.initialValue(d) || /^(list|tuple|dictionary|set|list_comprehension|dictionary_comprehension|set_comprehension|generator_expression)$/.test(unparen(d.value).type)) continue;
+          out.add(d);
+          work.push(d.value);
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The names and attributes an expression is computed from by operations that keep autograd
+   * history (arithmetic, a reduction, a cast or move, an element, either branch of a
+   * conditional), ignoring literals, conditions, indexes, dims and devices; undefined when
+   * any part is something else (a call of an unknown function, a comprehension).
+   */
+  protected graphSources(expr: SyntaxNode, depth: number): SyntaxNode[] | undefined {
+    const n = unparen(expr);
+    if (depth > 8) return undefined;
+    const all = (parts: (SyntaxNode | undefined)[]): SyntaxNode[] | undefined => {
+      const out: SyntaxNode[] = [];
+      for (const p of parts) {
+        const s = p ? this.graphSources(p, depth + 1) : undefined;
+        if (!s) return undefined;
+        out.push(...s);
+      }
+      return out;
+    };
+    switch (n.type) {
+      case 'identifier':
+        return this.src(n) === 'self' ? undefined : [n];
+      case 'attribute': {
+        const attr = child(n, 'attribute');
+        return attr && /^(data|grad)$/.test(this.src(attr)) ? undefined : [n];
+      }
+      case 'integer':
+      case 'float':
+        return [];
+      case 'binary_operator':
+        return all([child(n, 'left'), child(n, 'right')]);
+      case 'unary_operator':
+        return all([child(n, 'argument')]);
+      case 'conditional_expression': {
+        const parts = namedChildren(n);
+        return parts.length === 3 ? all([parts[0], parts[2]]) : undefined;
+      }
+      case 'subscript':
+        return all([child(n, 'value')]);
+      case 'call': {
+        const args = this.positionalArgs(n);
+        const mc = this.methodCall(n);
+        const q = this.qualify(this.callee(n)) ?? '';
+        if (mc && !q.startsWith('torch.')) {
+          // `loss.mean()`, `loss.to(device)`: the arguments are dims, dtypes, devices.
+          if (/^(sum|mean|float|double|half|to|cuda|squeeze|unsqueeze|view|reshape|flatten|clone|contiguous)$/.test(mc.method)) return all([mc.receiver]);
+          if (/^(mul|div|add|sub|pow)$/.test(mc.method)) return all([mc.receiver, ...args]);
+          return undefined;
+        }
+        if ((q === 'sum' || /^torch\.(sum|mean|stack|cat|concat)$/.test(q)) && args.length === 1) return all(args);
+        return undefined;
+      }
+      default:
+        return undefined;
+    }
   }
 
   /**
@@ -225,7 +314,7 @@ export abstract class ModelProvenance extends ModelModels {
     const facts = this.backwardFacts(this.scopeOf(at));
     let carried = false;
     for (const d of r.defs) {
-      if (facts.scalarDefs.has(d)) {
+      if (facts.scalarDefs.has(d) || facts.sourceDefs.has(d)) {
         carried = true;
         continue;
       }

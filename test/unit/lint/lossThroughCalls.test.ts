@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { createLinter, type Linter } from '../../../src/lint/linter';
+
+/**
+ * accumulated-loss where the kept value comes from a method the linter cannot see into (the
+ * model's own loss method, defined in another package) but is the only source of the value
+ * the step backpropagates, and what the message says is held in each case (issue #13).
+ */
+describe('accumulated-loss: losses made by unseen methods, and what is held', () => {
+  let linter: Linter;
+  before(async () => {
+    linter = await createLinter({ onError: (path, err) => { throw new Error(`internal error on ${path}: ${String(err)}`); } });
+  });
+  after(() => linter.dispose());
+
+  const lint = (text: string) => linter.lintFile('/ws/trainer.py', text).filter((f) => f.ruleId === 'accumulated-loss');
+  const lines = (text: string) => lint(text).map((f) => f.range.start.line + 1);
+
+  // The loss (or tuple of loss terms) comes from `self.net.compute_losses`, which is not in the workspace.
+  const keptTerms = `import torch
+
+
+class Runner:
+    def __init__(self, net, opt):
+        self.net = net
+        self.opt = opt
+
+    def run_epoch(self, batches):
+        kept = []
+        for batch in batches:
+            self.opt.zero_grad()
+            terms = self.net.compute_losses(batch)
+            total = sum(terms) if isinstance(terms, tuple) else terms
+            total.backward()
+            self.opt.step()
+            kept.append(terms)
+        return sum(kept).item()
+`;
+
+  it('reports a value kept for the epoch whose only use in the step is to be backpropagated', () => {
+    assert.deepEqual(lines(keptTerms), [17]);
+  });
+
+  it('says that backward() freed the activations but the tensors and their autograd nodes stay referenced', () => {
+    const [f] = lint(keptTerms);
+    assert.match(f.message, /`terms` is stored in `kept`/);
+    assert.match(f.message, /backward\(\) has freed each step's saved activations/);
+    assert.match(f.message, /tensor and its chain of autograd nodes stay referenced/);
+    assert.doesNotMatch(f.message, /activations stay on the GPU/);
+    // `terms` may be a tuple (the isinstance test): neither `.item()` nor `.detach()` would work on every path.
+    assert.deepEqual(f.fixes, []);
+  });
+
+  it('a scalar loss from an unseen method, kept after a cast and a scale, gets .item()', () => {
+    const text = `import torch
+
+
+def fit(agent, batches, opt, scale):
+    history = []
+    for batch in batches:
+        opt.zero_grad()
+        raw = agent.policy_loss(batch)
+        loss = raw.float() * 0.5
+        loss.backward()
+        opt.step()
+        history.append(raw)
+    return history
+`;
+    const found = lint(text);
+    assert.deepEqual(found.map((f) => f.range.start.line + 1), [12]);
+    assert.equal(found[0].fixes[0].title, 'Store `raw.item()` instead');
+  });
+
+  it('infers nothing when the backpropagated value has two sources (either may hold the graph)', () => {
+    const text = `import torch
+
+
+def fit(agent, batches, opt):
+    history = []
+    for batch in batches:
+        opt.zero_grad()
+        a = agent.policy_loss(batch)
+        b = agent.entropy_bonus(batch)
+        loss = a - b
+        loss.backward()
+        opt.step()
+        history.append(b)
+    return history
+`;
+    assert.deepEqual(lines(text), []);
+  });
+
+  it('infers nothing for a value rebound to a number before it is kept', () => {
+    const text = `import torch
+
+
+def fit(agent, batches, opt):
+    history = []
+    for batch in batches:
+        opt.zero_grad()
+        raw = agent.policy_loss(batch)
+        raw.backward()
+        opt.step()
+        raw = raw.item()
+        history.append(raw)
+    return history
+`;
+    assert.deepEqual(lines(text), []);
+  });
+
+  it('says the activations stay on the GPU where nothing backpropagates the kept value', () => {
+    const text = `import torch
+
+
+def evaluate(model, loader, criterion):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += criterion(model(x), y)
+    return total / len(loader)
+`;
+    const [f] = lint(text);
+    assert.equal(f.range.start.line + 1, 8);
+    assert.match(f.message, /every step's activations stay on the GPU/);
+  });
+
+  it('keeps the activations in the message when backward retains the graph', () => {
+    const text = `import torch
+
+
+def train(model, loader, criterion, opt):
+    total = 0
+    for x, y in loader:
+        opt.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        opt.step()
+        total += loss
+    return total
+`;
+    const [f] = lint(text);
+    assert.equal(f.range.start.line + 1, 11);
+    assert.match(f.message, /every step's activations stay on the GPU/);
+  });
+
+  it("treats what a Lightning training_step returns as backpropagated by the trainer", () => {
+    const text = `import torch
+import pytorch_lightning as pl
+
+
+class Model(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self(x), y)
+        self.outputs.append(loss)
+        return loss
+`;
+    const [f] = lint(text);
+    assert.equal(f?.range.start.line + 1, 9);
+    assert.match(f.message, /backward\(\) has freed/);
+  });
+});
