@@ -320,7 +320,13 @@ export abstract class ModelProvenance extends ModelModels {
       }
       // A definition being answered already (`h = cell(x, h)` through the loop's back edge) neither adds nor vetoes.
       if (this.initialValue(d) || this.carrying.has(d)) continue;
-      if (!d.value || this.gradState(d.at) === 'off') return false;
+      if (this.gradState(d.at) === 'off') return false;
+      if (!d.value) {
+        // `for step, out in enumerate(outputs)`: an element of a value with history.
+        if (!this.loopElementCarries(d, seen)) return false;
+        carried = true;
+        continue;
+      }
       this.carrying.add(d);
       try {
         if (!this.definitionValueCarries(d, new Set(seen))) return false;
@@ -331,6 +337,24 @@ export abstract class ModelProvenance extends ModelModels {
     }
     if (r.entry && !facts.scalar.has(key) && (at.type === 'attribute' || this.isParam(this.scopeOf(at), key) || this.isGlobalIn(this.scopeOf(at), key))) return false;
     return carried;
+  }
+
+  /**
+   * Does the loop variable a `for` binds take elements of a value with history: `for out in
+   * outputs` or `for step, out in enumerate(outputs)` over a local name (not a call: a loader,
+   * `model.parameters()`), whose definitions carry history (the steps of a decoder's outputs)?
+   */
+  protected loopElementCarries(d: Binding, seen: Set<number>): boolean {
+    if (d.at.type !== 'for_statement') return false;
+    const left = child(d.at, 'left');
+    let right = child(d.at, 'right');
+    right = right && unparen(right);
+    if (!left || !right) return false;
+    if (left === d.target) return right.type === 'identifier' && this.carriesHistory(right, seen);
+    if (right.type !== 'call' || this.src(this.callee(right) ?? right) !== 'enumerate') return false;
+    const items = namedChildren(left);
+    const seq = this.positionalArgs(right)[0];
+    return (left.type === 'pattern_list' || left.type === 'tuple_pattern') && items.length === 2 && items[1] === d.target && seq?.type === 'identifier' && this.carriesHistory(seq, seen);
   }
 
   /**
@@ -500,7 +524,7 @@ export abstract class ModelProvenance extends ModelModels {
     return this.memo(`steploop:${loop.order}`, () => {
       if (loop.type === 'for_statement') {
         const right = child(loop, 'right');
-        if (right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right))) return true;
+        if (right && this.iteratesLoader(right, loop)) return true;
       }
       for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition')) {
         if (d.type !== 'call') continue;
@@ -511,6 +535,20 @@ export abstract class ModelProvenance extends ModelModels {
       }
       return false;
     });
+  }
+
+  /**
+   * Is a loop's iterable a data loader: named like one (`train_loader`, `dl`), or a local name
+   * bound to a `DataLoader` or a torchtext batch iterator (`batch_iterator =
+   * torchtext.data.BucketIterator(...)`)?
+   */
+  protected iteratesLoader(right: SyntaxNode, loop: SyntaxNode): boolean {
+    if (/loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right))) return true;
+    const n = unparen(right);
+    if (n.type !== 'identifier') return false;
+    const b = this.binding(this.src(n), loop);
+    const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    return v?.type === 'call' && /^(torch\.utils\.data\.DataLoader|torchtext\.(legacy\.)?data\.(Bucket|BPTT)?Iterator)$/.test(this.qualify(this.callee(v)) ?? '');
   }
 
   /** The innermost enclosing step loop within the node's scope. */
@@ -599,7 +637,7 @@ export abstract class ModelProvenance extends ModelModels {
   protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
     return this.memo(`loopsignals:${loop.order}`, () => {
       const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
-      const out = { loader: !!right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right)), step: false, backward: false };
+      const out = { loader: !!right && this.iteratesLoader(right, loop), step: false, backward: false };
       for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda' || (x !== loop && loopTypes.has(x.type)))) {
         if (d.type !== 'call') continue;
         const mc = this.methodCall(d);

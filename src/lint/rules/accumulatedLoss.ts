@@ -298,14 +298,32 @@ function classOfInstance(model: FileModel, receiver: SyntaxNode, at: SyntaxNode,
   const key = model.src(receiver);
   const fn = model.functionOf(at);
   if (fn && receiver.type === 'identifier' && model.isParam(fn.node, key) && model.bindingsIn(fn.node, key).length === 0) {
-    return depth < 2 ? classFromCallers(fn, key, depth) : undefined;
+    return depth < 3 ? (classFromCallers(fn, key, depth) ?? classOfDefault(model, fn, key)) : undefined;
   }
   const b = model.binding(key, at) ?? model.bindingAnywhere(key);
   const value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  // `loss = self.loss`, `self.loss = loss`: the instance another name holds.
+  if (b && value && (value.type === 'identifier' || value.type === 'attribute') && model.src(value) !== key) return depth < 3 ? classOfInstance(model, value, b.at, depth + 1) : undefined;
   if (value?.type !== 'call') return undefined;
   const callee = model.callee(value);
   const name = callee ? lastName(model.src(callee)) : '';
   return /^[A-Z]/.test(name) ? name : undefined;
+}
+
+/** `def __init__(self, loss=NLLLoss())`: the class a parameter's default value is built from. */
+function classOfDefault(model: FileModel, fn: FunctionInfo, param: string): string | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    const value = child(p, 'value');
+    if (!name || model.src(name) !== param || !value) continue;
+    const v = unparen(value);
+    const callee = v.type === 'call' ? model.callee(v) : undefined;
+    const cls = callee ? lastName(model.src(callee)) : '';
+    return /^[A-Z]/.test(cls) ? cls : undefined;
+  }
+  return undefined;
 }
 
 function classFromCallers(fn: FunctionInfo, param: string, depth: number): string | undefined {

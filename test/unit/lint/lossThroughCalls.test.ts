@@ -143,6 +143,48 @@ def train(model, loader, criterion, opt):
     assert.match(f.message, /every step's activations stay on the GPU/);
   });
 
+  // A loss object that sums what it is given, held by an evaluator that got it as a default argument.
+  const lossObject = (iterable: string) => `import torch
+import torchtext
+
+
+class SummedNLL(object):
+    def __init__(self):
+        self.criterion = torch.nn.NLLLoss()
+        self.total = 0
+
+    def add_batch(self, scores, gold):
+        self.total += self.criterion(scores, gold)
+
+
+class DevScorer(object):
+    def __init__(self, metric=SummedNLL(), batch_size=32):
+        self.metric = metric
+        self.batch_size = batch_size
+
+    def score(self, seq_model, corpus):
+        metric = self.metric
+        ${iterable}
+        for batch in batches:
+            step_scores, _ = seq_model(batch.src)
+            for t, scores in enumerate(step_scores):
+                metric.add_batch(scores.view(-1, scores.size(-1)), batch.tgt[:, t])
+        return metric.total.item()
+`;
+
+  it('reports a step output passed to a loss object that accumulates it, reached through an attribute set from a default argument', () => {
+    const text = lossObject('batches = torchtext.data.BucketIterator(dataset=corpus, batch_size=self.batch_size)');
+    const found = lint(text);
+    assert.deepEqual(found.map((f) => f.range.start.line + 1), [25]);
+    assert.match(found[0].message, /`SummedNLL\.add_batch` accumulates it into the SummedNLL/);
+    assert.match(found[0].message, /every step's activations stay on the GPU/);
+  });
+
+  it('does not take a loop over something that is not a loader for the batch loop', () => {
+    // A list of batches built by hand may be one batch; nothing says each iteration is a step.
+    assert.deepEqual(lines(lossObject('batches = list(corpus)')), []);
+  });
+
   it("treats what a Lightning training_step returns as backpropagated by the trainer", () => {
     const text = `import torch
 import pytorch_lightning as pl

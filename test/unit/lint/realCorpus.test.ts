@@ -58,8 +58,8 @@ describe('real-code lint corpus', () => {
     assert.equal(unlabelled, 0, 'every finding on the corpus is labelled (bench/lint/real.js lists the unlabelled ones)');
     for (const r of run.report.rows.filter((x) => x.counted && x.precision !== undefined)) assert.ok(r.precision! >= 0.95, `${r.rule}: precision ${r.precision} < 0.95`);
     assert.ok(row('missing-no-grad')!.recall! >= 0.8, `missing-no-grad: recall ${row('missing-no-grad')!.recall} < 0.80`);
-    // The goal is 0.80; measured 0.82 (9 of 11) with losses inferred from the value they are the only source of.
-    assert.ok(row('accumulated-loss')!.recall! >= 0.8, `accumulated-loss: recall ${row('accumulated-loss')!.recall} < 0.80`);
+    // The goal is 0.80; measured 0.91 (10 of 11): losses inferred from the value they are the only source of, and a loss object reached through an attribute.
+    assert.ok(row('accumulated-loss')!.recall! >= 0.9, `accumulated-loss: recall ${row('accumulated-loss')!.recall} fell below the measured 0.91`);
     // ---- end of goals
   });
 });
