@@ -6,7 +6,7 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData } from './types';
 import { ModelModels } from './models';
-import { namedLikeModel, summaryCarries } from './summaries';
+import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
 export abstract class ModelProvenance extends ModelModels {
   /** The definitions `definitionsCarry` is answering, outermost first (a cycle through them is neutral). */
@@ -290,6 +290,10 @@ export abstract class ModelProvenance extends ModelModels {
       }
       case 'subscript': {
         const v = child(n, 'value');
+        // `get_gradients(batch)[0]`: the element a project function's summary knows, as for `grads, out = ...`.
+        const call = v && unparen(v);
+        const key = call?.type === 'call' ? literalKey(this, child(n, 'subscript')) : undefined;
+        if (call && key !== undefined) return this.elementCarries(call, key, seen);
         return !!v && this.carriesHistory(v, seen);
       }
       case 'conditional_expression':

@@ -185,6 +185,35 @@ class DevScorer(object):
     assert.deepEqual(lines(lossObject('batches = list(corpus)')), []);
   });
 
+  it('reads element 0 of a project function that returns (numbers, outputs-with-graph) as the numbers', () => {
+    // `outputs` holds the graph (its loss is backpropagated); the gradients go back as numpy arrays.
+    const text = `import torch
+
+
+class Explainer:
+    def input_gradients(self, batch):
+        outputs = self.net.decode(self.net.forward(**batch))
+        loss = outputs["loss"]
+        loss.backward()
+        grads = {"g": self.captured.grad.detach().cpu().numpy()}
+        return grads, outputs
+
+    def smooth(self, batch, samples):
+        total = {}
+        for _ in range(samples):
+            grads = self.input_gradients(batch)[0]
+            for key in grads.keys():
+                total[key] += grads[key]
+        outs = []
+        for _ in range(samples):
+            outs.append(self.input_gradients(batch)[1])
+        return total, outs
+`;
+    // Element 1 is the outputs, kept with their (backpropagated) graph: still reported.
+    const found = lint(text);
+    assert.deepEqual(found.map((f) => f.range.start.line + 1), [20]);
+  });
+
   it("treats what a Lightning training_step returns as backpropagated by the trainer", () => {
     const text = `import torch
 import pytorch_lightning as pl
