@@ -6,7 +6,7 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData } from './types';
 import { ModelModels } from './models';
-import { namedLikeModel, summaryCarries } from './summaries';
+import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
 export abstract class ModelProvenance extends ModelModels {
   /** The definitions `definitionsCarry` is answering, outermost first (a cycle through them is neutral). */
@@ -56,6 +56,8 @@ export abstract class ModelProvenance extends ModelModels {
       if (n.type === 'identifier' || n.type === 'attribute') resolve(n, reachesDefs, reaches);
       for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') resolve(d, reachesDefs, reaches);
     };
+    // The receivers of backward passes, for `sourceDefs`.
+    const backpropagated: SyntaxNode[] = [];
     const addScalar = (e: SyntaxNode | undefined): void => {
       const n = e && unparen(e);
       if (n && (n.type === 'identifier' || n.type === 'attribute')) resolve(n, scalarDefs, scalar);
@@ -69,9 +71,11 @@ export abstract class ModelProvenance extends ModelModels {
         training = true;
         addKeys(first);
         addScalar(first);
+        backpropagated.push(first);
       } else if (mc?.method === 'backward') {
         training = true;
         addKeys(mc.receiver);
+        backpropagated.push(mc.receiver);
         if (!first && !this.keywordArg(call, 'gradient')) addScalar(mc.receiver);
         // scaler.scale(loss).backward()
         const inner = unparen(mc.receiver);
@@ -79,7 +83,10 @@ export abstract class ModelProvenance extends ModelModels {
       } else if (mc?.method === 'manual_backward' || /^torch\.autograd\.(grad|backward)$/.test(q)) {
         training = true;
         const out = first ?? this.keywordArg(call, 'outputs') ?? this.keywordArg(call, 'tensors');
-        if (out) addKeys(out);
+        if (out) {
+          addKeys(out);
+          backpropagated.push(out);
+        }
         if (mc?.method === 'manual_backward') addScalar(first);
       } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
         training = true;
@@ -87,9 +94,91 @@ export abstract class ModelProvenance extends ModelModels {
     }
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
     for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
-    const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, training };
+    const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, sourceDefs: this.soleSourceDefs(backpropagated), training };
     data.backward = facts;
     return facts;
+  }
+
+  /**
+   * The definitions that are the only source of a backpropagated value, transitively: for
+   * `loss = sum(losses) if isinstance(losses, tuple) else losses` with `loss.backward()`, the
+   * definitions of `losses` that reach it, and for `losses = parts` the definitions of `parts`.
+   * A value made from two names (`crit(out, y)`, `loss / n`) names neither: which one holds the
+   * graph is not known. Literal and container definitions are starts or buffers, not sources.
+   */
+  protected soleSourceDefs(backpropagated: readonly SyntaxNode[]): Set<Binding> {
+    const out = new Set<Binding>();
+    const work: SyntaxNode[] = [...backpropagated];
+    for (let e = work.pop(), budget = 64; e && budget > 0; e = work.pop(), budget--) {
+      const sources = this.graphSources(e, 0);
+      if (!sources || sources.length === 0) continue;
+      const key = this.src(sources[0]);
+      if (sources.some((n) => this.src(n) !== key)) continue;
+      for (const n of sources) {
+        for (const d of this.reachingDefs(key, n)?.defs ?? []) {
+          if (out.has(d) || !d.value || d.unpacked || this.initialValue(d) || /^(list|tuple|dictionary|set|list_comprehension|dictionary_comprehension|set_comprehension|generator_expression)$/.test(unparen(d.value).type)) continue;
+          out.add(d);
+          work.push(d.value);
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The names and attributes an expression is computed from by operations that keep autograd
+   * history (arithmetic, a reduction, a cast or move, an element, either branch of a
+   * conditional), ignoring literals, conditions, indexes, dims and devices; undefined when
+   * any part is something else (a call of an unknown function, a comprehension).
+   */
+  protected graphSources(expr: SyntaxNode, depth: number): SyntaxNode[] | undefined {
+    const n = unparen(expr);
+    if (depth > 8) return undefined;
+    const all = (parts: (SyntaxNode | undefined)[]): SyntaxNode[] | undefined => {
+      const out: SyntaxNode[] = [];
+      for (const p of parts) {
+        const s = p ? this.graphSources(p, depth + 1) : undefined;
+        if (!s) return undefined;
+        out.push(...s);
+      }
+      return out;
+    };
+    switch (n.type) {
+      case 'identifier':
+        return this.src(n) === 'self' ? undefined : [n];
+      case 'attribute': {
+        const attr = child(n, 'attribute');
+        return attr && /^(data|grad)$/.test(this.src(attr)) ? undefined : [n];
+      }
+      case 'integer':
+      case 'float':
+        return [];
+      case 'binary_operator':
+        return all([child(n, 'left'), child(n, 'right')]);
+      case 'unary_operator':
+        return all([child(n, 'argument')]);
+      case 'conditional_expression': {
+        const parts = namedChildren(n);
+        return parts.length === 3 ? all([parts[0], parts[2]]) : undefined;
+      }
+      case 'subscript':
+        return all([child(n, 'value')]);
+      case 'call': {
+        const args = this.positionalArgs(n);
+        const mc = this.methodCall(n);
+        const q = this.qualify(this.callee(n)) ?? '';
+        if (mc && !q.startsWith('torch.')) {
+          // `loss.mean()`, `loss.to(device)`: the arguments are dims, dtypes, devices.
+          if (/^(sum|mean|float|double|half|to|cuda|squeeze|unsqueeze|view|reshape|flatten|clone|contiguous)$/.test(mc.method)) return all([mc.receiver]);
+          if (/^(mul|div|add|sub|pow)$/.test(mc.method)) return all([mc.receiver, ...args]);
+          return undefined;
+        }
+        if ((q === 'sum' || /^torch\.(sum|mean|stack|cat|concat)$/.test(q)) && args.length === 1) return all(args);
+        return undefined;
+      }
+      default:
+        return undefined;
+    }
   }
 
   /**
@@ -215,6 +304,10 @@ export abstract class ModelProvenance extends ModelModels {
       }
       case 'subscript': {
         const v = child(n, 'value');
+        // `get_gradients(batch)[0]`: the element a project function's summary knows, as for `grads, out = ...`.
+        const call = v && unparen(v);
+        const key = call?.type === 'call' ? literalKey(this, child(n, 'subscript')) : undefined;
+        if (call && key !== undefined) return this.elementCarries(call, key, seen);
         return !!v && this.carriesHistory(v, seen);
       }
       case 'conditional_expression':
@@ -239,13 +332,19 @@ export abstract class ModelProvenance extends ModelModels {
     const facts = this.backwardFacts(this.scopeOf(at));
     let carried = false;
     for (const d of r.defs) {
-      if (facts.scalarDefs.has(d)) {
+      if (facts.scalarDefs.has(d) || facts.sourceDefs.has(d)) {
         carried = true;
         continue;
       }
       // A definition being answered already (`h = cell(x, h)` through the loop's back edge) neither adds nor vetoes.
       if (this.initialValue(d) || this.carrying.has(d)) continue;
-      if (!d.value || this.gradState(d.at) === 'off') return false;
+      if (this.gradState(d.at) === 'off') return false;
+      if (!d.value) {
+        // `for step, out in enumerate(outputs)`: an element of a value with history.
+        if (!this.loopElementCarries(d, seen)) return false;
+        carried = true;
+        continue;
+      }
       this.carrying.add(d);
       try {
         if (!this.definitionValueCarries(d, new Set(seen))) return false;
@@ -256,6 +355,24 @@ export abstract class ModelProvenance extends ModelModels {
     }
     if (r.entry && !facts.scalar.has(key) && (at.type === 'attribute' || this.isParam(this.scopeOf(at), key) || this.isGlobalIn(this.scopeOf(at), key))) return false;
     return carried;
+  }
+
+  /**
+   * Does the loop variable a `for` binds take elements of a value with history: `for out in
+   * outputs` or `for step, out in enumerate(outputs)` over a local name (not a call: a loader,
+   * `model.parameters()`), whose definitions carry history (the steps of a decoder's outputs)?
+   */
+  protected loopElementCarries(d: Binding, seen: Set<number>): boolean {
+    if (d.at.type !== 'for_statement') return false;
+    const left = child(d.at, 'left');
+    let right = child(d.at, 'right');
+    right = right && unparen(right);
+    if (!left || !right) return false;
+    if (left === d.target) return right.type === 'identifier' && this.carriesHistory(right, seen);
+    if (right.type !== 'call' || this.src(this.callee(right) ?? right) !== 'enumerate') return false;
+    const items = namedChildren(left);
+    const seq = this.positionalArgs(right)[0];
+    return (left.type === 'pattern_list' || left.type === 'tuple_pattern') && items.length === 2 && items[1] === d.target && seq?.type === 'identifier' && this.carriesHistory(seq, seen);
   }
 
   /**
@@ -425,7 +542,7 @@ export abstract class ModelProvenance extends ModelModels {
     return this.memo(`steploop:${loop.order}`, () => {
       if (loop.type === 'for_statement') {
         const right = child(loop, 'right');
-        if (right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right))) return true;
+        if (right && this.iteratesLoader(right, loop)) return true;
       }
       for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition')) {
         if (d.type !== 'call') continue;
@@ -436,6 +553,20 @@ export abstract class ModelProvenance extends ModelModels {
       }
       return false;
     });
+  }
+
+  /**
+   * Is a loop's iterable a data loader: named like one (`train_loader`, `dl`), or a local name
+   * bound to a `DataLoader` or a torchtext batch iterator (`batch_iterator =
+   * torchtext.data.BucketIterator(...)`)?
+   */
+  protected iteratesLoader(right: SyntaxNode, loop: SyntaxNode): boolean {
+    if (/loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right))) return true;
+    const n = unparen(right);
+    if (n.type !== 'identifier') return false;
+    const b = this.binding(this.src(n), loop);
+    const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    return v?.type === 'call' && /^(torch\.utils\.data\.DataLoader|torchtext\.(legacy\.)?data\.(Bucket|BPTT)?Iterator)$/.test(this.qualify(this.callee(v)) ?? '');
   }
 
   /** The innermost enclosing step loop within the node's scope. */
@@ -524,7 +655,7 @@ export abstract class ModelProvenance extends ModelModels {
   protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
     return this.memo(`loopsignals:${loop.order}`, () => {
       const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
-      const out = { loader: !!right && /loader|dataloader|\bdl\b|_dl\b/i.test(this.src(right)), step: false, backward: false };
+      const out = { loader: !!right && this.iteratesLoader(right, loop), step: false, backward: false };
       for (const d of descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda' || (x !== loop && loopTypes.has(x.type)))) {
         if (d.type !== 'call') continue;
         const mc = this.methodCall(d);

@@ -115,6 +115,12 @@ export interface BackwardFacts {
   /** Definitions on which `.backward()` is called without arguments: scalars with history. */
   readonly scalarDefs: ReadonlySet<Binding>;
   readonly scalar: ReadonlySet<string>;
+  /**
+   * Definitions whose value is the only source of a backpropagated value (`losses =
+   * self.model.calculate_loss(batch)`; `loss = sum(losses)`; `loss.backward()`): whatever the
+   * call that made them, they hold autograd history, or the backward pass would fail.
+   */
+  readonly sourceDefs: ReadonlySet<Binding>;
   /** The scope calls `.backward()`, `autograd.grad` or an optimizer step. */
   readonly training: boolean;
 }

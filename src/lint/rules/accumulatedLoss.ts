@@ -7,7 +7,7 @@ import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
 import { track } from '../deps';
 import type { Rule } from '../rule';
-import { baseOf, child, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { baseOf, child, contains, descendants, isScopeNode, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulatedParams, argumentFor, carrierIn, resolveCall, returnsState } from '../model/summaries';
 import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
@@ -19,8 +19,9 @@ export const rule: Rule = {
   defaultSeverity: 'warning',
   summary: 'A tensor with autograd history is accumulated into something that outlives the training step.',
   explanation:
-    'The accumulated tensor keeps a reference to its autograd graph, and the graph keeps every intermediate activation of the forward pass that produced it. ' +
-    'Summing or appending it step after step chains those graphs together, so GPU memory grows with every iteration until the epoch ends or CUDA runs out of memory. ' +
+    'The accumulated tensor keeps a reference to its autograd graph. Where the step\'s loss was never backpropagated (an evaluation loop without a grad guard, a loss that is only logged), ' +
+    'that graph still holds every activation its forward pass saved, so GPU memory grows by a step\'s activations every iteration until the epoch ends or CUDA runs out of memory. ' +
+    'Where it was backpropagated first, `backward()` freed the saved activations, but every step\'s tensor and its chain of autograd nodes stay referenced until the accumulator is freed: a slower leak, and the accumulator can no longer be backpropagated. ' +
     'Store a Python number (`.item()`) or a detached tensor (`.detach()`) instead.',
   docsUrl: docsUrlFor(id),
   check,
@@ -181,6 +182,55 @@ function loopFeedsBackward(model: FileModel, loop: SyntaxNode): boolean {
   return false;
 }
 
+/**
+ * What keeping `value` (stored at `stmt`) holds on to, as the end of a message: a value whose
+ * history flows into a backward pass of the same scope (the step's loss, the output it was
+ * computed from) has had its saved activations freed by that pass (unless `retain_graph`), and
+ * keeps only its tensor and its chain of autograd nodes; any other keeps its activations.
+ */
+function whatIsHeld(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): string {
+  return backpropagatedInScope(model, value, stmt)
+    ? "backward() has freed each step's saved activations, but every step's tensor and its chain of autograd nodes stay referenced, so memory still grows every step"
+    : "every step's activations stay on the GPU";
+}
+
+function backpropagatedInScope(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): boolean {
+  const scope = model.scopeOf(stmt);
+  for (const call of model.callsIn(scope)) {
+    const mc = model.methodCall(call);
+    if (mc?.method !== 'backward' && mc?.method !== 'manual_backward') continue;
+    const retain = model.keywordArg(call, 'retain_graph');
+    if (retain && model.src(retain) !== 'False' && model.src(retain) !== 'None') return false;
+  }
+  const v = unparen(value);
+  const names = [v, ...descendants(v)].filter((d) => (d.type === 'identifier' && d.parent?.type !== 'attribute' && d.parent?.type !== 'keyword_argument' && !(d.parent?.type === 'call' && d.field === 'function')) || (d.type === 'attribute' && d.parent?.type !== 'attribute' && !(d.parent?.type === 'call' && d.field === 'function')));
+  const carriers = names.filter((n) => model.carriesHistory(n));
+  if (carriers.length === 0) return false;
+  // A Lightning `training_step` that returns what it keeps: the trainer backpropagates the returned loss.
+  const fn = model.functionOf(stmt);
+  if (fn?.name === 'training_step' && fn.cls && fn.body) {
+    const returned = new Set([...descendants(fn.body, isScopeNode)].filter((d) => d.type === 'return_statement').map((r) => (namedChildren(r)[0] ? model.src(namedChildren(r)[0]) : '')));
+    if (carriers.every((n) => returned.has(model.src(n)))) return true;
+  }
+  return carriers.every((n) => model.reachesBackward(model.src(n), n));
+}
+
+/**
+ * Does the code test whether `value` is a tuple, list or dict (`sum(losses) if isinstance(losses,
+ * tuple) else losses`)? Then it is one on some path, where `.item()` and `.detach()` both fail.
+ */
+function maybeContainer(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): boolean {
+  const v = unparen(value);
+  if (v.type !== 'identifier') return false;
+  const name = model.src(v);
+  return model.callsIn(model.scopeOf(stmt)).some((c) => {
+    const callee = model.callee(c);
+    if (!callee || model.src(callee) !== 'isinstance') return false;
+    const [subject, types] = model.positionalArgs(c);
+    return !!subject && !!types && model.src(subject) === name && /\b(tuple|list|dict|Sequence|Mapping)\b/.test(model.src(types));
+  });
+}
+
 function suffixFor(model: FileModel, value: SyntaxNode, kind: Accumulation['kind']): string {
   if (model.isScalar(value)) return '.item()';
   return kind === 'list' && !model.src(value).endsWith('.cpu()') ? '.detach().cpu()' : '.detach()';
@@ -217,8 +267,11 @@ function finding(model: FileModel, acc: Accumulation): RawFinding {
   // `total += loss.item()` makes `total` a number: `.detach()` where it is used as a tensor later.
   if (suffix === '.item()' && base.type !== 'call' && usedAsTensorAfter(model, model.src(base), acc.stmt)) suffix = '.detach()';
   const fixedText = model.src(fixed);
+  if (maybeContainer(model, fixed, acc.stmt)) {
+    return { message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: ${whatIsHeld(model, acc.value, acc.stmt)}.`, range: rangeOf(acc.stmt), fixes: [] };
+  }
   return {
-    message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: every step's activations stay on the GPU.`,
+    message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: ${whatIsHeld(model, acc.value, acc.stmt)}.`,
     range: rangeOf(acc.stmt),
     fixes: [{ title: `Store \`${suffix === '.item()' ? `${fixedText}.item()` : `${fixedText}${suffix}`}\` instead`, edits: [appendToExpression(model, fixed, suffix)] }],
   };
@@ -245,14 +298,32 @@ function classOfInstance(model: FileModel, receiver: SyntaxNode, at: SyntaxNode,
   const key = model.src(receiver);
   const fn = model.functionOf(at);
   if (fn && receiver.type === 'identifier' && model.isParam(fn.node, key) && model.bindingsIn(fn.node, key).length === 0) {
-    return depth < 2 ? classFromCallers(fn, key, depth) : undefined;
+    return depth < 3 ? (classFromCallers(fn, key, depth) ?? classOfDefault(model, fn, key)) : undefined;
   }
   const b = model.binding(key, at) ?? model.bindingAnywhere(key);
   const value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  // `loss = self.loss`, `self.loss = loss`: the instance another name holds.
+  if (b && value && (value.type === 'identifier' || value.type === 'attribute') && model.src(value) !== key) return depth < 3 ? classOfInstance(model, value, b.at, depth + 1) : undefined;
   if (value?.type !== 'call') return undefined;
   const callee = model.callee(value);
   const name = callee ? lastName(model.src(callee)) : '';
   return /^[A-Z]/.test(name) ? name : undefined;
+}
+
+/** `def __init__(self, loss=NLLLoss())`: the class a parameter's default value is built from. */
+function classOfDefault(model: FileModel, fn: FunctionInfo, param: string): string | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    const value = child(p, 'value');
+    if (!name || model.src(name) !== param || !value) continue;
+    const v = unparen(value);
+    const callee = v.type === 'call' ? model.callee(v) : undefined;
+    const cls = callee ? lastName(model.src(callee)) : '';
+    return /^[A-Z]/.test(cls) ? cls : undefined;
+  }
+  return undefined;
 }
 
 function classFromCallers(fn: FunctionInfo, param: string, depth: number): string | undefined {
@@ -288,7 +359,7 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
     // `p = augment.tune(pred)` with `p` feeding the loss: what the call returns may carry `pred`'s graph.
     const resultUsed = call.parent?.type !== 'expression_statement';
     return {
-      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step, so every step's activations stay on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step: ${whatIsHeld(model, arg, stmt)}.`,
       range: rangeOf(stmt),
       fixes: (resultUsed && feedsBackward(model, call)) || leavesForBackward(model, stmt) ? [] : [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
     };
@@ -320,7 +391,7 @@ function checkHelperCall(model: FileModel, call: SyntaxNode): RawFinding | undef
     const suffix = model.isScalar(value) ? '.item()' : '.detach()';
     const valueText = model.src(value);
     return {
-      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${valueText}\` with its autograd graph: \`${target.fn.name}\` accumulates it into \`${model.src(store)}\`, which outlives the training step, so every step's activations stay on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` keeps \`${valueText}\` with its autograd graph: \`${target.fn.name}\` accumulates it into \`${model.src(store)}\`, which outlives the training step: ${whatIsHeld(model, value, stmt)}.`,
       range: rangeOf(stmt),
       fixes: value.type === 'identifier' || value.type === 'attribute' || value.type === 'call' ? [{ title: `Pass \`${valueText}${suffix}\` instead`, edits: [appendToExpression(model, value, suffix)] }] : [],
     };

@@ -3,7 +3,7 @@ import { rangeOf, removeStatement } from '../fixes';
 import { basename } from 'node:path';
 import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, child, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -21,7 +21,7 @@ export const rule: Rule = {
   check(model: FileModel): RawFinding[] {
     const findings: RawFinding[] = [];
     for (const call of model.targetCalls()) {
-      if (model.qualify(model.callee(call)) !== 'torch.cuda.empty_cache') continue;
+      if (model.qualify(model.callee(call)) !== 'torch.cuda.empty_cache' && !acceleratorAlias(model, call)) continue;
       let inLoop: SyntaxNode | undefined;
       let excused = false;
       for (const a of ancestors(call)) {
@@ -33,7 +33,7 @@ export const rule: Rule = {
         if (a.type === 'except_clause' || a.type === 'finally_clause') excused = true;
         if (a.type === 'if_statement' || a.type === 'elif_clause') {
           const cond = child(a, 'condition');
-          if (cond && /%|\bstep\b|==/.test(model.src(cond))) excused = true;
+          if (cond && /%|\bstep\b|==/.test(model.src(cond)) && !deviceCheck(model.src(cond))) excused = true;
         }
       }
       if (excused) continue;
@@ -45,7 +45,9 @@ export const rule: Rule = {
       const stmt = statementOf(call);
       if (stmt && leavesLoopAfter(stmt)) continue;
       findings.push({
-        message: caller
+        message: acceleratorAlias(model, call)
+          ? `\`${model.src(call)}\` (the accelerator's \`empty_cache()\`) on every iteration frees no memory that is still in use and makes the next step allocate from the driver again.`
+          : caller
           ? `\`torch.cuda.empty_cache()\` runs on every iteration of the loop that calls \`${caller.text}\` (${caller.where}): it frees no memory that is still in use and makes the next step allocate from the driver again.`
           : '`torch.cuda.empty_cache()` on every iteration frees no memory that is still in use and makes the next step allocate from the driver again.',
         range: rangeOf(call),
@@ -55,6 +57,30 @@ export const rule: Rule = {
     return findings;
   },
 };
+
+/**
+ * A condition that tests which device runs (`if flair.device.type == "cuda":`), not how often:
+ * it is true on every iteration of a GPU run.
+ */
+function deviceCheck(cond: string): boolean {
+  return /\b(device|cuda|is_available|gpu)\b/i.test(cond) && !/%|\bstep\b|\biter|\bbatch|\bepoch/i.test(cond);
+}
+
+/**
+ * `mod.empty_cache()` where `mod = torch.cuda` or `mod = getattr(torch, device_type, torch.cuda)`
+ * (the CUDA, XPU or NPU module, chosen at run time).
+ */
+function acceleratorAlias(model: FileModel, call: SyntaxNode): boolean {
+  const mc = model.methodCall(call);
+  if (mc?.method !== 'empty_cache' || mc.receiver.type !== 'identifier') return false;
+  const b = model.binding(model.src(mc.receiver), call);
+  const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  if (!v) return false;
+  if (model.qualify(v) === 'torch.cuda') return true;
+  if (v.type !== 'call' || model.src(model.callee(v) ?? v) !== 'getattr') return false;
+  const [obj] = model.positionalArgs(v);
+  return !!obj && model.qualify(obj) === 'torch';
+}
 
 /** Does a later statement of the same block leave the loop (`break`, `return`, `raise`)? Then the call runs at most once. */
 function leavesLoopAfter(stmt: SyntaxNode): boolean {

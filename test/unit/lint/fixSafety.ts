@@ -452,6 +452,9 @@ export class FixSafetyChecker {
       for (const stmt of statementsIn(old, e)) {
         const t = src(old, stmt);
         if (/^(torch\.)?cuda\.empty_cache\(\)$|^torch\.cuda\.empty_cache\(\)$|^gc\.collect\(\)$/.test(t.trim())) continue;
+        // `accel.empty_cache()` for `accel = getattr(torch, device_type, torch.cuda)` or `accel = torch.cuda`: the same flush.
+        const alias = /^(\w+)\.empty_cache\(\)$/.exec(t.trim());
+        if (alias && new RegExp(`^\\s*${alias[1]}\\s*=\\s*(getattr\\(\\s*torch\\s*,|torch\\.cuda\\s*$)`, 'm').test(old.text)) continue;
         const move = /^(?:(\w[\w.]*)\s*=\s*)?(\w[\w.]*)\.(to\(.*\)|cuda\(.*\))$/s.exec(t.trim());
         if (move && !undoneInLoop(old, stmt, move[2])) continue;
         bad(`removes \`${t.split('\n')[0]}\``);

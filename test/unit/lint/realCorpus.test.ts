@@ -58,8 +58,10 @@ describe('real-code lint corpus', () => {
     assert.equal(unlabelled, 0, 'every finding on the corpus is labelled (bench/lint/real.js lists the unlabelled ones)');
     for (const r of run.report.rows.filter((x) => x.counted && x.precision !== undefined)) assert.ok(r.precision! >= 0.95, `${r.rule}: precision ${r.precision} < 0.95`);
     assert.ok(row('missing-no-grad')!.recall! >= 0.8, `missing-no-grad: recall ${row('missing-no-grad')!.recall} < 0.80`);
-    // The goal is 0.80; measured 0.55 (6 of 11) when this was written: a floor against regressions, not the goal.
-    assert.ok(row('accumulated-loss')!.recall! >= 0.54, `accumulated-loss: recall ${row('accumulated-loss')!.recall} fell below the measured 0.55`);
+    // The goal is 0.80; measured 0.91 (10 of 11): losses inferred from the value they are the only source of, and a loss object reached through an attribute.
+    assert.ok(row('accumulated-loss')!.recall! >= 0.9, `accumulated-loss: recall ${row('accumulated-loss')!.recall} fell below the measured 0.91`);
+    // Measured 1.00 (4 of 4) with device checks and accelerator aliases: a floor against regressions.
+    assert.ok(row('empty-cache-in-loop')!.recall! >= 0.99, `empty-cache-in-loop: recall ${row('empty-cache-in-loop')!.recall} fell below the measured 1.00`);
     // ---- end of goals
   });
 });
