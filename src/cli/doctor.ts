@@ -9,6 +9,7 @@ import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWe
 import { runProbe } from '../doctor/probe';
 import { exitCodeOf, renderCheck, renderHeader, type Check, type DoctorReport } from '../doctor/report';
 import { runJob } from '../training/launchers/coordinator';
+import { parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench doctor [--json] [--no-train] [--steps N] [--nvidia-smi PATH] [--python PATH]
 
@@ -37,8 +38,6 @@ interface Options {
   python: string | undefined;
   probe: string | undefined;
 }
-
-class UsageError extends Error {}
 
 function parseArgs(argv: string[]): Options | 'help' {
   const o: Options = { json: false, train: true, steps: 30, nvidiaSmi: 'nvidia-smi', python: undefined, probe: undefined };
@@ -72,18 +71,8 @@ function parseArgs(argv: string[]): Options | 'help' {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`gpu-workbench doctor: ${err.message}\n\n${help}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(`${help}\n`);
-    return 0;
-  }
+  const o = parseCommandLine('doctor', help, () => parseArgs(argv));
+  if (typeof o === 'number') return o;
   if (o.probe !== undefined) {
     process.stdout.write(`${JSON.stringify(await runProbe(o.probe))}\n`);
     return 0;

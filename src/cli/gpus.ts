@@ -4,6 +4,7 @@
  */
 import { GpuMonitor, sampleOnce } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
+import { parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench gpus [--json] [--watch [--interval MS] [--count N]] [--nvidia-smi PATH]
 
@@ -32,8 +33,6 @@ interface Options {
   count: number | null;
   nvidiaSmiPath: string | undefined;
 }
-
-class UsageError extends Error {}
 
 function parseArgs(argv: string[]): Options | 'help' {
   const o: Options = { json: false, watch: false, intervalMs: 1000, count: null, nvidiaSmiPath: undefined };
@@ -157,18 +156,8 @@ function watch(o: Options): Promise<number> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`gpu-workbench gpus: ${err.message}\n\n${help}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(`${help}\n`);
-    return 0;
-  }
+  const o = parseCommandLine('gpus', help, () => parseArgs(argv));
+  if (typeof o === 'number') return o;
   if (o.watch) return watch(o);
   const s = await sampleOnce({ nvidiaSmiPath: o.nvidiaSmiPath });
   print(s, o, false);

@@ -10,6 +10,7 @@ import type { JobEvent } from '../training/job/events';
 import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
+import { parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 
@@ -51,8 +52,6 @@ interface Options {
   overrides: JobOverrides;
   findBatchSize?: { maxBatchSize?: number; steps?: number };
 }
-
-class UsageError extends Error {}
 
 const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
 const backends: readonly BackendChoice[] = ['auto', 'tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm', 'cpu'];
@@ -310,18 +309,8 @@ async function findBatchSize(opts: Options): Promise<number> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let o: Options | 'help';
-  try {
-    o = parseTrainArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`gpu-workbench train: ${err.message}\n\n${help}\n`);
-    return 2;
-  }
-  if (o === 'help') {
-    process.stdout.write(`${help}\n`);
-    return 0;
-  }
+  const o = parseCommandLine('train', help, () => parseTrainArgs(argv));
+  if (typeof o === 'number') return o;
   const opts = o;
   if (opts.findBatchSize) return findBatchSize(opts);
   const state = { every: 1 };

@@ -10,6 +10,7 @@ import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, type TrialView } from '../tuning/experiment';
 import { formatValue } from '../tuning/space';
 import { loadSpec, SpecError, type TuneSpec } from '../tuning/spec';
+import { parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench tune SPEC.json [--json] [--resume] [--name NAME] [--gpus N]
 
@@ -35,8 +36,6 @@ Exit code 0 when the experiment ran to its end, 1 when it could not run or every
 2 for bad options or a bad spec, 130 when stopped.`;
 
 interface Options { spec: string; json: boolean; resume: boolean; name?: string; gpus?: number; intervalS: number }
-
-class UsageError extends Error {}
 
 function parseArgs(argv: string[]): Options | 'help' {
   let spec: string | undefined;
@@ -143,21 +142,8 @@ async function gpuCount(): Promise<{ count: number; note?: string }> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let o: Options;
-  try {
-    const parsed = parseArgs(argv);
-    if (parsed === 'help') {
-      process.stdout.write(`${help}\n`);
-      return 0;
-    }
-    o = parsed;
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`gpu-workbench tune: ${err.message}\n\n${help}\n`);
-      return 2;
-    }
-    throw err;
-  }
+  const o = parseCommandLine('tune', help, () => parseArgs(argv));
+  if (typeof o === 'number') return o;
   let spec: TuneSpec;
   try {
     spec = loadSpec(o.spec);
