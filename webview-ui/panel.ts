@@ -208,6 +208,7 @@ export class Panel {
   private updateCards(snapshot: GpuSnapshot, appendToChart: boolean): void {
     const seen = new Set<string>();
     let previous: Element | null = null;
+    const workers = jobWorkersByPid(this.job);
     for (const d of snapshot.devices) {
       const key = deviceKey(d);
       seen.add(key);
@@ -220,7 +221,7 @@ export class Panel {
       const expected: Element | null = previous ? previous.nextElementSibling : this.devices.firstElementChild;
       if (expected !== card.root) this.devices.insertBefore(card.root, expected);
       previous = card.root;
-      card.setJobWorkers(jobWorkersByPid(this.job));
+      card.setJobWorkers(workers);
       card.update(d, snapshot.processes.filter((p) => p.gpuIndex === d.index));
       card.setJob(jobMark(this.job, d.index));
       card.setStale(snapshot.stale === true);

@@ -9,7 +9,7 @@ import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWe
 import { runProbe } from '../doctor/probe';
 import { exitCodeOf, renderCheck, renderHeader, type Check, type DoctorReport } from '../doctor/report';
 import { runJob } from '../training/launchers/coordinator';
-import { parseCommandLine, UsageError } from './args';
+import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench doctor [--json] [--no-train] [--steps N] [--nvidia-smi PATH] [--python PATH]
 
@@ -41,16 +41,7 @@ interface Options {
 
 function parseArgs(argv: string[]): Options | 'help' {
   const o: Options = { json: false, train: true, steps: 30, nvidiaSmi: 'nvidia-smi', python: undefined, probe: undefined };
-  for (let i = 0; i < argv.length; i++) {
-    const eq = argv[i].startsWith('--') ? argv[i].indexOf('=') : -1;
-    const name = eq > 0 ? argv[i].slice(0, eq) : argv[i];
-    const value = (): string => {
-      if (eq > 0) return argv[i].slice(eq + 1);
-      const v = argv[i + 1];
-      if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
-      i++;
-      return v;
-    };
+  for (const { arg, name, value } of commandLineArgs(argv)) {
     switch (name) {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;
@@ -64,7 +55,7 @@ function parseArgs(argv: string[]): Options | 'help' {
       case '--nvidia-smi': o.nvidiaSmi = value(); break;
       case '--python': o.python = value(); break;
       case '--probe': o.probe = value(); break;
-      default: throw new UsageError(`unknown option '${argv[i]}'`);
+      default: throw new UsageError(`unknown option '${arg}'`);
     }
   }
   return o;

@@ -10,7 +10,7 @@ import type { JobEvent } from '../training/job/events';
 import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
-import { parseCommandLine, UsageError } from './args';
+import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 
@@ -62,17 +62,7 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
   let find = false;
   const searchOptions: string[] = [];
   const search: { maxBatchSize?: number; steps?: number } = {};
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    const value = (): string => {
-      if (eq > 0) return arg.slice(eq + 1);
-      const v = argv[i + 1];
-      if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
-      i++;
-      return v;
-    };
+  for (const { arg, name, value } of commandLineArgs(argv)) {
     switch (name) {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;

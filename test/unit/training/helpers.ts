@@ -1,9 +1,10 @@
 /** Helpers shared by the training job tests: run a job to its end, read its checkpoint, wait on worker processes. */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
 import { runJob, type RunJobOptions } from '../../../src/training/launchers/coordinator';
-import { fixtures } from '../../paths';
+import { fixtures, repoRoot } from '../../paths';
 
 export const tinyJob = join(fixtures, 'jobs', 'tiny-mnist.job.json');
 
@@ -33,4 +34,16 @@ export async function until(what: string, cond: () => boolean, timeoutMs: number
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** Runs the built `gpu-workbench train ... --json` to its end: its exit code, its JSON events and its stderr. */
+export async function trainCli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
+  const child = spawn(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const events = stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JobEvent);
+  return { code, events, stderr };
 }

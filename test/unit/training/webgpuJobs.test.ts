@@ -7,31 +7,15 @@
  * adapter; failed in CI.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JobEvent } from '../../../src/training/job/events';
 import { fixtures, repoRoot } from '../../paths';
+import { trainCli } from './helpers';
 import { adaptersOrSkip } from './webgpuAdapters';
 
-const cli = join(repoRoot, 'out', 'src', 'cli.js');
-
 /** Runs `gpu-workbench train` to its end; its --json events. */
-async function train(...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
-  return trainWith(process.env, ...args);
-}
-
-async function trainWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
-  const child = spawn(process.execPath, [cli, 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  const events = stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JobEvent);
-  return { code, events, stderr };
-}
+const train = (...args: string[]) => trainCli(process.env, ...args);
 
 describe('gpu-workbench train --backend webgpu (the example MNIST job on a smaller slice)', function () {
   this.timeout(180_000);
@@ -82,7 +66,7 @@ describe('gpu-workbench train --backend webgpu (the example MNIST job on a small
   it('on a machine whose nvidia-smi lists GPUs that Vulkan cannot pin, no worker claims a GPU and the job says why', async () => {
     // The fake nvidia-smi lists two GPUs (PCI 00000000:01:00.0 and :02:00.0); the only Vulkan device here is lavapipe, with no PCI address.
     const env = { ...process.env, PATH: `${join(fixtures, 'bin')}:${process.env.PATH ?? ''}` };
-    const r = await trainWith(env, join(fixtures, 'jobs', 'tiny-mnist.job.json'), '--backend', 'webgpu', '--strategy', 'ddp', '--devices', '2', '--json');
+    const r = await trainCli(env, join(fixtures, 'jobs', 'tiny-mnist.job.json'), '--backend', 'webgpu', '--strategy', 'ddp', '--devices', '2', '--json');
     assert.equal(r.code, 0, r.stderr);
     const started = r.events.find((e) => e.type === 'job/started');
     assert.ok(started?.type === 'job/started');

@@ -5,27 +5,16 @@
  * failed in CI), against wasm, which has no device to count.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../src/training/job/events';
 import { deviceBytesOf } from '../../../src/training/strategies/trainLoop';
 import { withDeviceBytes } from '../../../src/views/training/trainingFormat';
-import { repoRoot } from '../../paths';
+import { trainCli } from './helpers';
 import { adaptersOrSkip } from './webgpuAdapters';
 
-const cli = join(repoRoot, 'out', 'src', 'cli.js');
-
-async function train(...args: string[]): Promise<{ code: number | null; events: JobEvent[]; stderr: string }> {
-  const child = spawn(process.execPath, [cli, 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, events: stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JobEvent), stderr };
-}
+const train = (...args: string[]) => trainCli(process.env, ...args);
 
 type Memory = Extract<JobEvent, { type: 'job/memory' }>;
 
