@@ -33,6 +33,14 @@ export function* commandLineArgs(argv: readonly string[]): Generator<CommandLine
   }
 }
 
+/** An option's value as a whole number of at least `min`; a UsageError naming the option otherwise. */
+export function wholeNumber(text: string, name: string, min = 0): number {
+  if (!/^\d+$/.test(text) || Number(text) < min) {
+    throw new UsageError(`${name} expects a whole number${min > 0 ? ` of at least ${min}` : ''}, got '${text}'`);
+  }
+  return Number(text);
+}
+
 /**
  * Runs a subcommand's argument parser: its options, or the exit code when there is nothing to
  * run — 0 after printing the help (`--help`), 2 after printing what was wrong and the help.

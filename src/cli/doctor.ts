@@ -9,7 +9,7 @@ import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWe
 import { runProbe } from '../doctor/probe';
 import { exitCodeOf, renderCheck, renderHeader, type Check, type DoctorReport } from '../doctor/report';
 import { runJob } from '../training/launchers/coordinator';
-import { commandLineArgs, parseCommandLine, UsageError } from './args';
+import { commandLineArgs, parseCommandLine, UsageError, wholeNumber } from './args';
 
 const help = `usage: gpu-workbench doctor [--json] [--no-train] [--steps N] [--nvidia-smi PATH] [--python PATH]
 
@@ -46,12 +46,7 @@ function parseArgs(argv: string[]): Options | 'help' {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;
       case '--no-train': o.train = false; break;
-      case '--steps': {
-        const v = value();
-        if (!/^\d+$/.test(v) || Number(v) < 3) throw new UsageError(`--steps expects a whole number of at least 3, got '${v}'`);
-        o.steps = Number(v);
-        break;
-      }
+      case '--steps': o.steps = wholeNumber(value(), name, 3); break;
       case '--nvidia-smi': o.nvidiaSmi = value(); break;
       case '--python': o.python = value(); break;
       case '--probe': o.probe = value(); break;

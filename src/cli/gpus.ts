@@ -4,7 +4,7 @@
  */
 import { GpuMonitor, sampleOnce } from '../gpu/monitor';
 import type { GpuSnapshot } from '../gpu/types';
-import { parseCommandLine, UsageError } from './args';
+import { commandLineArgs, parseCommandLine, UsageError, wholeNumber } from './args';
 
 const help = `usage: gpu-workbench gpus [--json] [--watch [--interval MS] [--count N]] [--nvidia-smi PATH]
 
@@ -36,26 +36,15 @@ interface Options {
 
 function parseArgs(argv: string[]): Options | 'help' {
   const o: Options = { json: false, watch: false, intervalMs: 1000, count: null, nvidiaSmiPath: undefined };
-  const value = (i: number, name: string, inline: string | undefined): [string, number] => {
-    if (inline !== undefined) return [inline, i];
-    const v = argv[i + 1];
-    if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
-    return [v, i + 1];
-  };
-  const integer = (text: string, name: string, min: number): number => {
-    if (!/^\d+$/.test(text) || Number(text) < min) throw new UsageError(`${name} expects a whole number of at least ${min}, got '${text}'`);
-    return Number(text);
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const [name, inline] = argv[i].startsWith('--') && argv[i].includes('=') ? [argv[i].slice(0, argv[i].indexOf('=')), argv[i].slice(argv[i].indexOf('=') + 1)] : [argv[i], undefined];
+  for (const { arg, name, value } of commandLineArgs(argv)) {
     switch (name) {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;
       case '--watch': o.watch = true; break;
-      case '--interval': { const [v, j] = value(i, name, inline); i = j; o.intervalMs = integer(v, name, 50); break; }
-      case '--count': { const [v, j] = value(i, name, inline); i = j; o.count = integer(v, name, 1); break; }
-      case '--nvidia-smi': { const [v, j] = value(i, name, inline); i = j; o.nvidiaSmiPath = v; break; }
-      default: throw new UsageError(`unknown option '${argv[i]}'`);
+      case '--interval': o.intervalMs = wholeNumber(value(), name, 50); break;
+      case '--count': o.count = wholeNumber(value(), name, 1); break;
+      case '--nvidia-smi': o.nvidiaSmiPath = value(); break;
+      default: throw new UsageError(`unknown option '${arg}'`);
     }
   }
   if (o.count !== null && !o.watch) throw new UsageError('--count only makes sense with --watch');

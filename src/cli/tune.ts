@@ -10,7 +10,7 @@ import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, type TrialView } from '../tuning/experiment';
 import { formatValue } from '../tuning/space';
 import { loadSpec, SpecError, type TuneSpec } from '../tuning/spec';
-import { parseCommandLine, UsageError } from './args';
+import { commandLineArgs, parseCommandLine, UsageError, wholeNumber } from './args';
 
 const help = `usage: gpu-workbench tune SPEC.json [--json] [--resume] [--name NAME] [--gpus N]
 
@@ -40,27 +40,13 @@ interface Options { spec: string; json: boolean; resume: boolean; name?: string;
 function parseArgs(argv: string[]): Options | 'help' {
   let spec: string | undefined;
   const o: Partial<Options> = { json: false, resume: false, intervalS: 5 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
-    const name = eq > 0 ? a.slice(0, eq) : a;
-    const value = (): string => {
-      if (eq > 0) return a.slice(eq + 1);
-      const v = argv[++i];
-      if (v === undefined || v.startsWith('--')) throw new UsageError(`${name} needs a value`);
-      return v;
-    };
+  for (const { arg, name, value } of commandLineArgs(argv)) {
     switch (name) {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;
       case '--resume': o.resume = true; break;
       case '--name': o.name = value(); break;
-      case '--gpus': {
-        const v = value();
-        if (!/^\d+$/.test(v)) throw new UsageError(`--gpus expects a whole number, got '${v}'`);
-        o.gpus = Number(v);
-        break;
-      }
+      case '--gpus': o.gpus = wholeNumber(value(), name); break;
       case '--interval': {
         const v = Number(value());
         if (!(v > 0)) throw new UsageError('--interval expects a positive number of seconds');
@@ -68,9 +54,9 @@ function parseArgs(argv: string[]): Options | 'help' {
         break;
       }
       default:
-        if (a.startsWith('-')) throw new UsageError(`unknown option '${a}'`);
-        if (spec !== undefined) throw new UsageError(`one spec at a time (got '${spec}' and '${a}')`);
-        spec = a;
+        if (arg.startsWith('-')) throw new UsageError(`unknown option '${arg}'`);
+        if (spec !== undefined) throw new UsageError(`one spec at a time (got '${spec}' and '${arg}')`);
+        spec = arg;
     }
   }
   if (spec === undefined) throw new UsageError('missing SPEC.json');

@@ -211,4 +211,19 @@ describe('gpu-workbench tune (the example, end to end through the CLI)', functio
     assert.equal(r.status, 2);
     assert.match(r.stderr, new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: /space/lr/loguniform: the lower bound of a log distribution must be greater than 0`));
   });
+
+  it('says which option is wrong, with the usage, and exits 2 (--gpus=x, --gpus with no value, two specs)', () => {
+    const cases: [string[], RegExp][] = [
+      [['a.tune.json', '--gpus=x'], /--gpus expects a whole number, got 'x'/],
+      [['a.tune.json', '--gpus'], /--gpus needs a value/],
+      [['a.tune.json', 'b.tune.json'], /one spec at a time \(got 'a.tune.json' and 'b.tune.json'\)/],
+      [['--json'], /missing SPEC.json/],
+    ];
+    for (const [args, message] of cases) {
+      const r = spawnSync(process.execPath, [cli, 'tune', ...args], { cwd: tmpdir(), encoding: 'utf8' });
+      assert.equal(r.status, 2, args.join(' '));
+      assert.match(r.stderr, message);
+      assert.match(r.stderr, /usage: gpu-workbench tune SPEC.json/);
+    }
+  });
 });
