@@ -108,6 +108,7 @@ export class JobSection extends FittedChart {
   private readonly finding = el('a', 'job-finding');
   private readonly ranks = el('div', 'job-ranks');
   private readonly rankRows = new Map<string, RankRow>();
+  /** Where the link under the growth hint leads: the finding, or the script at its top. */
   private shownFinding: PanelFinding | undefined;
   private data: uPlot.AlignedData = [[], []];
 
@@ -164,10 +165,13 @@ export class JobSection extends FittedChart {
       this.growthText.replaceChildren(...message.split('`').map((part, i) => (i % 2 === 1 ? el('code', undefined, part) : part)));
     }
     const f = growth?.finding;
-    this.shownFinding = f;
-    this.finding.hidden = !f;
-    setText(this.finding, f ? `${f.code} at ${f.file.split(/[\\/]/).pop()}:${f.line + 1}` : '');
-    this.finding.title = f ? `Open ${f.file} at line ${f.line + 1}: ${f.message}` : '';
+    const script = growth?.script;
+    const base = (path: string) => path.split(/[\\/]/).pop() ?? path;
+    this.shownFinding = f ?? (script ? { file: script, line: 0, code: '', message: '' } : undefined);
+    this.finding.hidden = !this.shownFinding;
+    this.finding.classList.toggle('open-script', !f && !!script);
+    setText(this.finding, f ? `${f.code} at ${base(f.file)}:${f.line + 1}` : script ? `Open ${base(script)} to check it for the cause` : '');
+    this.finding.title = f ? `Open ${f.file} at line ${f.line + 1}: ${f.message}` : script ? `Open ${script}: the OOM hints check the files shown in editors, and link their finding here` : '';
   }
 
   update(job: PanelJob | null): void {

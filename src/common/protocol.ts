@@ -58,6 +58,11 @@ export interface PanelGrowthHint {
   readonly ranks: readonly number[];
   /** The language server's finding in the running script that explains such growth (accumulated loss…), when it has one. */
   readonly finding?: PanelFinding;
+  /**
+   * Without a finding: the running script, to open (the language server checks the files shown in
+   * editors, so a script no editor shows has no findings yet; once open, its finding is linked).
+   */
+  readonly script?: string;
 }
 
 /** A diagnostic of the OOM-hints language server, as the panel links it. */
@@ -82,7 +87,7 @@ export type PanelToHostMessage =
   | { readonly type: 'panel/refresh' }
   /** The user asked to open one of the extension's settings (the no-GPU state's nvidia-smi path). */
   | { readonly type: 'panel/openSetting'; readonly id: string }
-  /** The user asked to open the linter's finding a growth hint links (the host opens only the one it sent). */
+  /** The user asked to open the linter's finding a growth hint links, or its script at line 0 (the host opens only what it sent). */
   | { readonly type: 'panel/openFinding'; readonly file: string; readonly line: number };
 
 /** Validates a message from the webview; returns undefined for anything malformed. */

@@ -126,6 +126,12 @@ describe('GPU panel: per-rank memory of a torchrun job (headless Chromium)', fun
     assert.equal(await rows.count(), 1);
     await p.send({ type: 'gpu/job', job: torchrunJob({ ranks: [cpuRank(0, 700, growing)], growth: { message: 'grows', ranks: [0] } }) });
     await hint.waitFor();
-    assert.equal(await link.isVisible(), false);
+    assert.equal(await link.isVisible(), false, 'neither a finding nor a script: no link');
+    // No finding yet (no editor shows the script): the link opens the script, whose findings the OOM hints then check.
+    await p.send({ type: 'gpu/job', job: torchrunJob({ ranks: [cpuRank(0, 700, growing)], growth: { message: 'grows', ranks: [0], script: finding.file } }) });
+    await eventually(async () => (await link.isVisible()) && (await link.textContent()) === 'Open train.py to check it for the cause', 'the link to open the script');
+    await link.click();
+    await p.waitForPosted('panel/openFinding', 2);
+    assert.deepEqual((await p.posted()).filter((m) => m.type === 'panel/openFinding')[1], { type: 'panel/openFinding', file: finding.file, line: 0 });
   });
 });

@@ -140,10 +140,12 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
     await vscode.env.openExternal(uri);
   }
 
-  /** Opens the script at the linter's finding that the job's growth hint links, and nothing else the page might name. */
+  /** Opens the script at the linter's finding that the job's growth hint links (or the script it offers), and nothing else the page might name. */
   private async openFinding(file: string, line: number): Promise<void> {
-    const finding = trainingJobFeed.current()?.growth?.finding;
-    if (!finding || finding.file !== file || finding.line !== line) {
+    const growth = trainingJobFeed.current()?.growth;
+    const finding = growth?.finding;
+    const offered = (finding?.file === file && finding.line === line) || (growth?.script === file && line === 0);
+    if (!offered) {
       log.warn(`GPU panel: refused to open ${file}:${line + 1}, which is no finding the panel was sent`);
       return;
     }

@@ -79,9 +79,9 @@ export function pickGrowthFinding(file: string, diagnostics: readonly Diagnostic
   return best;
 }
 
-/** The growth hint for the panel (null while no rank grows), with the finding when there is one. */
-export function growthHint(growth: ReturnType<RankMemoryTracker['growth']>, finding: PanelFinding | undefined): PanelGrowthHint | null {
+/** The growth hint for the panel (null while no rank grows), with the finding when there is one, else the script to open. */
+export function growthHint(growth: ReturnType<RankMemoryTracker['growth']>, finding: PanelFinding | undefined, script: string): PanelGrowthHint | null {
   if (growth.length === 0) return null;
   const ranks = [...new Set(growth.map((g) => g.rank))];
-  return { message: growthMessage(growth), ranks, ...(finding ? { finding } : {}) };
+  return { message: growthMessage(growth), ranks, ...(finding ? { finding } : { script }) };
 }

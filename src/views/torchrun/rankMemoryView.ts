@@ -4,9 +4,9 @@
  * processes by it), the ranks' curves, and the "grows every iteration" hint naming the ranks,
  * linked to the OOM-hints language server's finding in the running script when it has one.
  *
- * The language server lints the documents VS Code has open: when memory grows and the script is
- * not open, it is opened (no editor) so that the server lints it; its diagnostics arrive through
- * `onDidChangeDiagnostics`, and the hint links the finding then.
+ * The language server's diagnostics exist only for files shown in editors (they are pulled for
+ * visible documents): while the script is not shown, the hint offers to open it instead, and the
+ * finding is linked as soon as its diagnostics arrive (`onDidChangeDiagnostics`).
  */
 import * as vscode from 'vscode';
 import type { PanelFinding, PanelGrowthHint, PanelJob, PanelJobWorker } from '../../common/protocol';
@@ -20,7 +20,6 @@ export class RankMemoryView implements vscode.Disposable {
   private readonly subscription: vscode.Disposable;
   private finding: PanelFinding | undefined;
   private growth: PanelGrowthHint | null = null;
-  private opened = false;
 
   constructor(
     script: string,
@@ -46,7 +45,9 @@ export class RankMemoryView implements vscode.Disposable {
 
   /** What the panel keeps showing after the job ended (curves and hint; no process bars then). */
   current(): Partial<PanelJob> {
-    return this.tracker.size ? { ranks: this.tracker.ranks(), growth: this.growth, workers: rankWorkers(this.planned, this.tracker.ranks(), this.visible), ...(this.visible ? { cudaVisibleDevices: this.visible } : {}) } : {};
+    if (!this.tracker.size) return {};
+    const ranks = this.tracker.ranks();
+    return { ranks, growth: this.growth, workers: rankWorkers(this.planned, ranks, this.visible), ...(this.visible ? { cudaVisibleDevices: this.visible } : {}) };
   }
 
   dispose(): void {
@@ -54,13 +55,7 @@ export class RankMemoryView implements vscode.Disposable {
   }
 
   private publish(): void {
-    const growth = this.tracker.growth();
-    if (growth.length && !this.finding && !this.opened && !vscode.workspace.textDocuments.some((d) => d.uri.toString() === this.uri.toString())) {
-      // Not open: open it (no editor) so that the language server lints it.
-      this.opened = true;
-      vscode.workspace.openTextDocument(this.uri).then(undefined, () => undefined);
-    }
-    this.growth = growthHint(growth, this.finding);
+    this.growth = growthHint(this.tracker.growth(), this.finding, this.uri.fsPath);
     this.update(this.current());
   }
 

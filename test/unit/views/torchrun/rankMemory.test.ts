@@ -192,14 +192,16 @@ describe('per-rank memory: the growth hint\'s finding', () => {
     assert.equal(pickGrowthFinding(file, [{ source: 'GPU Workbench', code: 'missing-no-grad', line: 2, message: 'ng' }])?.code, 'missing-no-grad');
   });
 
-  it('the hint names the ranks and carries the finding; none while nothing grows', () => {
+  it('the hint names the ranks and carries the finding, else the script to open; none while nothing grows', () => {
     const t = new RankMemoryTracker();
     for (let i = 1; i <= 20; i++) t.add(cpu(1, i, 200 * MiB + 5 * MiB * i));
     const finding = { file, line: 14, code: 'accumulated-loss', message: 'm' };
-    const h = growthHint(t.growth(), finding);
+    const h = growthHint(t.growth(), finding, file);
     assert.deepEqual(h?.ranks, [1]);
     assert.equal(h?.finding, finding);
-    assert.equal(growthHint([], finding), null);
+    assert.equal(h?.script, undefined, 'the finding is the link');
+    assert.equal(growthHint(t.growth(), undefined, file)?.script, file, 'without a finding: the script to open');
+    assert.equal(growthHint([], finding, file), null);
   });
 
   it('the page may ask to open a finding by file and 0-based line, nothing malformed', () => {

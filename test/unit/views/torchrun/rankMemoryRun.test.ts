@@ -62,7 +62,7 @@ describe('per-rank memory of a real torchrun job (2 CPU ranks, Debian torch)', f
     const leakLine = text.split('\n').findIndex((l) => l.trim() === 'total += held_out');
     assert.ok(leakLine > 0);
     assert.deepEqual(finding && { code: finding.code, line: finding.line }, { code: 'accumulated-loss', line: leakLine }, JSON.stringify(diagnostics));
-    const hint = growthHint(growth, finding);
+    const hint = growthHint(growth, finding, spec.script);
     assert.deepEqual(hint?.ranks, [0]);
     assert.match(hint?.message ?? '', /^Memory grows every optimizer step on rank 0 \(RSS \+\d+\.\d MiB over steps 3-30\)/);
     assert.equal(hint?.finding?.file, spec.script);
