@@ -1,4 +1,5 @@
 import type { PanelJob } from '../src/common/protocol';
+import { bytesText, rankBarSegments, rankBarTooltip, rankLegend, ranksByPid, recordForCard, type PanelRank } from '../src/common/rankMemory';
 import type { GpuDevice, GpuProcess } from '../src/gpu/types';
 import { celsius, gib, memoryText, memoryTooltip, mib, missing, percent, power } from './format';
 import { MemoryChart } from './memoryChart';
@@ -38,6 +39,10 @@ interface ProcessRow {
   readonly total: HTMLSpanElement;
   /** For a worker of our running job: what TF.js holds on the device by its own count. */
   readonly held: HTMLSpanElement;
+  /** For a rank of our torchrun job: a row under the process's, with its bar split into allocated, cache and the rest, and their sizes. */
+  readonly detail: HTMLTableRowElement;
+  readonly rankBar: HTMLDivElement;
+  readonly rankLegend: HTMLSpanElement;
 }
 
 /** A worker of the running job, by pid: its rank, and the device bytes its backend reported. */
@@ -45,13 +50,20 @@ interface JobWorkerMark {
   readonly job: string;
   readonly rank: number;
   readonly deviceBytes: number | null;
+  /** torchrun jobs: the process's memory records from the Python companion (one per device it uses). */
+  readonly ranks?: readonly PanelRank[];
+  /** The job's CUDA_VISIBLE_DEVICES, to tell which record belongs on which card. */
+  readonly visible: readonly number[] | null;
 }
 
 /** The workers of a running job, by pid, to mark their rows among a GPU's processes. */
 export function jobWorkersByPid(job: PanelJob | null): Map<number, JobWorkerMark> {
   const out = new Map<number, JobWorkerMark>();
   if (!job || (job.state !== 'running' && job.state !== 'starting')) return out;
-  for (const w of job.workers) if (w.pid !== undefined) out.set(w.pid, { job: job.name, rank: w.rank, deviceBytes: w.deviceBytes ?? null });
+  const visible = job.cudaVisibleDevices ?? null;
+  for (const w of job.workers) if (w.pid !== undefined) out.set(w.pid, { job: job.name, rank: w.rank, deviceBytes: w.deviceBytes ?? null, visible });
+  // Ranks the companion reported, by the pid each memory message carries.
+  for (const [pid, ranks] of ranksByPid(job.ranks ?? [])) out.set(pid, { job: job.name, rank: ranks[0].rank, deviceBytes: out.get(pid)?.deviceBytes ?? null, ranks, visible });
   return out;
 }
 
@@ -165,7 +177,7 @@ export class DeviceCard {
   setJobWorkers(workers: Map<number, JobWorkerMark>): void {
     const same = workers.size === this.jobWorkers.size && [...workers].every(([pid, w]) => {
       const had = this.jobWorkers.get(pid);
-      return had?.rank === w.rank && had.deviceBytes === w.deviceBytes && had.job === w.job;
+      return had?.rank === w.rank && had.deviceBytes === w.deviceBytes && had.job === w.job && had.ranks === w.ranks;
     });
     if (same) return;
     this.jobWorkers = workers;
@@ -186,9 +198,19 @@ export class DeviceCard {
         const memory = el('td', 'mem');
         const total = el('span', 'total');
         const held = el('span', 'held');
+        const rankBar = el('div', 'rank-bar');
+        rankBar.setAttribute('role', 'img');
+        rankBar.append(el('span', 'seg seg-allocated'), el('span', 'seg seg-cached'), el('span', 'seg seg-other'));
+        const legend = el('span', 'rank-legend');
         memory.append(total, held);
         row.append(el('td', 'pid', String(p.pid)), name, memory);
-        r = { row, name, memory, total, held };
+        const detail = el('tr', 'rank-detail');
+        detail.dataset.pid = String(p.pid);
+        const cell = el('td');
+        cell.colSpan = 3;
+        cell.append(rankBar, legend);
+        detail.append(cell);
+        r = { row, name, memory, total, held, detail, rankBar, rankLegend: legend };
         this.rows.set(p.pid, r);
       }
       // Paths can be long (/opt/conda/envs/…/python): show the file name, the path on hover.
@@ -199,16 +221,42 @@ export class DeviceCard {
       r.row.classList.toggle('job-worker', worker !== undefined);
       r.held.hidden = worker?.deviceBytes == null;
       setText(r.held, worker?.deviceBytes == null ? '' : `TF.js ${Math.round(worker.deviceBytes / 2 ** 20)} MiB`);
-      setTitle(r.memory, worker === undefined ? ''
-        : `rank ${worker.rank} of ${worker.job}. nvidia-smi: the whole process (its driver context included)${worker.deviceBytes == null ? '' : `; TF.js: the device buffers its backend holds, by its own count (${Math.round(worker.deviceBytes / 2 ** 20)} MiB)`}.`);
+      const record = recordForCard(worker?.ranks, this.index, worker?.visible ?? null);
+      r.detail.hidden = record === undefined;
+      if (worker && record && record.latest.kind === 'cuda') {
+        const m = record.latest;
+        const segments = rankBarSegments(p.memoryMiB, m.allocatedBytes, m.reservedBytes);
+        const spans = r.rankBar.children;
+        segments.forEach((seg, i) => {
+          (spans[i] as HTMLElement).style.width = `${seg.percent.toFixed(2)}%`;
+          (spans[i] as HTMLElement).dataset.bytes = String(seg.bytes);
+        });
+        r.rankBar.dataset.allocated = String(m.allocatedBytes);
+        r.rankBar.dataset.reserved = String(m.reservedBytes);
+        r.rankBar.setAttribute('aria-label', `rank ${worker.rank}: ${rankLegend(m)}${p.memoryMiB == null ? '' : ` of ${Math.round(p.memoryMiB)} MiB by nvidia-smi`}`);
+        setText(r.rankLegend, `rank ${worker.rank} · ${rankLegend(m)}${p.memoryMiB == null ? '' : ` · context/other ${bytesText(segments[2].bytes)}`}`);
+        const tip = rankBarTooltip(worker.rank, worker.job, m, p.memoryMiB);
+        setTitle(r.memory, tip);
+        setTitle(r.detail, tip);
+      } else {
+        setText(r.rankLegend, '');
+        setTitle(r.detail, '');
+        setTitle(r.memory, worker === undefined ? ''
+          : `rank ${worker.rank} of ${worker.job}. nvidia-smi: the whole process (its driver context included)${worker.deviceBytes == null ? '' : `; TF.js: the device buffers its backend holds, by its own count (${Math.round(worker.deviceBytes / 2 ** 20)} MiB)`}.`);
+      }
     }
     for (const [pid, r] of this.rows) {
       if (!seen.has(pid)) {
         r.row.remove();
+        r.detail.remove();
         this.rows.delete(pid);
       }
     }
-    const wanted: HTMLTableRowElement[] = sorted.length ? sorted.map((p) => this.rows.get(p.pid)!.row) : [this.noProcesses];
+    // A rank's bar goes in its own row right under its process's.
+    const wanted: HTMLTableRowElement[] = sorted.length ? sorted.flatMap((p) => {
+      const r = this.rows.get(p.pid)!;
+      return r.detail.hidden ? [r.row] : [r.row, r.detail];
+    }) : [this.noProcesses];
     const current = this.processBody.children;
     let inOrder = current.length === wanted.length;
     for (let i = 0; inOrder && i < wanted.length; i++) inOrder = current[i] === wanted[i];

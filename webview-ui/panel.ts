@@ -95,7 +95,7 @@ export class Panel {
   private readonly hints = el('ul', 'hints');
   private readonly devices = el('div', 'devices');
   private job: PanelJob | null = null;
-  private readonly jobSection = new JobSection(readChartColors());
+  private readonly jobSection = new JobSection(readChartColors(), (f) => this.api.postMessage({ type: 'panel/openFinding', file: f.file, line: f.line }));
 
   constructor(private readonly root: HTMLElement, private readonly api: VsCodeApi, private readonly firstSampleTimeoutMs: number) {
     this.collapsed = new Set(api.getState()?.collapsed ?? []);

@@ -100,6 +100,8 @@ def after_step(torch, channel):
     _state["step"] += 1
     base = _channel.rank_fields()
     base["type"] = "memory"
+    # The process the GPU panel finds among nvidia-smi's (a rank's bar on its device card).
+    base["pid"] = os.getpid()
     base["step"] = _state["step"]
     # The step's wall time: since the previous step ended (data, forward, backward and step); the
     # first step counts from when the companion started the script.

@@ -176,11 +176,16 @@ function rankMemoryEvent(e: Extract<JobEvent, { type: 'job/rankMemory' }>, state
   return memoryLine(memory);
 }
 
+/** The per-rank memory line when it changed since it was last shown (what the end of a job prints first), else ''. */
+export function unshownMemoryLine(state: FormatState): string {
+  return state.memory?.changed ? memoryLine(state.memory) : '';
+}
+
 /** Turns events into the progress lines a person reads; returns '' for events it keeps quiet about. */
 export function formatEvent(e: JobEvent, state: FormatState): string {
   // The memory of every rank at the end, when it changed since it was last shown.
   if ((e.type === 'job/done' || e.type === 'job/failed') && state.memory?.changed) {
-    const last = memoryLine(state.memory);
+    const last = unshownMemoryLine(state);
     const rest = formatEvent(e, { ...state, memory: undefined });
     return rest ? `${last}\n${rest}` : last;
   }

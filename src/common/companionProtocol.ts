@@ -55,6 +55,8 @@ export interface CpuStepMemory {
 export type RankMemory = RankIdentity & {
   /** Optimizer steps of this process so far (every optimizer counts). */
   readonly step: number;
+  /** The rank's process id (absent from companions before it), to find the rank among nvidia-smi's processes. */
+  readonly pid?: number;
   /** Wall time since the previous step ended (the first: since the companion started the script). */
   readonly stepSeconds: number;
 } & (CudaStepMemory | CpuStepMemory);
@@ -103,7 +105,8 @@ export function parseCompanionLine(line: string): CompanionParse {
     case 'memory': {
       if (!Number.isSafeInteger(value.step) || (value.step as number) < 1) return bad('step must be a whole number of at least 1');
       if (typeof value.stepSeconds !== 'number' || !Number.isFinite(value.stepSeconds) || value.stepSeconds < 0) return bad('stepSeconds must be a number of seconds');
-      const step = { step: value.step as number, stepSeconds: value.stepSeconds };
+      if (value.pid !== undefined && (!Number.isSafeInteger(value.pid) || (value.pid as number) < 1)) return bad('pid must be a process id');
+      const step = { step: value.step as number, stepSeconds: value.stepSeconds, ...(value.pid !== undefined ? { pid: value.pid as number } : {}) };
       if (value.kind === 'cuda') {
         if (typeof value.device !== 'string' || !/^cuda:\d+$/.test(value.device)) return bad('a cuda device is cuda:N');
         if (!isBytes(value.allocatedBytes) || !isBytes(value.reservedBytes) || !isBytes(value.peakAllocatedBytes)) return bad('allocatedBytes, reservedBytes and peakAllocatedBytes must be byte counts');

@@ -4,6 +4,7 @@
  * union; receivers switch exhaustively and validate what arrives from the other side.
  */
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../gpu/types';
+import type { PanelRank } from './rankMemory';
 
 /** Sent by the extension host to the GPU panel webview. */
 export type HostToPanelMessage =
@@ -43,6 +44,37 @@ export interface PanelJob {
   /** Training loss after optimizer steps (global step numbers), oldest first; thinned out on long jobs. */
   readonly lossSteps: readonly number[];
   readonly loss: readonly number[];
+  /** torchrun jobs under the Python companion: each rank's memory after its optimizer steps, with its curve. */
+  readonly ranks?: readonly PanelRank[];
+  /** torchrun jobs: the CUDA_VISIBLE_DEVICES the job set (a rank's `cuda:N` is GPU cudaVisibleDevices[N]). */
+  readonly cudaVisibleDevices?: readonly number[];
+  /** torchrun jobs: memory that grows every step, naming the ranks; null or absent while none does. */
+  readonly growth?: PanelGrowthHint | null;
+}
+
+/** Memory of a job of ours that grows every optimizer step. */
+export interface PanelGrowthHint {
+  readonly message: string;
+  readonly ranks: readonly number[];
+  /** The language server's finding in the running script that explains such growth (accumulated loss…), when it has one. */
+  readonly finding?: PanelFinding;
+  /**
+   * Without a finding: the running script, to open (the language server checks the files shown in
+   * editors, so a script no editor shows has no findings yet; once open, its finding is linked).
+   */
+  readonly script?: string;
+}
+
+/** A diagnostic of the OOM-hints language server, as the panel links it. */
+export interface PanelFinding {
+  /** Absolute path of the script. */
+  readonly file: string;
+  /** 0-based line, as VS Code counts. */
+  readonly line: number;
+  /** The rule, e.g. `accumulated-loss`. */
+  readonly code: string;
+  /** The diagnostic's first line. */
+  readonly message: string;
 }
 
 /** Sent by the GPU panel webview to the extension host. */
@@ -54,7 +86,9 @@ export type PanelToHostMessage =
   /** The user pressed "Retry" after a tool error (or "Check again" when no GPU was found). */
   | { readonly type: 'panel/refresh' }
   /** The user asked to open one of the extension's settings (the no-GPU state's nvidia-smi path). */
-  | { readonly type: 'panel/openSetting'; readonly id: string };
+  | { readonly type: 'panel/openSetting'; readonly id: string }
+  /** The user asked to open the linter's finding a growth hint links, or its script at line 0 (the host opens only what it sent). */
+  | { readonly type: 'panel/openFinding'; readonly file: string; readonly line: number };
 
 /** Validates a message from the webview; returns undefined for anything malformed. */
 export function parsePanelMessage(value: unknown): PanelToHostMessage | undefined {
@@ -69,6 +103,10 @@ export function parsePanelMessage(value: unknown): PanelToHostMessage | undefine
     case 'panel/openSetting': {
       const id = (value as { id?: unknown }).id;
       return typeof id === 'string' && /^gpuWorkbench\.[\w.]+$/.test(id) ? { type: 'panel/openSetting', id } : undefined;
+    }
+    case 'panel/openFinding': {
+      const { file, line } = value as { file?: unknown; line?: unknown };
+      return typeof file === 'string' && file.length > 0 && Number.isSafeInteger(line) && (line as number) >= 0 ? { type: 'panel/openFinding', file, line: line as number } : undefined;
     }
     default:
       return undefined;

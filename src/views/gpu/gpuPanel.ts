@@ -121,6 +121,9 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
         // setting of the remote machine, which the User tab does not list.
         void vscode.commands.executeCommand(vscode.env.remoteName ? 'workbench.action.openRemoteSettings' : 'workbench.action.openSettings', { query: `@id:${message.id}` });
         break;
+      case 'panel/openFinding':
+        void this.openFinding(message.file, message.line);
+        break;
       default: {
         const unreachable: never = message;
         log.warn(`GPU panel: unhandled message ${JSON.stringify(unreachable)}`);
@@ -135,6 +138,19 @@ export class GpuPanelProvider implements vscode.WebviewViewProvider, vscode.Disp
       return;
     }
     await vscode.env.openExternal(uri);
+  }
+
+  /** Opens the script at the linter's finding that the job's growth hint links (or the script it offers), and nothing else the page might name. */
+  private async openFinding(file: string, line: number): Promise<void> {
+    const growth = trainingJobFeed.current()?.growth;
+    const finding = growth?.finding;
+    const offered = (finding?.file === file && finding.line === line) || (growth?.script === file && line === 0);
+    if (!offered) {
+      log.warn(`GPU panel: refused to open ${file}:${line + 1}, which is no finding the panel was sent`);
+      return;
+    }
+    const position = new vscode.Position(line, 0);
+    await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: false, selection: new vscode.Range(position, position) });
   }
 
   private onSnapshot(snapshot: GpuSnapshot, hints: readonly GpuHint[]): void {

@@ -30,7 +30,11 @@ import type { JobEvent } from '../../training/job/events';
 import type { JobOverrides } from '../../training/job/spec';
 import type { ScriptProblem } from '../../training/launchers/pythonErrors';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../../training/launchers/torchrun';
+import type { FormatState } from '../../cli/train';
+import type { PanelJob } from '../../common/protocol';
 import { trainingJobFeed } from '../training/trainingFeed';
+import { terminalMemoryText } from './rankMemoryFormat';
+import { RankMemoryView } from './rankMemoryView';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,
@@ -213,11 +217,22 @@ export class TorchrunTasks implements vscode.Disposable {
       lossSteps: [],
       loss: [],
     };
-    trainingJobFeed.set({ ...panelBase, state: 'running', status: `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}` });
+    let panel: PanelJob = { ...panelBase, state: 'running', status: `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}` };
+    trainingJobFeed.set(panel);
+    // Each rank's memory (the companion's, after every optimizer step): its process bar and curve in the panel, growth named by rank.
+    const memory = new RankMemoryView(spec.script, panelBase.workers, spec.devices, (change) => {
+      panel = { ...panel, ...change };
+      trainingJobFeed.set(panel);
+    });
+    const memoryLines: FormatState = { every: 1 };
     this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}) as a task: torchrun with ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}, ${interpreterText(interpreter)}`);
     const onEvent = (event: JobEvent): void => {
       // A missing interpreter or torch: the hint says where the interpreter came from and what changes it here.
       const e = event.type === 'job/failed' ? withInterpreterHint(event, interpreter) : event;
+      memory.onEvent(e);
+      // The CLI's memory line, as often as it prints it; the latest one before the job's end.
+      const memoryText = terminalMemoryText(e, memoryLines);
+      if (memoryText !== undefined) terminal.write(`\x1b[2m${memoryText}\x1b[0m`);
       const text = terminalText(e);
       if (text !== undefined) terminal.write(text);
       if (e.type === 'job/log' && e.problem) {
@@ -233,6 +248,7 @@ export class TorchrunTasks implements vscode.Disposable {
       handle = runTorchrun(spec, onEvent);
     } catch (err) {
       lease.dispose();
+      memory.dispose();
       terminal.write(`\x1b[31mCannot start torchrun: ${err instanceof Error ? err.message : String(err)}\x1b[0m`);
       this.finish(run, terminal, undefined, resolveEnded);
       return;
@@ -242,9 +258,10 @@ export class TorchrunTasks implements vscode.Disposable {
     void handle.finished.then((ending) => {
       const final = withInterpreterHint(ending, interpreter);
       lease.dispose();
+      memory.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
       const message = torchrunEndMessage(spec.name, final, problems);
-      trainingJobFeed.set({ ...panelBase, state, status: message });
+      trainingJobFeed.set({ ...panelBase, ...memory.current(), state, status: message });
       if (state === 'failed') this.channel.error(message);
       else this.channel.info(message);
       this.finish(run, terminal, final, resolveEnded);
