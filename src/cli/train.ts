@@ -7,8 +7,9 @@ import { basename, relative } from 'node:path';
 import type { RankMemory } from '../common/companionProtocol';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/job/events';
-import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, settingPlace, settingText, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialOutcome } from '../training/launchers/findBatchSize';
+import { boundText, measuredOn, memoryIsNotTheLimit, NotSearchableError, settingPlace, settingText, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
+import { findJobBatchSize } from '../training/launchers/torchrunBatchSize';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
@@ -285,7 +286,7 @@ async function findBatchSize(opts: Options): Promise<number> {
   const write = (e: FindBatchSizeEvent) => { if (!orphaned) process.stdout.write(`${opts.json ? JSON.stringify(e) : formatBatchEvent(e)}\n`); };
   let handle;
   try {
-    handle = findMaxBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
+    handle = findJobBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
   } catch (err) {
     if (!(err instanceof JobFileError) && !(err instanceof NotSearchableError)) throw err;
     // A correct file this search cannot try (a torchrun job that names no batch size setting): no schema hint.

@@ -24,7 +24,6 @@ import { loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
 import { isOutOfMemory } from '../backends/oom';
 import { isTorchrunJob } from './torchrun';
 import { batchSizeText } from './torchrunBatchArg';
-import { findTorchrunBatchSize } from './torchrunBatchSize';
 
 export type TrialOutcome =
   | { readonly kind: 'fits' }
@@ -235,12 +234,11 @@ export class NotSearchableError extends Error {
 }
 
 /**
- * Searches the largest batch per device of a job file (a torchrun job: `findTorchrunBatchSize`);
- * throws `JobFileError` for a bad job, `NotSearchableError` for a torchrun job that does not say
- * how its script takes its batch size.
+ * Searches the largest batch per device of a TF.js job file; throws `JobFileError` for a bad job.
+ * A torchrun job is `findTorchrunBatchSize`'s (torchrunBatchSize.ts; `findJobBatchSize` there takes either).
  */
 export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
-  if (isTorchrunJob(o.file)) return findTorchrunBatchSize(o);
+  if (isTorchrunJob(o.file)) throw new NotSearchableError(`${basename(o.file)} is a torchrun job: findTorchrunBatchSize searches it`);
   if (o.memoryLimitMiB !== undefined) throw new NotSearchableError(`--memory-limit applies to torchrun jobs only: ${basename(o.file)} is a TF.js job, whose trials run out of their backend's own memory`);
   const spec = loadJobFile(o.file, o.overrides);
   let current: TrialRun | undefined;

@@ -22,8 +22,8 @@ import { basename } from 'node:path';
 import type { CompanionMessage } from '../../common/companionProtocol';
 import type { JobOverrides } from '../job/spec';
 import { companionPythonPath, CompanionMissingError } from './companionChannel';
-import { NotSearchableError, searchBatchSize, type DeviceResult, type FindBatchSizeEvent, type FindBatchSizeHandle, type FindBatchSizeResult, type TrialReport, type TrialRun } from './findBatchSize';
-import { loadTorchrunJob, runTorchrun, type TorchrunSpec } from './torchrun';
+import { findMaxBatchSize, NotSearchableError, searchBatchSize, type DeviceResult, type FindBatchSizeEvent, type FindBatchSizeHandle, type FindBatchSizeOptions, type FindBatchSizeResult, type TrialReport, type TrialRun } from './findBatchSize';
+import { isTorchrunJob, loadTorchrunJob, runTorchrun, type TorchrunSpec } from './torchrun';
 import { withBatchSize } from './torchrunBatchArg';
 
 /** The largest batch a torchrun search tries unless told (the script's data set is unknown to it). */
@@ -165,4 +165,9 @@ export function findTorchrunBatchSize(o: TorchrunSearchOptions): FindBatchSizeHa
       current?.cancel();
     },
   };
+}
+
+/** Find Max Batch Size for any job file: a torchrun job's search, else the TF.js one (`findMaxBatchSize`). */
+export function findJobBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
+  return isTorchrunJob(o.file) ? findTorchrunBatchSize(o) : findMaxBatchSize(o);
 }

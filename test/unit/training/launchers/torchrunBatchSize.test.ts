@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../../src/cli/train';
 import { parseCompanionLine } from '../../../../src/common/companionProtocol';
 import { JobFileError } from '../../../../src/training/job/spec';
-import { findMaxBatchSize, NotSearchableError, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../../../src/training/launchers/findBatchSize';
+import { NotSearchableError, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../../../src/training/launchers/findBatchSize';
+import { findJobBatchSize } from '../../../../src/training/launchers/torchrunBatchSize';
 import { loadTorchrunJob } from '../../../../src/training/launchers/torchrun';
 import { batchSizeEdit, BatchSizeEditError, withBatchSize } from '../../../../src/training/launchers/torchrunBatchArg';
 import { searchMessage } from '../../../../src/views/batchSize/batchSizeSearch';
@@ -130,7 +131,7 @@ describe('Find Max Batch Size for a torchrun job (real torchrun, /usr/bin/python
     const dir = tempDir();
     try {
       const file = jobIn(dir, { kind: 'torchrun', script: 'nowhere.py', args: ['--batch-size', '8'], python: torchPython }, 'plain.job.json');
-      assert.throws(() => findMaxBatchSize({ file }), (e: unknown) => e instanceof NotSearchableError && e.message === 'plain.job.json does not say how its script takes its batch size, so Find Max Batch Size cannot try one: add "batchSize": {"arg": "--batch-size"} (the script\'s option, its value in "args") or "batchSize": {"env": "BATCH_SIZE"} (an environment variable, its value in "env") to the job.');
+      assert.throws(() => findJobBatchSize({ file }), (e: unknown) => e instanceof NotSearchableError && e.message === 'plain.job.json does not say how its script takes its batch size, so Find Max Batch Size cannot try one: add "batchSize": {"arg": "--batch-size"} (the script\'s option, its value in "args") or "batchSize": {"env": "BATCH_SIZE"} (an environment variable, its value in "env") to the job.');
       const r = spawnSync(process.execPath, [cli, 'train', file, '--find-batch-size', '--json'], { encoding: 'utf8', timeout: 60_000 });
       assert.equal(r.status, 1, r.stderr);
       const failed = JSON.parse(r.stdout) as { type: string; reason: string };
@@ -147,7 +148,7 @@ describe('Find Max Batch Size for a torchrun job (real torchrun, /usr/bin/python
       writeFileSync(join(dir, 'train.py'), script);
       const file = jobIn(dir, { kind: 'torchrun', script: 'train.py', args: ['--batch-size', '8'], python: torchPython, batchSize: { arg: '--batch-size' } });
       const trials: FindBatchSizeEvent[] = [];
-      const result = await findMaxBatchSize({ file, memoryLimitMiB: 0, onEvent: (e) => { if (e.type === 'batch/trial') trials.push(e); } }).finished;
+      const result = await findJobBatchSize({ file, memoryLimitMiB: 0, onEvent: (e) => { if (e.type === 'batch/trial') trials.push(e); } }).finished;
       return { result, trials };
     } finally {
       rmSync(dir, { recursive: true, force: true });
