@@ -52,6 +52,12 @@ async function writeBatchSize(uri: vscode.Uri, batchSize: number): Promise<void>
   if (changed?.length === 0) void vscode.window.showInformationMessage(`${vscode.workspace.asRelativePath(uri)} has "batchSize": ${batchSize} already.`);
 }
 
+/** A torchrun job's memory limit per trial process from the setting (none given: the CLI's default). */
+function memoryLimitArgs(uri: vscode.Uri): string[] {
+  const mib = vscode.workspace.getConfiguration('gpuWorkbench.findBatchSize', uri).get<number | null>('memoryLimitMiB', null);
+  return isTorchrunJob(uri.fsPath) && typeof mib === 'number' && Number.isSafeInteger(mib) && mib >= 0 ? ['--memory-limit', String(mib)] : [];
+}
+
 async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Promise<void> {
   if (!vscode.workspace.isTrusted) {
     void vscode.window.showErrorMessage('GPU Workbench cannot find the max batch size in an untrusted workspace: it runs the job, and a job file runs code (models, data loaders) from the workspace. Trust the workspace first (Workspaces: Manage Workspace Trust).');
@@ -69,6 +75,7 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
     progress.report({ message: 'first trial…' });
     const said = token.onCancellationRequested(() => log.info('cancelling the search…'));
     const search = startSearch(cli, uri.fsPath, {
+      args: memoryLimitArgs(uri),
       onEvent: (e) => {
         for (const line of formatBatchEvent(e).split('\n')) log.info(line);
         if (e.type === 'batch/trial') progress.report({ message: `batch ${e.batchSize}: ${e.outcome.kind === 'oom' ? 'out of memory' : e.outcome.kind}` });

@@ -37,10 +37,10 @@ export interface SearchProcess {
 }
 
 /** Runs the CLI's search in a child process; `onEvent` sees its events, `onLine` every other line it prints. */
-export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBatchSizeEvent) => void; onLine?: (line: string) => void; cancel?: Cancellation; execArgv?: string[] }): SearchProcess {
+export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBatchSizeEvent) => void; onLine?: (line: string) => void; cancel?: Cancellation; execArgv?: string[]; args?: readonly string[] }): SearchProcess {
   // The IPC channel ties the search to this process: if it goes away without stopping it (the
   // extension host killed), the CLI sees the channel disconnect and cancels the search.
-  const child = fork(cli, ['train', file, '--find-batch-size', '--json'], { cwd: dirname(file), stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: o.execArgv ?? [] });
+  const child = fork(cli, ['train', file, '--find-batch-size', '--json', ...(o.args ?? [])], { cwd: dirname(file), stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: o.execArgv ?? [] });
   const running = () => child.exitCode === null && child.signalCode === null;
   function stop(): void {
     if (!running()) return;
