@@ -7,13 +7,24 @@ hooks right after torch's module has executed.
 import importlib.abc
 import sys
 
-from . import _channel
+from . import _channel, _trial
+
+
+class _Quiet:
+    """No channel, but a step limit to keep (a trial run by hand): the hooks run, nothing is sent."""
+
+    @staticmethod
+    def send(message):
+        pass
 
 
 def _on_torch(torch):
+    _trial.apply_memory_limit(torch)  # a Find Max Batch Size trial on a CPU
     channel = _channel.get()
     if channel is None:
-        return
+        if not _trial.wanted():
+            return
+        channel = _Quiet()
     from . import _memory
 
     how = _memory.install(torch, channel)
@@ -78,7 +89,7 @@ class _TorchFinder(importlib.abc.MetaPathFinder):
 
 def install():
     """Hooks torch now if it is imported, else as soon as it is."""
-    if _channel.get() is None:
+    if _channel.get() is None and not _trial.wanted():
         return
     torch = sys.modules.get("torch")
     if torch is not None:

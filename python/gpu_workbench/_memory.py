@@ -125,6 +125,9 @@ def install(torch, channel):
         except Exception as err:  # never break the user's training
             sys.stderr.write("gpu_workbench: memory report failed (%s: %s); reporting stops\n" % (type(err).__name__, err))
             channel.send = lambda message: None
+        from . import _trial
+
+        _trial.after_step(_state["step"])  # GPU_WORKBENCH_MAX_STEPS: ends the run (SystemExit(0)) at the limit
 
     register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
     if register is not None:

@@ -46,7 +46,7 @@ def main():
     if not getattr(sys.flags, "safe_path", False):
         sys.path[0] = os.path.dirname(os.path.realpath(script))
 
-    from . import _channel, _hooks
+    from . import _channel, _hooks, _trial
 
     channel = _channel.get()
     if channel is not None:
@@ -67,6 +67,10 @@ def main():
         if tb is not None and tb.tb_frame.f_code is main.__code__:
             tb = tb.tb_next
         err = err.with_traceback(tb)
+        try:
+            _trial.report_failure(err)  # out of memory: a message on the channel, then printed as Python does
+        except Exception:  # never hide the script's own error
+            pass
         sys.last_type, sys.last_value, sys.last_traceback = type(err), err, tb
         sys.excepthook(type(err), err, tb)
         return 1

@@ -7,8 +7,9 @@ import { basename, relative } from 'node:path';
 import type { RankMemory } from '../common/companionProtocol';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/job/events';
-import { boundText, findMaxBatchSize, measuredOn, memoryIsNotTheLimit, NotSearchableError, suggestionCaveat, type FindBatchSizeEvent, type TrialOutcome } from '../training/launchers/findBatchSize';
+import { boundText, measuredOn, memoryIsNotTheLimit, NotSearchableError, settingPlace, settingText, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
+import { findJobBatchSize } from '../training/launchers/torchrunBatchSize';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
@@ -36,10 +37,17 @@ options:
   --find-batch-size  instead of training, find the largest batch that fits on each device:
                      a few steps per trial, each in a fresh worker process, doubling while
                      it fits, then a binary search up to the first out-of-memory batch
-                     (with --json: batch/trial events, then batch/done or batch/failed)
+                     (with --json: batch/trial events, then batch/done or batch/failed).
+                     A torchrun job names how its script takes its batch size ("batchSize":
+                     {"arg": "--batch-size"} or {"env": "BATCH_SIZE"}); each trial is a real
+                     torchrun run, stopped after the trial's steps
   --max-batch-size N --find-batch-size: the largest batch worth trying (default: what one
-                     device gets of the training set: all of it, for dp/ddp its share)
+                     device gets of the training set: all of it, for dp/ddp its share;
+                     65536 for a torchrun job)
   --trial-steps N    --find-batch-size: optimizer steps per trial (default 2)
+  --memory-limit MiB --find-batch-size, torchrun jobs: each process's memory in a trial on
+                     the CPU (default on a host without a GPU: its share of 90% of the memory
+                     available; 0: no limit)
   -h, --help         show this help
 
 Exit code 0 when the job finished (or a batch size was found), 1 when it failed, 2 for bad
@@ -50,7 +58,7 @@ interface Options {
   json: boolean;
   resume: boolean;
   overrides: JobOverrides;
-  findBatchSize?: { maxBatchSize?: number; steps?: number };
+  findBatchSize?: { maxBatchSize?: number; steps?: number; memoryLimitMiB?: number };
 }
 
 const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
@@ -61,7 +69,7 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
   const files: string[] = [];
   let find = false;
   const searchOptions: string[] = [];
-  const search: { maxBatchSize?: number; steps?: number } = {};
+  const search: { maxBatchSize?: number; steps?: number; memoryLimitMiB?: number } = {};
   for (const { arg, name, value } of commandLineArgs(argv)) {
     switch (name) {
       case '-h': case '--help': return 'help';
@@ -106,6 +114,13 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
         const v = value();
         if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`${name} expects a whole number of at least 1, got '${v}'`);
         search[name === '--max-batch-size' ? 'maxBatchSize' : 'steps'] = Number(v);
+        searchOptions.push(name);
+        break;
+      }
+      case '--memory-limit': {
+        const v = value();
+        if (!/^(0|[1-9]\d*)$/.test(v)) throw new UsageError(`--memory-limit expects a whole number of MiB (0 for no limit), got '${v}'`);
+        search.memoryLimitMiB = Number(v);
         searchOptions.push(name);
         break;
       }
@@ -254,10 +269,18 @@ export function formatBatchEvent(e: FindBatchSizeEvent): string {
     pipeline: ' (a multiple of the micro-batches; measured with the whole model on one device, so on the safe side)',
   };
   if (memoryIsNotTheLimit(r)) lines.push(`memory is not the limit here: every batch the training set can fill fits; keep "batchSize" as it is in ${basename(r.file)}`);
-  else if (r.suggestedBatchSize !== undefined) lines.push(`set "batchSize": ${r.suggestedBatchSize} in ${basename(r.file)}${why[r.strategy]}`);
+  else if (r.suggestedBatchSize !== undefined) lines.push(`set ${settingText(r, r.suggestedBatchSize)} in ${settingPlace(r)}${r.torchrun ? torchrunWhy(r.torchrun) : why[r.strategy]}`);
   const caveat = suggestionCaveat(r);
   if (caveat) lines.push(`warning: ${caveat}`);
   return lines.join('\n');
+}
+
+/** What a torchrun search's batch size is: the script's own, per process; measured under a memory limit on the CPU. */
+function torchrunWhy(t: NonNullable<FindBatchSizeResult['torchrun']>): string {
+  const parts: string[] = [];
+  if (t.processes > 1) parts.push(`the script's batch per process, measured with all ${t.processes} processes running`);
+  if (t.memoryLimitBytes !== undefined) parts.push(`each process limited to ${mib(t.memoryLimitBytes)} of memory in the trials`);
+  return parts.length ? ` (${parts.join('; ')})` : '';
 }
 
 /** `--find-batch-size`: exit 0 with a batch size, 1 when none fits or a trial failed, 130 when interrupted. */
@@ -268,10 +291,10 @@ async function findBatchSize(opts: Options): Promise<number> {
   const write = (e: FindBatchSizeEvent) => { if (!orphaned) process.stdout.write(`${opts.json ? JSON.stringify(e) : formatBatchEvent(e)}\n`); };
   let handle;
   try {
-    handle = findMaxBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
+    handle = findJobBatchSize({ file: opts.file, overrides: opts.overrides, ...opts.findBatchSize, onEvent: write });
   } catch (err) {
     if (!(err instanceof JobFileError) && !(err instanceof NotSearchableError)) throw err;
-    // A torchrun job is a correct file this search cannot try: no hint to fix it.
+    // A correct file this search cannot try (a torchrun job that names no batch size setting): no schema hint.
     const hint = err instanceof JobFileError ? 'Fix the job file; its schema is schemas/job.schema.json.' : undefined;
     if (opts.json) process.stdout.write(`${JSON.stringify({ type: 'batch/failed', reason: err.message, ...(hint ? { hint } : {}) })}\n`);
     else process.stderr.write(`find batch size ${hint ? 'failed' : 'refused'}: ${err.message}\n${hint ? `hint: ${hint}\n` : ''}`);

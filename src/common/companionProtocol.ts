@@ -73,7 +73,11 @@ export type CompanionMessage =
   /** `gpu_workbench.report(loss=...)`. */
   | (RankIdentity & { readonly type: 'report'; readonly metrics: Readonly<Record<string, ReportValue>> })
   /** Messages the process could not send in time (the extension read too slowly) and dropped. */
-  | (RankIdentity & { readonly type: 'dropped'; readonly count: number });
+  | (RankIdentity & { readonly type: 'dropped'; readonly count: number })
+  /** A Find Max Batch Size trial: the process reached GPU_WORKBENCH_MAX_STEPS optimizer steps and ends with exit status 0. */
+  | (RankIdentity & { readonly type: 'stopped'; readonly step: number; readonly maxSteps: number })
+  /** The script's uncaught out-of-memory error (CUDA's, or the CPU allocator's under the trial's memory limit), before Python prints it. */
+  | (RankIdentity & { readonly type: 'oom'; readonly device: 'cuda' | 'cpu'; readonly error: string; readonly message: string; readonly batchSize?: number });
 
 export type CompanionParse = { readonly ok: true; readonly message: CompanionMessage } | { readonly ok: false; readonly error: string };
 
@@ -131,6 +135,14 @@ export function parseCompanionLine(line: string): CompanionParse {
     case 'dropped':
       if (!isCount(value.count)) return bad('count must be a whole number');
       return { ok: true, message: { type: 'dropped', ...id, count: value.count } };
+    case 'stopped':
+      if (!Number.isSafeInteger(value.step) || !Number.isSafeInteger(value.maxSteps) || (value.maxSteps as number) < 1) return bad('step and maxSteps must be whole numbers (maxSteps at least 1)');
+      return { ok: true, message: { type: 'stopped', ...id, step: value.step as number, maxSteps: value.maxSteps as number } };
+    case 'oom':
+      if (value.device !== 'cuda' && value.device !== 'cpu') return bad(`device must be cuda or cpu, got ${JSON.stringify(value.device)}`);
+      if (typeof value.error !== 'string' || typeof value.message !== 'string') return bad('needs error and message');
+      if (value.batchSize !== undefined && (!Number.isSafeInteger(value.batchSize) || (value.batchSize as number) < 1)) return bad('batchSize must be a whole number of at least 1');
+      return { ok: true, message: { type: 'oom', ...id, device: value.device, error: value.error, message: value.message, ...(value.batchSize !== undefined ? { batchSize: value.batchSize as number } : {}) } };
     default:
       return { ok: false, error: `unknown message type ${JSON.stringify(value.type)}` };
   }

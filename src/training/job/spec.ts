@@ -126,6 +126,8 @@ function describe(s: SchemaNode): string {
       if (s.maximum !== undefined) bounds.push(`≤ ${s.maximum}`);
     }
     if (t === 'string' && s.pattern === '\\.json$') return 'a path ending in .json';
+    if (t === 'string' && s.pattern === '^-') return 'an option of the script starting with "-" (e.g. "--batch-size")';
+    if (t === 'string' && s.pattern?.startsWith('^[A-Za-z_]')) return 'an environment variable name (letters, digits and _, e.g. "BATCH_SIZE")';
     if (t === 'string' && s.minLength) return 'a non-empty string';
     if (t === 'array') {
       const item = s.items ? describe(s.items).replace(/^an? /, '') : 'value';

@@ -23,6 +23,7 @@ import { runJob, type JobHandle } from './coordinator';
 import { loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
 import { isOutOfMemory } from '../backends/oom';
 import { isTorchrunJob } from './torchrun';
+import { batchSizeText } from './torchrunBatchArg';
 
 export type TrialOutcome =
   | { readonly kind: 'fits' }
@@ -170,6 +171,8 @@ export interface FindBatchSizeResult {
    * device fit the bound: see `memoryIsNotTheLimit`).
    */
   readonly suggestedBatchSize?: number;
+  /** A torchrun job: where its script takes the batch size (the result goes there), its processes, each one's memory limit in the trials. */
+  readonly torchrun?: { readonly arg?: string; readonly env?: string; readonly processes: number; readonly memoryLimitBytes?: number };
 }
 
 export type FindBatchSizeEvent =
@@ -186,6 +189,8 @@ export interface FindBatchSizeOptions {
   readonly steps?: number;
   readonly onEvent?: (e: FindBatchSizeEvent) => void;
   readonly workerScript?: string;
+  /** torchrun jobs: each process's memory limit in MiB for CPU trials (0: none). */
+  readonly memoryLimitMiB?: number;
 }
 
 export interface FindBatchSizeHandle {
@@ -228,14 +233,13 @@ export class NotSearchableError extends Error {
   }
 }
 
-/** The refusal for a torchrun job: nothing wrong with the file; the search tries TF.js jobs only. */
-export function torchrunRefusal(file: string): string {
-  return `${basename(file)} is a torchrun job: its PyTorch script picks its own batch size, and Find Max Batch Size can only try the batches of TF.js jobs (a search for PyTorch scripts does not exist yet). Set the batch size in the script.`;
-}
-
-/** Searches the largest batch per device of a job file; throws `JobFileError` for a bad job, `NotSearchableError` for a torchrun job. */
+/**
+ * Searches the largest batch per device of a TF.js job file; throws `JobFileError` for a bad job.
+ * A torchrun job is `findTorchrunBatchSize`'s (torchrunBatchSize.ts; `findJobBatchSize` there takes either).
+ */
 export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
-  if (isTorchrunJob(o.file)) throw new NotSearchableError(torchrunRefusal(o.file));
+  if (isTorchrunJob(o.file)) throw new NotSearchableError(`${basename(o.file)} is a torchrun job: findTorchrunBatchSize searches it`);
+  if (o.memoryLimitMiB !== undefined) throw new NotSearchableError(`--memory-limit applies to torchrun jobs only: ${basename(o.file)} is a TF.js job, whose trials run out of their backend's own memory`);
   const spec = loadJobFile(o.file, o.overrides);
   let current: TrialRun | undefined;
   let cancelled = false;
@@ -316,6 +320,23 @@ export function dataBoundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevi
 export function boundText(r: Pick<FindBatchSizeResult, 'strategy' | 'jobDevices' | 'trainSamples'>, max: number): string {
   if (searchBound(r, max) === 'max-batch-size') return `reached --max-batch-size ${max}; larger batches were not tried`;
   return `the largest size tried, ${max}, fit: the data holds only ${max} per device (${dataBoundText(r)})`;
+}
+
+/** The batch size found, for people: "128 per device"; a torchrun job's "128 (--batch-size 128, each of 2 processes)". */
+export function perWhat(r: Pick<FindBatchSizeResult, 'torchrun'>, n: number): string {
+  if (!r.torchrun) return `${n.toLocaleString('en-US')} per device`;
+  const each = r.torchrun.processes > 1 ? `, each of ${r.torchrun.processes} processes` : '';
+  return `${n.toLocaleString('en-US')} (${batchSizeText(r.torchrun, n)}${each})`;
+}
+
+/** The setting to make, for people: `"batchSize": 128`; a torchrun job's `--batch-size 128` or `BATCH_SIZE=128`. */
+export function settingText(r: Pick<FindBatchSizeResult, 'torchrun'>, n: number): string {
+  return r.torchrun ? batchSizeText(r.torchrun, n) : `"batchSize": ${n}`;
+}
+
+/** Where it goes, for people: `ddp.job.json`; a torchrun job's `the "args" of ddp.job.json`. */
+export function settingPlace(r: Pick<FindBatchSizeResult, 'torchrun' | 'file'>): string {
+  return r.torchrun ? `the "${r.torchrun.env !== undefined ? 'env' : 'args'}" of ${basename(r.file)}` : basename(r.file);
 }
 
 /** Where a trial measured, for people: "CPU (wasm)", "GPU 1 (tensorflow)". */

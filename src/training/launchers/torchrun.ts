@@ -21,7 +21,7 @@
  */
 import { spawn } from 'node:child_process';
 import { basename, delimiter, dirname, isAbsolute, resolve } from 'node:path';
-import { rankMemoryOf } from '../../common/companionProtocol';
+import { rankMemoryOf, type CompanionMessage } from '../../common/companionProtocol';
 import { readJsonFile } from '../../common/jsonFile';
 import { CompanionMissingError, companionPythonPath, openCompanionChannel, type CompanionChannel } from './companionChannel';
 import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
@@ -29,6 +29,7 @@ import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 import { outputLine } from './outputLines';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
+import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
 
 export interface TorchrunSpec {
   readonly file: string;
@@ -42,6 +43,8 @@ export interface TorchrunSpec {
   readonly python: string;
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
+  /** How the script takes its batch size (Find Max Batch Size), when the job says. */
+  readonly batchSize?: TorchrunBatchSize;
 }
 
 interface RawTorchrun {
@@ -54,6 +57,7 @@ interface RawTorchrun {
   python?: string;
   cwd?: string;
   env?: Record<string, string>;
+  batchSize?: { arg?: string; env?: string };
 }
 
 /** Whether a job file asks for torchrun; false for anything unreadable (the TF.js path reports that). */
@@ -85,6 +89,8 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
   const nproc = typeof devicesRaw === 'number' ? devicesRaw : devices ? devices.length : j.nprocPerNode ?? 1;
   // Devices given as an override (--devices, the editor's pick) replace the job's count; the job's own list must agree with it.
   if (devices && overrides.devices === undefined && j.nprocPerNode !== undefined && j.nprocPerNode !== devices.length) throw new JobFileError(path, [`/nprocPerNode (${j.nprocPerNode}) must equal the number of devices listed (${devices.length})`]);
+  const batch = batchSizeSetting(j);
+  if (batch.problems.length) throw new JobFileError(path, batch.problems);
   return {
     file: path,
     name: j.name ?? basename(path).replace(/\.job\.json$|\.json$/, ''),
@@ -95,6 +101,7 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
     python: python ?? overrides.python ?? j.python ?? 'python3',
     cwd: j.cwd ? abs(j.cwd) : base,
     env: j.env ?? {},
+    ...(batch.setting ? { batchSize: batch.setting } : {}),
   };
 }
 
@@ -214,7 +221,7 @@ function signalName(n: number): string | undefined {
 /** The most lines of the channel that are no message, each told; any more are counted. */
 const maxBadLinesTold = 5;
 
-export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void): TorchrunHandle {
+export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, o: { readonly onMessage?: (m: CompanionMessage) => void } = {}): TorchrunHandle {
   let companionPath: string | undefined;
   try {
     companionPath = companionPythonPath();
@@ -226,8 +233,10 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const started = Date.now();
   let badLines = 0;
   let hooksTold = false;
+  let stopTold = false;
   const channel: CompanionChannel | undefined = companionPath === undefined ? undefined : openCompanionChannel({
     onMessage: (m) => {
+      o.onMessage?.(m);
       switch (m.type) {
         case 'memory':
           onEvent({ type: 'job/rankMemory', ...rankMemoryOf(m) });
@@ -242,6 +251,14 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
           break;
         case 'dropped':
           onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} dropped ${m.count} messages the extension did not read in time` });
+          break;
+        case 'stopped':
+          if (stopTold) break;
+          stopTold = true;
+          onEvent({ type: 'job/log', level: 'info', rank: m.rank, message: `gpu_workbench: stopped at the step limit, after optimizer step ${m.step} (GPU_WORKBENCH_MAX_STEPS=${m.maxSteps})` });
+          break;
+        case 'oom':
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} ran out of ${m.device === 'cuda' ? 'GPU' : 'CPU'} memory${m.batchSize !== undefined ? ` at a batch of ${m.batchSize}` : ''}: ${m.error}: ${m.message}` });
           break;
         case 'hello':
           break;

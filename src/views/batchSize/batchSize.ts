@@ -5,14 +5,15 @@
  * each of its trials in fresh worker processes below that, so an out-of-memory error (or a
  * backend that aborts) never reaches the editor. A cancellable progress notification shows the
  * trials; the result offers to write the batch size into the job file as an editor edit the
- * user can undo (Ctrl+Z), as Apply Best Config does.
+ * user can undo (Ctrl+Z), as Apply Best Config does. A torchrun job's result goes where its
+ * "batchSize" setting says: the script's option in "args", or the variable in "env".
  */
 import { basename } from 'node:path';
 import * as vscode from 'vscode';
 import { formatBatchEvent } from '../../cli/train';
-import { torchrunRefusal } from '../../training/launchers/findBatchSize';
 import { isTorchrunJob } from '../../training/launchers/torchrun';
-import { editConfigInEditor } from '../common/configEdit';
+import { BatchSizeEditError, batchSizeEdit } from '../../training/launchers/torchrunBatchArg';
+import { editConfigInEditor, replaceInEditor } from '../common/configEdit';
 import { searchMessage, startSearch, type SearchEnding } from './batchSizeSearch';
 
 let log: vscode.LogOutputChannel;
@@ -21,10 +22,9 @@ async function pickJobFile(uri: vscode.Uri | undefined): Promise<vscode.Uri | un
   if (uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json')) return uri;
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.scheme === 'file' && active.fsPath.endsWith('.job.json')) return active;
-  // torchrun jobs are not offered: the search runs TF.js jobs only.
-  const files = (await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500)).filter((f) => !isTorchrunJob(f.fsPath)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
+  const files = (await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
   if (files.length === 0) {
-    void vscode.window.showInformationMessage('Find Max Batch Size: no TF.js *.job.json in the workspace (it does not search torchrun jobs). Create one with Start Training… first.');
+    void vscode.window.showInformationMessage('Find Max Batch Size: no *.job.json in the workspace. Create one with Start Training… (or Run with torchrun… for a PyTorch script) first.');
     return undefined;
   }
   const picked = await vscode.window.showQuickPick(files.map((f) => ({ label: vscode.workspace.asRelativePath(f), file: f })), { title: 'Find Max Batch Size', placeHolder: 'For which job?' });
@@ -34,8 +34,28 @@ async function pickJobFile(uri: vscode.Uri | undefined): Promise<vscode.Uri | un
 /** Writes `batchSize` into the job file in an editor: a user edit, undoable, left for the user to save. */
 async function writeBatchSize(uri: vscode.Uri, batchSize: number): Promise<void> {
   const doc = await vscode.workspace.openTextDocument(uri);
+  if (isTorchrunJob(uri.fsPath)) {
+    // Where the job's "batchSize" setting says: the option's value in "args", or "env".
+    let applied;
+    try {
+      applied = batchSizeEdit(doc.getText(), batchSize, vscode.workspace.asRelativePath(uri));
+    } catch (err) {
+      if (!(err instanceof BatchSizeEditError)) throw err;
+      void vscode.window.showErrorMessage(`Find Max Batch Size: ${err.message}`);
+      return;
+    }
+    if (!applied.edit) void vscode.window.showInformationMessage(`${vscode.workspace.asRelativePath(uri)} sets ${applied.setting} already.`);
+    else await replaceInEditor(doc, applied.edit, 'Find Max Batch Size');
+    return;
+  }
   const changed = await editConfigInEditor(doc, { batchSize }, 'Find Max Batch Size');
   if (changed?.length === 0) void vscode.window.showInformationMessage(`${vscode.workspace.asRelativePath(uri)} has "batchSize": ${batchSize} already.`);
+}
+
+/** A torchrun job's memory limit per trial process from the setting (none given: the CLI's default). */
+function memoryLimitArgs(uri: vscode.Uri): string[] {
+  const mib = vscode.workspace.getConfiguration('gpuWorkbench.findBatchSize', uri).get<number | null>('memoryLimitMiB', null);
+  return isTorchrunJob(uri.fsPath) && typeof mib === 'number' && Number.isSafeInteger(mib) && mib >= 0 ? ['--memory-limit', String(mib)] : [];
 }
 
 async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Promise<void> {
@@ -45,11 +65,6 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
   }
   const uri = await pickJobFile(arg instanceof vscode.Uri ? arg : undefined);
   if (!uri) return;
-  // A correct torchrun job this search cannot try: say so, without sending the user to the file.
-  if (isTorchrunJob(uri.fsPath)) {
-    void vscode.window.showInformationMessage(torchrunRefusal(uri.fsPath));
-    return;
-  }
   // The search reads the job from disk.
   const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
   if (open?.isDirty && !await open.save()) return;
@@ -60,6 +75,7 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
     progress.report({ message: 'first trial…' });
     const said = token.onCancellationRequested(() => log.info('cancelling the search…'));
     const search = startSearch(cli, uri.fsPath, {
+      args: memoryLimitArgs(uri),
       onEvent: (e) => {
         for (const line of formatBatchEvent(e).split('\n')) log.info(line);
         if (e.type === 'batch/trial') progress.report({ message: `batch ${e.batchSize}: ${e.outcome.kind === 'oom' ? 'out of memory' : e.outcome.kind}` });
@@ -80,45 +96,15 @@ async function findBatchSize(context: vscode.ExtensionContext, arg: unknown): Pr
   if (m.error) log.error(m.text);
   else log.info(m.text);
   const showLog = 'Show Log';
-  const set = m.offer !== undefined ? `Set "batchSize": ${m.offer}` : undefined;
+  const set = m.offer !== undefined ? m.offerLabel ?? `Set "batchSize": ${m.offer}` : undefined;
   const answer = await (m.error ? vscode.window.showErrorMessage(m.text, showLog) : vscode.window.showInformationMessage(m.text, ...(set ? [set] : []), showLog));
   if (answer === showLog) log.show(true);
   else if (set && answer === set && m.offer !== undefined) await writeBatchSize(uri, m.offer);
 }
 
-/**
- * Keeps the context key `gpuWorkbench.torchrunJobs` (the paths of the workspace's torchrun job
- * files) up to date, so that the explorer's context menu does not offer the search on them.
- */
-function watchTorchrunJobs(context: vscode.ExtensionContext): void {
-  const torchrun = new Set<string>();
-  let timer: NodeJS.Timeout | undefined;
-  const publish = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => void vscode.commands.executeCommand('setContext', 'gpuWorkbench.torchrunJobs', [...torchrun]), 100);
-  };
-  const check = (uri: vscode.Uri) => {
-    const had = torchrun.has(uri.fsPath);
-    const is = isTorchrunJob(uri.fsPath);
-    if (is) torchrun.add(uri.fsPath);
-    else torchrun.delete(uri.fsPath);
-    if (had !== is) publish();
-  };
-  const watcher = vscode.workspace.createFileSystemWatcher('**/*.job.json');
-  context.subscriptions.push(
-    watcher,
-    watcher.onDidCreate(check),
-    watcher.onDidChange(check),
-    watcher.onDidDelete((uri) => { if (torchrun.delete(uri.fsPath)) publish(); }),
-    { dispose: () => clearTimeout(timer) },
-  );
-  void Promise.resolve(vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 2000)).then((files) => files.forEach(check), () => undefined);
-}
-
 /** Registers "GPU Workbench: Find Max Batch Size" (`gpuWorkbench.findBatchSize`, optionally given a job file's Uri). */
 export function registerFindBatchSize(context: vscode.ExtensionContext): void {
   log = vscode.window.createOutputChannel('GPU Workbench: Find Max Batch Size', { log: true });
-  watchTorchrunJobs(context);
   context.subscriptions.push(
     log,
     vscode.commands.registerCommand('gpuWorkbench.findBatchSize', (arg?: unknown) => findBatchSize(context, arg).catch((err: unknown) => {

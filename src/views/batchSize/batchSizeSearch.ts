@@ -5,7 +5,7 @@
  */
 import { fork } from 'node:child_process';
 import { dirname } from 'node:path';
-import { dataBoundText, measuredOn, memoryIsNotTheLimit, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../training/launchers/findBatchSize';
+import { dataBoundText, measuredOn, memoryIsNotTheLimit, perWhat, settingText, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult } from '../../training/launchers/findBatchSize';
 
 /** How long the search gets to stop its trial after a cancel before it is killed. */
 const cancelGraceMs = 5000;
@@ -37,10 +37,10 @@ export interface SearchProcess {
 }
 
 /** Runs the CLI's search in a child process; `onEvent` sees its events, `onLine` every other line it prints. */
-export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBatchSizeEvent) => void; onLine?: (line: string) => void; cancel?: Cancellation; execArgv?: string[] }): SearchProcess {
+export function startSearch(cli: string, file: string, o: { onEvent: (e: FindBatchSizeEvent) => void; onLine?: (line: string) => void; cancel?: Cancellation; execArgv?: string[]; args?: readonly string[] }): SearchProcess {
   // The IPC channel ties the search to this process: if it goes away without stopping it (the
   // extension host killed), the CLI sees the channel disconnect and cancels the search.
-  const child = fork(cli, ['train', file, '--find-batch-size', '--json'], { cwd: dirname(file), stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: o.execArgv ?? [] });
+  const child = fork(cli, ['train', file, '--find-batch-size', '--json', ...(o.args ?? [])], { cwd: dirname(file), stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: o.execArgv ?? [] });
   const running = () => child.exitCode === null && child.signalCode === null;
   function stop(): void {
     if (!running()) return;
@@ -91,6 +91,13 @@ export interface SearchMessage {
   readonly text: string;
   readonly error: boolean;
   readonly offer?: number;
+  /** A torchrun job's button that writes it: `Set --batch-size 128`, `Set BATCH_SIZE=128` (a TF.js job's is `Set "batchSize": 128`). */
+  readonly offerLabel?: string;
+}
+
+function offer(r: FindBatchSizeResult): Pick<SearchMessage, 'offer' | 'offerLabel'> {
+  if (r.suggestedBatchSize === undefined) return {};
+  return { offer: r.suggestedBatchSize, ...(r.torchrun ? { offerLabel: `Set ${settingText(r, r.suggestedBatchSize)}` } : {}) };
 }
 
 export function searchMessage(ending: SearchEnding): SearchMessage {
@@ -111,9 +118,10 @@ export function searchMessage(ending: SearchEnding): SearchMessage {
     return { text: `Memory is not the limit here: for ${r.job}, a batch of ${r.perDevice.toLocaleString('en-US')} per device (${dataBoundText(r)}) fits, measured on ${where}${most}. Nothing to change.`, error: false };
   }
   const global = r.suggestedBatchSize !== undefined && r.strategy !== 'single' ? ` For ${r.strategy} on ${r.jobDevices} devices that is "batchSize": ${r.suggestedBatchSize}.` : '';
+  const limited = r.torchrun?.memoryLimitBytes !== undefined ? ` (each process limited to ${Math.round(r.torchrun.memoryLimitBytes / 2 ** 20).toLocaleString('en-US')} MiB)` : '';
   const none = r.suggestedBatchSize === undefined ? ` The job's ${r.strategy} strategy cannot take it (a batch must hold whole micro-batches).` : '';
   const caveat = suggestionCaveat(r);
   // Stopped by --max-batch-size with every trial fitting: the largest tried, not the largest that fits.
-  if (d.every((x) => x.limit === 'max')) return { text: `A batch of ${r.perDevice} per device fits for ${r.job}, measured on ${where}: the search reached --max-batch-size ${r.maxBatchSize ?? r.perDevice}, so larger batches were not tried.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
-  return { text: `Largest batch that fits for ${r.job}: ${r.perDevice} per device, measured on ${where}.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...(r.suggestedBatchSize !== undefined ? { offer: r.suggestedBatchSize } : {}) };
+  if (d.every((x) => x.limit === 'max')) return { text: `A batch of ${perWhat(r, r.perDevice)} fits for ${r.job}, measured on ${where}${limited}: the search reached --max-batch-size ${r.maxBatchSize ?? r.perDevice}, so larger batches were not tried.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...offer(r) };
+  return { text: `Largest batch that fits for ${r.job}: ${perWhat(r, r.perDevice)}, measured on ${where}${limited}.${global}${none}${caveat ? ` ${caveat}` : ''}`, error: false, ...offer(r) };
 }

@@ -4,7 +4,7 @@
  * VS Code saves at once: files.refactoring.autoSave.) Used by Apply Best Config and Find Max Batch Size.
  */
 import * as vscode from 'vscode';
-import { ApplyConfigError, applyConfigToJson } from '../../tuning/applyConfig';
+import { ApplyConfigError, applyConfigToJson, type TextReplacement } from '../../tuning/applyConfig';
 import type { Config } from '../../tuning/space';
 
 /**
@@ -22,17 +22,22 @@ export async function editConfigInEditor(doc: vscode.TextDocument, config: Confi
     void vscode.window.showErrorMessage(`${title}: ${err.message}`);
     return undefined;
   }
-  const edit = applied.edit;
-  if (!edit) return [];
+  if (!applied.edit) return [];
+  if (!await replaceInEditor(doc, applied.edit, title)) return undefined;
+  return applied.changed;
+}
+
+/** Makes `edit` in the document's editor as one undoable edit and selects what it wrote; false (after saying why) when VS Code refused it. */
+export async function replaceInEditor(doc: vscode.TextDocument, edit: TextReplacement, title: string): Promise<boolean> {
   const editor = await vscode.window.showTextDocument(doc, { preview: false });
   const start = doc.positionAt(edit.offset);
   const range = new vscode.Range(start, doc.positionAt(edit.offset + edit.length));
   if (!await editor.edit((b) => b.replace(range, edit.content))) {
-    void vscode.window.showErrorMessage(`${title}: VS Code refused the edit to ${shown}.`);
-    return undefined;
+    void vscode.window.showErrorMessage(`${title}: VS Code refused the edit to ${vscode.workspace.asRelativePath(doc.uri)}.`);
+    return false;
   }
   const end = doc.positionAt(edit.offset + edit.content.length);
   editor.selection = new vscode.Selection(start, end);
   editor.revealRange(new vscode.Range(start, end));
-  return applied.changed;
+  return true;
 }

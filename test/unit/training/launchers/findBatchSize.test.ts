@@ -275,18 +275,25 @@ describe('gpu-workbench train --find-batch-size', function () {
     }
   });
 
-  it('names the file and the field of a bad job, and refuses a torchrun job without blaming the file', () => {
+  it('names the file and the field of a bad job, and refuses a torchrun job that names no batch size setting without blaming the file', () => {
     const cli = join(repoRoot, 'out', 'src', 'cli.js');
     const bad = spawnSync(process.execPath, [cli, 'train', join(fixtures, 'jobs', 'bad-learning-rate.job.json'), '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /^find batch size failed: bad-learning-rate\.job\.json: \/optimizer\/learningRate must be a number > 0/);
-    const torchrun = spawnSync(process.execPath, [cli, 'train', join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), '--find-batch-size', '--json'], { encoding: 'utf8', timeout: 30_000 });
-    assert.equal(torchrun.status, 1);
-    const refusal = JSON.parse(torchrun.stdout) as { type: string; reason: string; hint?: string };
-    assert.deepEqual(refusal, { type: 'batch/failed', reason: 'ddp.job.json is a torchrun job: its PyTorch script picks its own batch size, and Find Max Batch Size can only try the batches of TF.js jobs (a search for PyTorch scripts does not exist yet). Set the batch size in the script.' });
-    const human = spawnSync(process.execPath, [cli, 'train', join(repoRoot, 'examples', 'torchrun', 'ddp.job.json'), '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
-    assert.equal(human.status, 1);
-    assert.doesNotMatch(human.stderr, /fix the job file/i);
-    assert.match(human.stderr, /^find batch size refused: ddp\.job\.json is a torchrun job/);
+    const dir = mkdtempSync(join(tmpdir(), 'gw-fbs-torchrun-'));
+    try {
+      const job = join(dir, 'ddp.job.json');
+      writeFileSync(job, JSON.stringify({ kind: 'torchrun', script: 'ddp.py', nprocPerNode: 2 }));
+      const torchrun = spawnSync(process.execPath, [cli, 'train', job, '--find-batch-size', '--json'], { encoding: 'utf8', timeout: 30_000 });
+      assert.equal(torchrun.status, 1);
+      const refusal = JSON.parse(torchrun.stdout) as { type: string; reason: string; hint?: string };
+      assert.deepEqual(refusal, { type: 'batch/failed', reason: 'ddp.job.json does not say how its script takes its batch size, so Find Max Batch Size cannot try one: add "batchSize": {"arg": "--batch-size"} (the script\'s option, its value in "args") or "batchSize": {"env": "BATCH_SIZE"} (an environment variable, its value in "env") to the job.' });
+      const human = spawnSync(process.execPath, [cli, 'train', job, '--find-batch-size'], { encoding: 'utf8', timeout: 30_000 });
+      assert.equal(human.status, 1);
+      assert.doesNotMatch(human.stderr, /fix the job file/i);
+      assert.match(human.stderr, /^find batch size refused: ddp\.job\.json does not say how its script takes its batch size/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
