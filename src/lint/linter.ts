@@ -404,6 +404,8 @@ export class Linter {
     if (!cache || cache.shared !== shared || elsewhere) {
       cache = { results: new Map(), dirtyKeys: new Set(), shared, modules, generation: this.workspace.generation };
       this.caches.set(path, cache);
+      // The facts kept across edits were made under the same file-wide facts as the findings.
+      model.dropKeptFacts('all');
     } else {
       if (cache.modules !== modules) {
         for (const kind of ['models', 'losses', 'remotes'] as const) {
@@ -416,6 +418,7 @@ export class Linter {
     if (cache.dirtyKeys.size) {
       const dirty = [...cache.dirtyKeys];
       for (const [top, result] of cache.results) if (result.deps && hasAny(result.deps, dirty)) cache.results.delete(top);
+      model.dropKeptFacts(dirty);
     }
     cache.dirtyKeys.clear();
     cache.generation = this.workspace.generation;
