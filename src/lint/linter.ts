@@ -151,7 +151,7 @@ const noqa = /#\s*noqa(?::\s*([\w-]+(?:\s*,\s*[\w-]+)*))?/i;
 
 export class Linter {
   readonly rules = rules;
-  private readonly workspace = new Workspace();
+  private readonly workspace: Workspace;
   private readonly trees = new Map<string, { tree: Tree; text: string; root: SyntaxNode }>();
   private readonly caches = new Map<string, FileCache>();
   private readonly parseErrors = new Map<string, boolean>();
@@ -164,6 +164,7 @@ export class Linter {
     private readonly options: LinterOptions = {},
   ) {
     this.limits = { ...defaultLimits, ...options.limits };
+    this.workspace = new Workspace(options.incremental ?? false);
   }
 
   /**
