@@ -151,7 +151,7 @@ const noqa = /#\s*noqa(?::\s*([\w-]+(?:\s*,\s*[\w-]+)*))?/i;
 
 export class Linter {
   readonly rules = rules;
-  private readonly workspace = new Workspace();
+  private readonly workspace: Workspace;
   private readonly trees = new Map<string, { tree: Tree; text: string; root: SyntaxNode }>();
   private readonly caches = new Map<string, FileCache>();
   private readonly parseErrors = new Map<string, boolean>();
@@ -164,6 +164,7 @@ export class Linter {
     private readonly options: LinterOptions = {},
   ) {
     this.limits = { ...defaultLimits, ...options.limits };
+    this.workspace = new Workspace(options.incremental ?? false);
   }
 
   /**
@@ -404,6 +405,8 @@ export class Linter {
     if (!cache || cache.shared !== shared || elsewhere) {
       cache = { results: new Map(), dirtyKeys: new Set(), shared, modules, generation: this.workspace.generation };
       this.caches.set(path, cache);
+      // The facts kept across edits were made under the same file-wide facts as the findings.
+      model.dropKeptFacts('all');
     } else {
       if (cache.modules !== modules) {
         for (const kind of ['models', 'losses', 'remotes'] as const) {
@@ -416,6 +419,7 @@ export class Linter {
     if (cache.dirtyKeys.size) {
       const dirty = [...cache.dirtyKeys];
       for (const [top, result] of cache.results) if (result.deps && hasAny(result.deps, dirty)) cache.results.delete(top);
+      model.dropKeptFacts(dirty);
     }
     cache.dirtyKeys.clear();
     cache.generation = this.workspace.generation;

@@ -42,9 +42,11 @@ export function isTrainingCall(model: FileModel, call: SyntaxNode): boolean {
 /** Does `fn` run a backward pass or an optimizer step, itself or through the project functions it calls? */
 export function trains(fn: FunctionInfo): boolean {
   if (fn.model.hasTrainingSignal(fn.node)) return true;
-  // Memoised per file version; a cycle (f calls g calls f) sees `false` for the function in progress.
-  return fn.model.fact(`trains:${fn.node.order}`, () => fn.model.callsIn(fn.node).some((c) => resolveCallee(fn.model, c).some((g) => g !== fn && trains(g)))) ?? false;
+  // Through a cycle (f calls g calls f) too: whether any function it reaches trains (`cyclicFact`), kept across edits.
+  return fn.model.cyclicFact(fn, 'trains', () => fn.model.callsIn(fn.node).some((c) => resolveCallee(fn.model, c).some((g) => g !== fn && trains(g))), or, false);
 }
+
+const or = (a: boolean, b: boolean): boolean => a || b;
 
 /**
  * Can `fn` be called from places the call sites do not show: named as a value (a callback, a
@@ -93,8 +95,9 @@ function passedOrStored(n: SyntaxNode): boolean {
  * caller is itself on a training path), 'unknown' when not all callers are known.
  */
 export function functionStatus(fn: FunctionInfo): PathStatus {
-  // Memoised per file version. A cycle (f calls g calls f) sees no contribution from itself: the other callers decide.
-  return fn.model.fact(`path:${fn.node.order}`, () => {
+  // A cycle (f calls g calls f) adds nothing of its own: the callers from outside it decide, for
+  // every function in it alike (`cyclicFact`: the least fixpoint, kept across edits).
+  return fn.model.cyclicFact(fn, 'path', () => {
     if (callersUnknown(fn)) return 'unknown';
     const sites = sitesOf(fn);
     if (sites.length === 0) return trainingHook.test(fn.name) ? 'unknown' : 'eval';
@@ -104,7 +107,7 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
       if (status === 'train') break;
     }
     return status;
-  }) ?? 'eval';
+  }, combine, 'eval');
 }
 
 /**

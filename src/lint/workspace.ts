@@ -4,6 +4,8 @@
  * `@contextmanager` that wraps `no_grad` in utils.py, a meter whose `update` appends).
  */
 import { FileModel, type CallSite, type ClassInfo, type FunctionInfo, type ValueReference, type WorkspaceFacts } from './model';
+import type { ChunkIndex } from './model/types';
+import type { SyntaxNode } from './syntax';
 import { recorded, recordingNow, replay, track, unrecorded } from './deps';
 import { accumulatedParams, touchesTorch } from './model/summaries';
 import { flatCopy } from './text';
@@ -20,7 +22,7 @@ function add<T>(index: ByName<T>, name: string, path: string, value: T): void {
 }
 
 /** Takes `path`'s entries out of the index; a name nothing defines any more goes too. */
-function drop<T>(index: ByName<T>, names: readonly string[], path: string): void {
+function drop<T>(index: ByName<T>, names: Iterable<string>, path: string): void {
   for (const n of names) {
     const perFile = index.get(n);
     if (perFile?.delete(path) && perFile.size === 0) index.delete(n);
@@ -57,6 +59,17 @@ function classAccumulates(cls: ClassInfo, method: string): readonly number[] | u
   return result;
 }
 
+/** What one statement of a file puts in the index, by name: call sites and references carry the file's model, rebound when a new version reuses the statement. */
+interface ChunkEntries {
+  readonly functions: readonly [string, FunctionInfo][];
+  readonly classes: readonly [string, ClassInfo][];
+  readonly sites: readonly [string, { model: FileModel; call: SyntaxNode }][];
+  readonly refs: readonly [string, { model: FileModel; node: SyntaxNode }][];
+}
+
+type Kind = 'functions' | 'classes' | 'sites' | 'refs';
+const kinds: readonly Kind[] = ['functions', 'classes', 'sites', 'refs'];
+
 export class Workspace implements WorkspaceFacts {
   /** Bumped on every change; FileModels drop facts computed under an older generation. */
   generation = 0;
@@ -65,7 +78,10 @@ export class Workspace implements WorkspaceFacts {
   private readonly classes: ByName<ClassInfo> = new Map();
   private readonly sites: ByName<CallSite> = new Map();
   private readonly refs: ByName<ValueReference> = new Map();
-  private readonly namesByFile = new Map<string, { functions: string[]; classes: string[]; sites: string[]; refs: string[] }>();
+  private readonly namesByFile = new Map<string, Record<Kind, Set<string>>>();
+  /** Each statement's entries (`ChunkEntries`), and the statement each entry came from. */
+  private readonly chunkEntries = new WeakMap<ChunkIndex, ChunkEntries>();
+  private readonly entryChunk = new WeakMap<object, ChunkIndex>();
   private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   /** `all(index, name)` per index and name, for the current generation: asked per call, it sorted and copied each time. */
   private lists = new Map<ByName<unknown>, Map<string, readonly unknown[]>>();
@@ -83,29 +99,131 @@ export class Workspace implements WorkspaceFacts {
     return [...this.files.keys()];
   }
 
+  /** @param perStatement keep each statement's entries, so that a new version of a file updates only the names of the statements it changed (the language server); the CLI indexes each file once. */
+  constructor(private readonly perStatement = true) {}
+
   set(model: FileModel): void {
-    this.remove(model.path);
-    this.files.set(model.path, model);
-    const names = { functions: [] as string[], classes: [] as string[], sites: [] as string[], refs: [] as string[] };
-    for (const fn of model.functions) {
-      add(this.functions, fn.name, model.path, fn);
-      names.functions.push(fn.name);
+    const old = this.files.get(model.path);
+    if (!this.perStatement) this.setWhole(model);
+    else {
+      const chunks = model.chunkList();
+      if (!old || !this.setChanged(model, old, chunks)) this.setWhole(model, chunks);
     }
-    for (const cls of model.classes) {
-      add(this.classes, cls.name, model.path, cls);
-      names.classes.push(cls.name);
-    }
-    for (const { name, call } of model.callSiteNames()) {
-      add(this.sites, name, model.path, { model, call });
-      names.sites.push(name);
-    }
-    for (const { name, node } of model.valueReferenceNames()) {
-      add(this.refs, name, model.path, { model, node });
-      names.refs.push(name);
-    }
-    this.namesByFile.set(model.path, names);
     this.generation++;
     this.noteChange(model.path);
+  }
+
+  /** Indexes the whole file again. */
+  private setWhole(model: FileModel, chunks?: readonly ChunkIndex[]): void {
+    this.remove(model.path);
+    this.files.set(model.path, model);
+    const names: Record<Kind, Set<string>> = { functions: new Set(), classes: new Set(), sites: new Set(), refs: new Set() };
+    if (chunks) {
+      for (const chunk of chunks) {
+        const entries = this.entriesOf(model, chunk);
+        for (const kind of kinds) {
+          for (const [name, entry] of entries[kind]) {
+            add(this.index(kind), name, model.path, entry);
+            names[kind].add(name);
+          }
+        }
+      }
+    } else {
+      for (const fn of model.functions) {
+        add(this.functions, fn.name, model.path, fn);
+        names.functions.add(fn.name);
+      }
+      for (const cls of model.classes) {
+        add(this.classes, cls.name, model.path, cls);
+        names.classes.add(cls.name);
+      }
+      for (const { name, call } of model.callSiteNames()) {
+        add(this.sites, name, model.path, { model, call });
+        names.sites.add(name);
+      }
+      for (const { name, node } of model.valueReferenceNames()) {
+        add(this.refs, name, model.path, { model, node });
+        names.refs.add(name);
+      }
+    }
+    this.namesByFile.set(model.path, names);
+  }
+
+  private index(kind: Kind): ByName<unknown> {
+    return this[kind];
+  }
+
+  /** A statement's entries, made once per statement (`ChunkEntries`). */
+  private entriesOf(model: FileModel, chunk: ChunkIndex): ChunkEntries {
+    let entries = this.chunkEntries.get(chunk);
+    if (!entries) {
+      entries = {
+        functions: chunk.functions.map((f) => [f.name, f]),
+        classes: chunk.classes.map((c) => [c.name, c]),
+        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, { model, call }]),
+        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, { model, node }]),
+      };
+      for (const kind of kinds) for (const [, e] of entries[kind]) this.entryChunk.set(e, chunk);
+      this.chunkEntries.set(chunk, entries);
+    } else {
+      for (const [, site] of entries.sites) site.model = model;
+      for (const [, ref] of entries.refs) ref.model = model;
+    }
+    return entries;
+  }
+
+  /**
+   * A new version of a file already indexed: only the names of the statements it replaced
+   * change, each name's entries kept in document order (statement by statement, as a full
+   * index lists them). Answers false, changing nothing, when the old version's entries are not
+   * all known (then the whole file is indexed again).
+   */
+  private setChanged(model: FileModel, old: FileModel, chunks: readonly ChunkIndex[]): boolean {
+    const names = this.namesByFile.get(model.path);
+    if (!names) return false;
+    const before = old.chunkList();
+    if (before.some((c) => !this.chunkEntries.has(c))) return false;
+    const now = new Set(chunks);
+    const was = new Set(before);
+    const removed = before.filter((c) => !now.has(c));
+    const added = chunks.filter((c) => !was.has(c));
+    const position = new Map<ChunkIndex, number>(chunks.map((c, i) => [c, i]));
+    for (const c of chunks) {
+      if (!was.has(c)) continue;
+      const entries = this.chunkEntries.get(c) as ChunkEntries;
+      for (const [, s] of entries.sites) s.model = model;
+      for (const [, r] of entries.refs) r.model = model;
+    }
+    this.files.set(model.path, model);
+    for (const kind of kinds) {
+      const affected = new Map<string, unknown[]>();
+      for (const c of removed) for (const [name] of (this.chunkEntries.get(c) as ChunkEntries)[kind]) if (!affected.has(name)) affected.set(name, []);
+      for (const c of added) {
+        for (const [name, e] of this.entriesOf(model, c)[kind]) {
+          const list = affected.get(name);
+          if (list) list.push(e);
+          else affected.set(name, [e]);
+        }
+      }
+      const index = this.index(kind);
+      for (const [name, fresh] of affected) {
+        const perFile = index.get(name);
+        const list = [...(perFile?.get(model.path) ?? []).filter((e) => position.has(this.entryChunk.get(e as object) as ChunkIndex)), ...fresh];
+        // Stable: the entries of one statement keep their order.
+        list.sort((a, b) => (position.get(this.entryChunk.get(a as object) as ChunkIndex) as number) - (position.get(this.entryChunk.get(b as object) as ChunkIndex) as number));
+        if (list.length === 0) {
+          if (perFile?.delete(model.path) && perFile.size === 0) index.delete(name);
+          names[kind].delete(name);
+        } else if (perFile) {
+          perFile.set(model.path, list);
+          names[kind].add(name);
+        } else {
+          index.set(flatCopy(name), new Map([[model.path, list]]));
+          names[kind].add(name);
+        }
+      }
+    }
+    return true;
   }
 
   private noteChange(path: string): void {

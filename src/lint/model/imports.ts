@@ -5,7 +5,7 @@
  */
 import { child, childrenOf, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { flatCopy } from '../text';
-import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, lastBindingIn, lastName, type ScopeData, torchFamily, type WorkspaceFacts } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, lastName, type ScopeData, torchFamily, type WorkspaceFacts } from './types';
 
 export abstract class ModelImports {
   readonly aliases = new Map<string, string>();
@@ -30,7 +30,7 @@ export abstract class ModelImports {
   protected readonly lines: string[];
   protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   /** `functionFact`s, kept across edits while their function's statement is reused and no lookup they made is stale. */
-  protected functionFacts = new Map<FunctionInfo, Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>>();
+  protected functionFacts = new Map<FunctionInfo, Map<string, KeptFact>>();
   protected factsGeneration = -1;
 
   constructor(
@@ -314,16 +314,24 @@ export abstract class ModelImports {
 
   /** Calls by the last name of their callee (`f(...)`, `x.f(...)`), for the workspace's call-site index. */
   *callSiteNames(): Generator<{ name: string; call: SyntaxNode }> {
-    for (const chunk of this.chunks.values()) {
-      if (!chunk.sites) {
-        chunk.sites = [];
-        for (const call of chunk.calls) {
-          const callee = this.callee(call);
-          if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) chunk.sites.push({ name: lastName(this.src(callee)), call });
-        }
+    for (const chunk of this.chunks.values()) yield* this.callSiteNamesIn(chunk);
+  }
+
+  /** `callSiteNames` of one statement, computed once per statement. */
+  callSiteNamesIn(chunk: ChunkIndex): readonly { name: string; call: SyntaxNode }[] {
+    if (!chunk.sites) {
+      chunk.sites = [];
+      for (const call of chunk.calls) {
+        const callee = this.callee(call);
+        if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) chunk.sites.push({ name: lastName(this.src(callee)), call });
       }
-      yield* chunk.sites;
     }
+    return chunk.sites;
+  }
+
+  /** The statements' indexes in document order: the workspace updates its index per statement. */
+  chunkList(): ChunkIndex[] {
+    return [...this.chunks.values()];
   }
 
   /**
@@ -332,10 +340,12 @@ export abstract class ModelImports {
    * (`callbacks=[evaluate]`, `hook(self.predict)`). A function named so may be called from anywhere.
    */
   *valueReferenceNames(): Generator<{ name: string; node: SyntaxNode }> {
-    for (const chunk of this.chunks.values()) {
-      if (!chunk.valueRefs) chunk.valueRefs = this.valueRefsOf(chunk);
-      yield* chunk.valueRefs;
-    }
+    for (const chunk of this.chunks.values()) yield* this.valueReferenceNamesIn(chunk);
+  }
+
+  /** `valueReferenceNames` of one statement, computed once per statement. */
+  valueReferenceNamesIn(chunk: ChunkIndex): readonly { name: string; node: SyntaxNode }[] {
+    return (chunk.valueRefs ??= this.valueRefsOf(chunk));
   }
 
   private valueRefsOf(chunk: ChunkIndex): { name: string; node: SyntaxNode }[] {
@@ -488,11 +498,13 @@ export abstract class ModelImports {
       if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
     }
     const keys = [...stale];
+    // Taken over in place: the previous version is not linted again.
     for (const [fn, facts] of previous.functionFacts) {
       if (this.functionByNode.get(fn.node) !== fn) continue;
-      const kept = new Map([...facts].filter(([, f]) => !hasAny(f.deps, keys)));
-      if (kept.size) this.functionFacts.set(fn, kept);
+      if (keys.length) for (const [k, f] of facts) if (hasAny(f.deps, keys)) facts.delete(k);
+      if (facts.size) this.functionFacts.set(fn, facts);
     }
+    previous.functionFacts = new Map();
   }
 
   // Defined by the later layers (scopes.ts, models.ts), used by the index.

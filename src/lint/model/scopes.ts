@@ -5,8 +5,29 @@
 import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
 import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { ScopeFlow, statementsOf } from './flow';
-import { type Binding, type Flow, type FunctionInfo, lastBindingIn, type Reaching, type ScopeData } from './types';
+import { type Binding, type Flow, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
 import { ModelImports } from './imports';
+
+/** A `cyclicFact` in progress: its place in Tarjan's search, and what its `compute` gave. */
+interface PendingFact {
+  readonly fn: FunctionInfo;
+  readonly family: string;
+  readonly index: number;
+  low: number;
+  local: unknown;
+  /** Asked while recording: kept across edits (else per file version). */
+  readonly persisted: boolean;
+}
+
+/** Tarjan's search state, shared by every file's `cyclicFact`s (a component may cross files). */
+const components = {
+  next: 0,
+  stack: [] as PendingFact[],
+  /** Weak: a function asked about once must not keep its file's model alive (an entry stays, empty, once its fact is done). */
+  pending: new WeakMap<FunctionInfo, Map<string, PendingFact>>(),
+  /** The fact whose `compute` is running. */
+  current: undefined as PendingFact | undefined,
+};
 
 export abstract class ModelScopes extends ModelImports {
   // ---------------------------------------------------------------- names
@@ -197,18 +218,133 @@ export abstract class ModelScopes extends ModelImports {
    */
   functionFact<T>(fn: FunctionInfo, key: string, compute: () => T): T | undefined {
     if (!recordingNow()) return this.fact(`fn${fn.node.order}:${key}`, compute);
-    const aliases = this.aliasSignature();
-    const outside = this.facts.changedOutside(this.path);
-    let facts = this.functionFacts.get(fn);
-    const hit = facts?.get(key);
-    if (hit && hit.aliases === aliases && hit.outside === outside) {
+    const hit = this.keptFact(fn, key);
+    if (hit) {
       replay(hit.deps);
       return hit.v as T;
     }
     const r = recorded(compute);
-    if (!facts) this.functionFacts.set(fn, (facts = new Map<string, { v: unknown; deps: Set<string>; aliases: string; outside: number }>()));
-    facts.set(key, { v: r.value, deps: r.deps ?? new Set(), aliases, outside });
+    this.keepFact(fn, key, r.value, r.deps ?? new Set());
     return r.value;
+  }
+
+  /**
+   * A fact of one function that depends on the same fact of other functions, possibly in a
+   * cycle (`trains`: f calls g calls f), answered as the least fixpoint of `compute` over the
+   * order `join` (from `bottom`), so that the answer never depends on which function was asked
+   * first. Computed by Tarjan's strongly connected components over the facts' own calls: while
+   * a fact is in progress, asking it again gives `bottom` and marks the cycle; each member's
+   * `compute` gives a value from what it could see, and when its component is complete every
+   * member gets the join of them all (in a component each member reaches every other, so that
+   * is the fixpoint). A value given to a caller inside an unfinished component is provisional
+   * and is not kept. `compute` must be monotone in the facts it asks (a larger answer of a
+   * callee never gives a smaller answer), and facts of one `family` must not ask facts of
+   * another family that ask them back.
+   *
+   * Kept across edits like `functionFact` while recording (the incremental linter), with the
+   * lookups of its whole component as its keys; per file version otherwise.
+   */
+  cyclicFact<T>(fn: FunctionInfo, family: string, compute: () => T, join: (a: T, b: T) => T, bottom: T): T {
+    const persisted = recordingNow();
+    const hit = persisted ? this.keptFact(fn, family) : this.versionFact(fn, family);
+    if (hit) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    const onStack = components.pending.get(fn)?.get(family);
+    if (onStack) {
+      const caller = components.current;
+      if (caller) caller.low = Math.min(caller.low, onStack.index);
+      return bottom;
+    }
+    const node: PendingFact = { fn, family, index: components.next, low: components.next, local: bottom, persisted };
+    components.next++;
+    components.stack.push(node);
+    let perFn = components.pending.get(fn);
+    if (!perFn) components.pending.set(fn, (perFn = new Map<string, PendingFact>()));
+    perFn.set(family, node);
+    const caller = components.current;
+    components.current = node;
+    let r: { value: T; deps: Set<string> | undefined };
+    try {
+      r = recorded(compute);
+    } catch (err) {
+      // Unwind: this fact and everything above it on the stack stay unanswered.
+      for (const m of components.stack.splice(components.stack.indexOf(node))) components.pending.get(m.fn)?.delete(m.family);
+      throw err;
+    } finally {
+      components.current = caller;
+    }
+    node.local = r.value;
+    if (node.low < node.index) {
+      if (caller) caller.low = Math.min(caller.low, node.low);
+      return r.value;
+    }
+    const members = components.stack.splice(components.stack.indexOf(node));
+    let value = bottom;
+    for (const m of members) value = join(value, m.local as T);
+    for (const m of members) {
+      components.pending.get(m.fn)?.delete(m.family);
+      const model = m.fn.model as unknown as ModelScopes;
+      if (m.persisted) model.keepFact(m.fn, m.family, value, r.deps ?? new Set());
+      else model.factsCache.set(`cyclic:${m.family}:${m.fn.node.order}`, { v: value, deps: r.deps });
+    }
+    return value;
+  }
+
+  /**
+   * A kept `cyclicFact`/`functionFact` of `fn`, if still valid: made under the same shared
+   * facts, the same names bound to models among those it looked up, and no other file changed
+   * since. (The incremental linter also drops those whose lookups a changed statement answers.)
+   */
+  private keptFact(fn: FunctionInfo, key: string): KeptFact | undefined {
+    const hit = this.functionFacts.get(fn)?.get(key);
+    if (!hit || hit.shared !== this.sharedFacts() || hit.outside !== this.facts.changedOutside(this.path)) return undefined;
+    const modules = this.moduleNames();
+    if (hit.modules !== modules) {
+      const then = hit.modules as ReturnType<ModelScopes['moduleNames']>;
+      for (const k of hit.moduleKeys) {
+        const name = k.slice(3);
+        for (const kind of ['models', 'losses', 'remotes'] as const) if (then[kind].has(name) !== modules[kind].has(name)) return undefined;
+      }
+      hit.modules = modules;
+    }
+    return hit;
+  }
+
+  private keepFact(fn: FunctionInfo, key: string, v: unknown, deps: Set<string>): void {
+    let facts = this.functionFacts.get(fn);
+    if (!facts) this.functionFacts.set(fn, (facts = new Map<string, KeptFact>()));
+    const moduleKeys: string[] = [];
+    for (const k of deps) if (k.startsWith('mt:')) moduleKeys.push(k);
+    facts.set(key, { v, deps, shared: this.sharedFacts(), outside: this.facts.changedOutside(this.path), modules: this.moduleNames(), moduleKeys });
+  }
+
+  /** A `cyclicFact` computed for this file version outside a recording. */
+  private versionFact(fn: FunctionInfo, family: string): { v: unknown; deps: Set<string> | undefined } | undefined {
+    if (this.factsGeneration !== this.facts.generation) {
+      this.factsCache = new Map();
+      this.factsGeneration = this.facts.generation;
+    }
+    return this.factsCache.get(`cyclic:${family}:${fn.node.order}`);
+  }
+
+  /**
+   * Drops the kept facts (`functionFact`, `cyclicFact`) that made a lookup of one of `keys`, or
+   * all of them: the incremental linter's findings were made under file-wide facts (the
+   * module-level grad switches, the names bound to models) that it compares by value, and when
+   * those change, the facts kept with them go as its findings do.
+   */
+  dropKeptFacts(keys: readonly string[] | 'all'): void {
+    if (keys === 'all') {
+      this.functionFacts.clear();
+      return;
+    }
+    if (keys.length === 0) return;
+    for (const [fn, facts] of this.functionFacts) {
+      for (const [k, f] of facts) if (hasAny(f.deps, keys)) facts.delete(k);
+      if (facts.size === 0) this.functionFacts.delete(fn);
+    }
   }
 
   /** A fact a rule computes once per file version (undefined while it is being computed: a cycle). */
@@ -240,6 +376,10 @@ export abstract class ModelScopes extends ModelImports {
    * `mt:<name>`, and the linter compares the sets (`moduleNames`) name by name.
    */
   sharedFacts(): string {
+    return this.shared('sharedFacts', () => this.sharedFactsNow());
+  }
+
+  private sharedFactsNow(): string {
     const switches = this.togglesIn(this.root);
     let toggles: string[] = [];
     if (switches.length) {
@@ -251,5 +391,6 @@ export abstract class ModelScopes extends ModelImports {
 
   // Defined by the later layers (guards.ts, models.ts), used by the shared facts.
   abstract aliasSignature(): string;
+  abstract moduleNames(): { readonly models: ReadonlySet<string>; readonly losses: ReadonlySet<string>; readonly remotes: ReadonlySet<string> };
   protected abstract togglesIn(block: SyntaxNode): { start: number; state: 'off' | 'on' }[];
 }

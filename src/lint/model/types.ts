@@ -140,6 +140,22 @@ export interface Contribution {
   readonly aliases: string;
 }
 
+/**
+ * A fact kept across edits (`functionFact`, `cyclicFact`): its value, the lookups it made, and
+ * the file-wide facts it was made under, which are compared by value and not recorded: the
+ * shared facts (`sharedFacts`: imports, module-level grad switches), the names bound to models
+ * that it looked up (`mt:` keys, against `modules`), and the latest change to another file.
+ */
+export interface KeptFact {
+  readonly v: unknown;
+  readonly deps: Set<string>;
+  readonly shared: string;
+  readonly outside: number;
+  /** The model names then (`moduleNames`), moved on to a later version's once its looked-up names are found the same. */
+  modules: object;
+  readonly moduleKeys: readonly string[];
+}
+
 export interface ChunkIndex {
   readonly node: SyntaxNode;
   readonly aliases: [string, string][];

@@ -118,13 +118,14 @@ function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
  */
 function unreportedForward(fn: FunctionInfo): boolean {
   const model = fn.model;
-  return model.fact(`unreportedForward:${fn.node.order}`, () => {
+  // Through helpers that call each other too (`cyclicFact`: the same answer whichever is asked first), kept across edits.
+  return model.cyclicFact(fn, 'unreportedForward', () => {
     for (const c of model.callsIn(fn.node)) {
       const fwd = forwardOf(model, c);
       if (fwd && judge(model, c, fwd).kind === 'unreported') return true;
     }
     return false;
-  }) ?? false;
+  }, (a, b) => a || b, false);
 }
 
 /** Whether the forward at `call` is reported here, needs no guard at all, or is left to the evaluation callers. */

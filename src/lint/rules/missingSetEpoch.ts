@@ -293,18 +293,70 @@ function enclosingLoop(node: SyntaxNode): SyntaxNode | undefined {
 /** The loops in which the loader is iterated once per pass: around a `for ... in loader`, or around a call that hands the loader to a function that iterates it. */
 function epochLoops(model: FileModel, chain: Chain): SyntaxNode[] {
   const out = new Set<SyntaxNode>();
-  for (const loop of loopsIterating(model, chain.scope, chain.loaderKey)) {
-    const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
-    if (!right || !iterates(model, right, chain.loaderKey, chain.loaderTarget)) continue;
+  const { loops, calls } = usesByBinding(model, chain.scope, chain.loaderKey).get(chain.loaderTarget) ?? { loops: [], calls: [] };
+  for (const loop of loops) {
     const outer = enclosingLoop(loop);
     if (outer) out.add(outer);
   }
-  for (const call of callsPassing(model, model.callsIn(chain.scope), chain.loaderKey)) {
+  for (const call of calls) {
     if (!passesToIterator(model, call, chain.loaderKey, 0, chain.loaderTarget)) continue;
     const outer = enclosingLoop(call);
     if (outer) out.add(outer);
   }
   return [...out].sort((a, b) => a.order - b.order);
+}
+
+/**
+ * The loops of a scope that iterate `key`, and the calls that pass it on, by the binding of
+ * `key` in force at each use (`iterates` and `passesToIterator` with a target), in document
+ * order: once per scope, key and file version. Each sampler's chain looked every same-named
+ * loader's uses up through `binding()` again, so module-level code with many of them cost
+ * samplers x uses (issue #13: 50,000 lines of module-level code).
+ */
+function usesByBinding(model: FileModel, scope: SyntaxNode, key: string): ReadonlyMap<SyntaxNode, { loops: SyntaxNode[]; calls: SyntaxNode[] }> {
+  return model.fact(`loaderUses:${scope === model.root ? -1 : scope.order}:${key}`, () => {
+    const byTarget = new Map<SyntaxNode, { loops: SyntaxNode[]; calls: SyntaxNode[] }>();
+    const entry = (target: SyntaxNode): { loops: SyntaxNode[]; calls: SyntaxNode[] } => {
+      let e = byTarget.get(target);
+      if (!e) byTarget.set(target, (e = { loops: [], calls: [] }));
+      return e;
+    };
+    for (const loop of loopsIterating(model, scope, key)) {
+      const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;
+      const targets = new Set<SyntaxNode>();
+      if (right) boundTargetsIterated(model, right, key, targets);
+      for (const t of targets) entry(t).loops.push(loop);
+    }
+    for (const call of callsPassing(model, model.callsIn(scope), key)) {
+      const use = passedUse(model, call, key);
+      const target = use && model.binding(key, unparen(use))?.target;
+      if (target) entry(target).calls.push(call);
+    }
+    return byTarget;
+  }) ?? new Map<SyntaxNode, { loops: SyntaxNode[]; calls: SyntaxNode[] }>();
+}
+
+/** The binding targets of `key` in force where `iterates` would match it in `expr` (the same walk). */
+function boundTargetsIterated(model: FileModel, expr: SyntaxNode, key: string, out: Set<SyntaxNode>, depth = 0): void {
+  const n = unparen(expr);
+  if (n.type === 'identifier' || n.type === 'attribute') {
+    if (model.src(n) !== key) return;
+    const target = model.binding(key, n)?.target;
+    if (target) out.add(target);
+    return;
+  }
+  if (n.type !== 'call' || depth > 4 || model.methodCall(n)) return;
+  for (const a of model.positionalArgs(n)) boundTargetsIterated(model, a, key, out, depth + 1);
+}
+
+/** The argument by which `call` passes `key` (a keyword's value first, else the first positional one), as `passesToIterator` picks it. */
+function passedUse(model: FileModel, call: SyntaxNode, key: string): SyntaxNode | undefined {
+  const args = child(call, 'arguments');
+  if (!args) return undefined;
+  const items = namedChildren(args);
+  const keyword = items.find((a) => a.type === 'keyword_argument' && child(a, 'value') && model.src(unparen(child(a, 'value') as SyntaxNode)) === key);
+  if (keyword) return child(keyword, 'value');
+  return items.filter((a) => a.type !== 'keyword_argument' && a.type !== 'dictionary_splat' && a.type !== 'list_splat').find((a) => model.src(unparen(a)) === key);
 }
 
 /** The workspace functions a call can reach, by name (a method call matches methods of that name). */

@@ -194,6 +194,37 @@ describe('lint fixes never change what training computes', () => {
       ].join('\n');
       assert.deepEqual(await lintText(text), [{ line: 13, rule: 'missing-no-grad', fixes: ['Decorate `evaluate` with `@torch.no_grad()`'] }]);
     });
+
+    // evaluate -> tune -> evaluate is a cycle, and tune also steps the optimizer: evaluate trains.
+    // Asked about tune first (warmup's call is analysed first), the cycle once cut evaluate's
+    // answer off at "no training" and kept it: the decorator was offered, and training broke.
+    it('a function that trains only through a cycle gets no decorator, whichever function of the cycle is looked at first', async () => {
+      const cycle = [
+        'def evaluate(model, loader, opt, depth=0):',
+        '    model.eval()',
+        '    for x in loader:',
+        '        out = model(x)',
+        '        print(out.argmax())',
+        '    if depth:',
+        '        tune(model, loader, opt, depth)',
+        '',
+        'def tune(model, loader, opt, depth):',
+        '    evaluate(model, loader, opt, depth - 1)',
+        '    step(opt)',
+        '',
+        'def step(opt):',
+        '    opt.step()',
+        '',
+        'def main(model, loader, opt):',
+        '    evaluate(model, loader, opt)',
+        '',
+      ];
+      const warmup = ['def warmup(model, loader, opt):', '    tune(model, loader, opt, 1)', ''];
+      const plain = await lintText(['import torch', '', ...cycle].join('\n'));
+      const tuneFirst = await lintText(['import torch', '', ...warmup, ...cycle].join('\n'));
+      assert.deepEqual(plain, [{ line: 6, rule: 'missing-no-grad', fixes: ['Wrap in `with torch.no_grad():`'] }]);
+      assert.deepEqual(tuneFirst, [{ line: 6 + warmup.length, rule: 'missing-no-grad', fixes: ['Wrap in `with torch.no_grad():`'] }]);
+    });
   });
 
   const corpus = process.env.LINT_CORPUS_DIR ?? join(repoRoot, '.lint-corpus');

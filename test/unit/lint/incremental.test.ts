@@ -5,7 +5,10 @@
  * analyses the same workspace anew.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { corpusLib } from '../../../bench/lint/_realMatch';
+import { repoRoot } from '../../paths';
 import { createLinter, type Linter } from '../../../src/lint/linter';
 import { lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
@@ -63,6 +66,16 @@ const edits: Edit[] = [
   (t, r) => {
     const at = pick(lineStarts(t), r);
     return `${t.slice(0, at)}${pick(lines, r)}\n${t.slice(at)}`;
+  },
+  // call a function the file defines from another place (helpers that call each other: cycles in the call graph)
+  (t, r) => {
+    const names = [...t.matchAll(/^\s*def (\w+)\(/gm)].map((m) => m[1]);
+    if (!names.length) return t;
+    const starts = lineStarts(t).filter((at) => t.startsWith('    ', at));
+    if (!starts.length) return t;
+    const at = pick(starts, r);
+    const indent = /^[ \t]*/.exec(t.slice(at))?.[0] ?? '';
+    return `${t.slice(0, at)}${indent}${pick(names, r)}(${pick(['model, x', 'self', 'loader', ''], r)})\n${t.slice(at)}`;
   },
   // rename every occurrence of one word
   (t, r) => {
@@ -133,6 +146,66 @@ describe('incremental re-analysis', function () {
       assert.ok(changed > 0);
     });
   }
+
+  // Real code (docs/lint-corpus.md): each project's files are the workspace, one file of it edited.
+  const cache = corpusLib.cacheFolder(repoRoot);
+  const projectFiles = (dir: string): { path: string; text: string }[] => {
+    const out: { path: string; text: string }[] = [];
+    const walk = (d: string): void => {
+      for (const name of readdirSync(d).sort()) {
+        const p = join(d, name);
+        if (statSync(p).isDirectory()) walk(p);
+        else if (name.endsWith('.py')) out.push({ path: p, text: readFileSync(p, 'utf8') });
+      }
+    };
+    walk(dir);
+    return out;
+  };
+  for (const seed of [11, 12, 13, 14]) {
+    it(`after each of 25 random edits of a real project's file (seed ${seed}, its project as the workspace) equals a fresh analysis`, function () {
+      if (!existsSync(cache)) this.skip();
+      const r = mulberry32(seed);
+      const projects = readdirSync(cache).filter((d) => statSync(join(cache, d)).isDirectory()).sort();
+      assert.ok(projects.length > 0, `no project in the corpus cache ${cache}`);
+      // Two projects per seed, and the file of each that defines the most functions (the call graph to keep right).
+      for (const project of [pick(projects, r), pick(projects, r)]) {
+        const files = projectFiles(join(cache, project));
+        if (!files.length) continue;
+        const edited = files.reduce((a, b) => ((b.text.match(/\bdef /g)?.length ?? 0) > (a.text.match(/\bdef /g)?.length ?? 0) ? b : a));
+        const others = files.filter((f) => f !== edited);
+        let text = edited.text;
+        incremental.lintWorkspace(files);
+        for (let i = 0; i < 25; i++) {
+          text = pick(edits, r)(text, r);
+          const got = incremental.lintFile(edited.path, text);
+          for (const f of files) fresh.removeFile(f.path);
+          fresh.lintWorkspace([{ path: edited.path, text }, ...others]);
+          assert.deepEqual(got, fresh.lintFile(edited.path), `edit ${i + 1} of ${relative(cache, edited.path)} (seed ${seed})`);
+        }
+        for (const f of files) {
+          incremental.removeFile(f.path);
+          fresh.removeFile(f.path);
+        }
+      }
+    });
+  }
+
+  it('keeps what functions calling each other do (a cycle) through edits elsewhere, and recomputes it when a function of the cycle changes', () => {
+    const path = '/incremental/cycle.py';
+    const cycle = 'import torch\n\n\ndef warmup(model, loader, opt):\n    tune(model, loader, opt, 1)\n\n\ndef evaluate(model, loader, opt, depth=0):\n    model.eval()\n    for x in loader:\n        out = model(x)\n        print(out.argmax())\n    if depth:\n        tune(model, loader, opt, depth)\n\n\ndef tune(model, loader, opt, depth):\n    evaluate(model, loader, opt, depth - 1)\n    step(opt)\n\n\ndef step(opt):\n    opt.step()\n';
+    const elsewhere = `${cycle}\n\ndef unrelated():\n    return 1\n`;
+    // The only training step goes: nothing in the cycle trains any more, and evaluate may be decorated.
+    const noStep = elsewhere.replace('    opt.step()', '    opt.zero_grad()');
+    const fixes = (text: string): string[] => {
+      lintSteps(path, [cycle, text]);
+      incremental.lintFile(path, cycle);
+      return incremental.lintFile(path, text).flatMap((f) => f.fixes.map((x) => x.title));
+    };
+    assert.deepEqual(lintSteps(path, [cycle, elsewhere, noStep, elsewhere, cycle]), ['10:missing-no-grad', '10:missing-no-grad', '10:missing-no-grad', '10:missing-no-grad', '10:missing-no-grad']);
+    assert.deepEqual(fixes(elsewhere), ['Wrap in `with torch.no_grad():`']);
+    assert.deepEqual(fixes(noStep), ['Decorate `evaluate` with `@torch.no_grad()`']);
+    incremental.removeFile(path);
+  });
 
   it('re-analyses a statement when another one makes a name it calls a model, and again when that goes', () => {
     const path = '/incremental/model-name.py';
