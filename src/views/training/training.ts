@@ -163,6 +163,7 @@ class TrainingRun {
       case 'job/rankMemory':
       case 'job/checkpoint':
       case 'job/log':
+      case 'job/report':
         break;
       default: {
         const unknown: never = e;
