@@ -41,6 +41,7 @@ export class JobSection extends FittedChart {
   private readonly state = el('vscode-badge', 'job-state');
   private readonly status = el('p', 'job-status');
   private readonly workers = el('p', 'job-workers');
+  private readonly metrics = el('p', 'job-metrics');
   private readonly chartBox: HTMLDivElement;
   private readonly caption = el('div', 'chart-caption');
   private data: uPlot.AlignedData = [[], []];
@@ -55,7 +56,7 @@ export class JobSection extends FittedChart {
     const head = el('div', 'job-head');
     head.append(this.title, this.state);
     this.chartBox.setAttribute('role', 'img');
-    this.root.append(head, this.status, this.workers, this.chartBox, this.caption);
+    this.root.append(head, this.status, this.workers, this.metrics, this.chartBox, this.caption);
   }
 
   update(job: PanelJob | null): void {
@@ -67,10 +68,13 @@ export class JobSection extends FittedChart {
     setText(this.status, job.status);
     setText(this.workers, workersText(job));
     this.workers.hidden = job.workers.length === 0;
+    setText(this.metrics, job.metrics ? `Last metrics: ${job.metrics}` : '');
+    this.metrics.hidden = !job.metrics;
     const n = Math.min(job.lossSteps.length, job.loss.length);
     this.data = [job.lossSteps.slice(0, n), job.loss.slice(0, n)];
     const last = n ? job.loss[n - 1] : null;
-    setText(this.caption, last == null ? 'Training loss: no steps yet' : `Training loss · last ${last.toFixed(3)} at step ${job.lossSteps[n - 1]}`);
+    const unit = job.lossAxis === 'report' ? 'report' : 'step';
+    setText(this.caption, last == null ? `Training loss: no ${unit}s yet` : `Training loss · last ${last.toFixed(3)} at ${unit} ${job.lossSteps[n - 1]}`);
     this.chartBox.setAttribute('aria-label', `Training loss of ${job.name} over ${n} steps`);
     this.chartBox.dataset.points = String(n);
     this.chartBox.hidden = n === 0;

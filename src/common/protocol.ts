@@ -43,6 +43,10 @@ export interface PanelJob {
   /** Training loss after optimizer steps (global step numbers), oldest first; thinned out on long jobs. */
   readonly lossSteps: readonly number[];
   readonly loss: readonly number[];
+  /** What `lossSteps` count: optimizer steps (default), or a torchrun script's printed / reported losses in order when it named no step. */
+  readonly lossAxis?: 'step' | 'report';
+  /** torchrun jobs: the last value of each metric the script printed or reported, for people (`loss 0.0312 · test_acc 98.37%`). */
+  readonly metrics?: string;
 }
 
 /** Sent by the GPU panel webview to the extension host. */

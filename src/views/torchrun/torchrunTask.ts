@@ -31,6 +31,8 @@ import type { JobOverrides } from '../../training/job/spec';
 import type { ScriptProblem } from '../../training/launchers/pythonErrors';
 import { loadTorchrunJob, runTorchrun, type TorchrunHandle, type TorchrunSpec } from '../../training/launchers/torchrun';
 import { trainingJobFeed } from '../training/trainingFeed';
+import { runsOption } from '../runs/runsFolder';
+import { ScriptCurve } from './scriptCurve';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,
@@ -91,6 +93,8 @@ export type SpecLoader = (file: string, overrides: JobOverrides) => Promise<{ sp
 
 interface ActiveRun {
   readonly file: string;
+  /** What it was started with (the devices picked), for its run record. */
+  readonly overrides: JobOverrides;
   name: string;
   handle?: TorchrunHandle;
   /** Resolves when the job has ended (or never started). */
@@ -179,7 +183,7 @@ export class TorchrunTasks implements vscode.Disposable {
       return undefined;
     }
     let resolveEnded!: (e: FinalEvent | undefined) => void;
-    const run: ActiveRun = { file, name: file, ended: new Promise((r) => { resolveEnded = r; }), stopRequested: false };
+    const run: ActiveRun = { file, name: file, overrides, ended: new Promise((r) => { resolveEnded = r; }), stopRequested: false };
     this.active = run;
     // A new run of any torchrun job: the last run's problems are stale.
     this.diagnostics.clear();
@@ -213,7 +217,9 @@ export class TorchrunTasks implements vscode.Disposable {
       lossSteps: [],
       loss: [],
     };
-    trainingJobFeed.set({ ...panelBase, state: 'running', status: `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}` });
+    const runningStatus = `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}`;
+    trainingJobFeed.set({ ...panelBase, state: 'running', status: runningStatus });
+    const curve = new ScriptCurve();
     this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}) as a task: torchrun with ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}, ${interpreterText(interpreter)}`);
     const onEvent = (event: JobEvent): void => {
       // A missing interpreter or torch: the hint says where the interpreter came from and what changes it here.
@@ -226,11 +232,13 @@ export class TorchrunTasks implements vscode.Disposable {
         this.showProblems(problems, spec);
       } else if (e.type === 'job/log' && e.rank === undefined && e.message.startsWith('torchrun: ')) {
         this.channel.info(e.message);
+      } else if (e.type === 'job/report' && curve.add(e)) {
+        trainingJobFeed.set({ ...panelBase, state: 'running', status: runningStatus, ...curve.panel() });
       }
     };
     let handle: TorchrunHandle;
     try {
-      handle = runTorchrun(spec, onEvent);
+      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides });
     } catch (err) {
       lease.dispose();
       terminal.write(`\x1b[31mCannot start torchrun: ${err instanceof Error ? err.message : String(err)}\x1b[0m`);
@@ -244,7 +252,7 @@ export class TorchrunTasks implements vscode.Disposable {
       lease.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
       const message = torchrunEndMessage(spec.name, final, problems);
-      trainingJobFeed.set({ ...panelBase, state, status: message });
+      trainingJobFeed.set({ ...panelBase, state, status: message, ...curve.panel() });
       if (state === 'failed') this.channel.error(message);
       else this.channel.info(message);
       this.finish(run, terminal, final, resolveEnded);
