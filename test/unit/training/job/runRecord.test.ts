@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseTrainArgs } from '../../../../src/cli/train';
 import type { JobEvent } from '../../../../src/training/job/events';
 import { deleteRun, logFile, readRunRecords, recordFile, runProcessGone, runsFolder, writeRunRecord, type RunRecord } from '../../../../src/training/job/runRecord';
 import { recordRun } from '../../../../src/training/job/runRecorder';
@@ -106,6 +107,17 @@ describe('run records', () => {
     assert.equal(recordRun({ dir: join(dir, '..', 'file', 'runs'), kind: 'training', file: '/w/m.job.json', name: 'm' }, (m) => warnings.push(m)), undefined);
     assert.equal(warnings.length, 1);
     assert.match(warnings[0], /^the run is not recorded: cannot write .*file\/runs \(ENOTDIR\)$/);
+  });
+});
+
+describe('gpu-workbench train\'s run record options', () => {
+  it('--runs-dir names the folder (resolved), --no-record turns recording off, neither leaves the default', () => {
+    const o = parseTrainArgs(['job.json', '--runs-dir', 'out/runs']);
+    assert.ok(o !== 'help' && o.runsDir === join(process.cwd(), 'out', 'runs'));
+    const off = parseTrainArgs(['job.json', '--no-record']);
+    assert.ok(off !== 'help' && off.runsDir === null);
+    const plain = parseTrainArgs(['job.json']);
+    assert.ok(plain !== 'help' && plain.runsDir === undefined);
   });
 });
 
