@@ -89,12 +89,14 @@ class RunsProvider implements vscode.TreeDataProvider<Node>, vscode.Disposable {
       const item = new vscode.TreeItem(node.detail, vscode.TreeItemCollapsibleState.None);
       item.id = `${node.parent}\0${node.detail.replace(/\d/g, '#').slice(0, 40)}`;
       item.tooltip = node.detail;
+      item.accessibilityInformation = { label: node.detail };
       return item;
     }
     const { row } = node;
     const item = new vscode.TreeItem(row.label, vscode.TreeItemCollapsibleState.Collapsed);
     item.id = row.key;
     item.description = row.description;
+    item.accessibilityInformation = { label: `${row.label} ${row.description}` };
     item.tooltip = row.details.join('\n');
     item.iconPath = new vscode.ThemeIcon(row.icon, row.status === 'failed' || row.status === 'interrupted' ? new vscode.ThemeColor('testing.iconFailed') : row.status === 'done' ? new vscode.ThemeColor('testing.iconPassed') : undefined);
     item.contextValue = row.contextValue;
