@@ -8,6 +8,7 @@ import type { JobEvent } from '../../../../src/training/job/events';
 import { deleteRun, logFile, readRunRecords, recordFile, runProcessGone, runsFolder, writeRunRecord, type RunRecord } from '../../../../src/training/job/runRecord';
 import { recordRun } from '../../../../src/training/job/runRecorder';
 import { runJob } from '../../../../src/training/launchers/coordinator';
+import { runRows } from '../../../../src/views/runs/runsModel';
 import { fixtures, repoRoot } from '../../../paths';
 import { tinyJob } from '../helpers';
 
@@ -142,6 +143,10 @@ describe('run records of real runs', function () {
     assert.ok(rec.metrics.testAccuracy > 0, JSON.stringify(rec.metrics));
     assert.ok(Date.parse(rec.endedAt!) >= Date.parse(rec.startedAt));
     assert.match(readFileSync(logFile(runsFolder(work), rec.id), 'utf8'), /epoch 1\/\d+ done .*\n(.*\n)*done: test accuracy/);
+    // What the Runs view shows of it.
+    const [row] = runRows(records, [], Date.now(), runProcessGone);
+    assert.match(row.description, /^done · [\d.]+ s · test_acc [\d.]+% · test_loss [\d.]+ · loss [\d.]+$/);
+    assert.ok(row.details.some((d) => /^ran on: ddp · \w+ · cpu ×2$/.test(d)), JSON.stringify(row.details));
     // --no-record (a tuning trial) writes none.
     const none = spawnSync(process.execPath, [join(repoRoot, 'out', 'src', 'cli.js'), 'train', tinyJob, '--json', '--no-record', '--epochs', '1'], { cwd: work, encoding: 'utf8', timeout: 100_000 });
     assert.equal(none.status, 0, none.stderr);
@@ -174,6 +179,9 @@ describe('run records of real runs', function () {
     assert.equal(rec.metrics.final_test_loss, reports.find((r) => r.source === 'report')!.metrics.final_test_loss);
     assert.ok(final.type === 'job/done' && final.metrics.trainLoss === rec.metrics.loss && final.metrics.testAccuracy === rec.metrics.test_acc);
     assert.ok(existsSync(logFile(runs, rec.id)));
+    const [row] = runRows([rec], [], Date.now(), runProcessGone);
+    assert.match(row.description, /^done · [\d.]+ s · .*loss [\d.]+.* · test_acc [\d.]+%/);
+    assert.equal(row.details[1], 'ran on: torchrun · PyTorch · 1 process');
     assert.match(readFileSync(logFile(runs, rec.id), 'utf8'), /Test set: Average loss: [\d.]+, Accuracy: \d+\/128/);
   });
 });
