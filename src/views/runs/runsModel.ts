@@ -175,3 +175,9 @@ export function readExperiments(root: string): { experiments: ExperimentSummary[
 export function runRows(records: readonly RunRecord[], experiments: readonly ExperimentSummary[], now: number, processGone: (r: RunRecord) => boolean, ownedHere: (id: string) => boolean = () => false): RunRow[] {
   return [...records.map((r) => recordRow(r, now, processGone, ownedHere(r.id))), ...experiments.map(experimentRow)].sort((a, b) => b.startedAt - a.startedAt);
 }
+
+/** Whether a process's arguments are those of `gpu-workbench train` (the CLI script, then `train`): the only process of a run the view may signal. */
+export function isTrainCommandLine(args: readonly string[]): boolean {
+  const cli = args.findIndex((a) => /(?:^|[/\\])(?:cli\.js|gpu-workbench)$/.test(a));
+  return cli >= 0 && args[cli + 1] === 'train';
+}

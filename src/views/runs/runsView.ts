@@ -14,17 +14,16 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { log } from '../../log';
 import { deleteRun, logFile, readRunRecords, runProcessGone, runsFolder, type RunRecord } from '../../training/job/runRecord';
-import { readExperiments, runRows, type RunRow } from './runsModel';
+import { isTrainCommandLine, readExperiments, runRows, type RunRow } from './runsModel';
 
 export const runsViewId = 'gpuWorkbench.runs';
 
 type Node = { readonly row: RunRow; readonly folder: vscode.WorkspaceFolder } | { readonly detail: string; readonly parent: string };
 
-/** Whether `pid` is a `gpu-workbench train` process (its command line names the CLI and train), so that a SIGTERM stops a job and nothing else. */
+/** Whether `pid` is a `gpu-workbench train` process, so that a SIGTERM stops a job and nothing else. */
 function isTrainCli(pid: number): boolean {
   try {
-    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return args.some((a) => /(?:^|[/\\])(?:cli\.js|gpu-workbench)$/.test(a)) && args.includes('train');
+    return isTrainCommandLine(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'));
   } catch {
     return false;
   }

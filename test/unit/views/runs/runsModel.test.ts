@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunRecord } from '../../../../src/training/job/runRecord';
 import { JournalWriter } from '../../../../src/tuning/journal';
-import { durationText, readExperiments, recordRow, runRows } from '../../../../src/views/runs/runsModel';
+import { durationText, isTrainCommandLine, readExperiments, recordRow, runRows } from '../../../../src/views/runs/runsModel';
 
 const base: RunRecord = {
   version: 1, id: 'r1', kind: 'training', name: 'mnist', file: '/w/mnist.job.json', status: 'done', startedAt: '2026-11-26T08:00:00.000Z', endedAt: '2026-11-26T08:03:20.000Z',
@@ -68,6 +68,15 @@ describe('Runs view rows', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+
+  it('Stop signals only a gpu-workbench train process, never an editor\'s extension host or training host', () => {
+    assert.equal(isTrainCommandLine(['node', '/w/node_modules/.bin/gpu-workbench', 'train', 'mnist.job.json', '']), true);
+    assert.equal(isTrainCommandLine(['/usr/bin/node', '/ext/dist/cli.js', 'train', 'x.job.json', '--json']), true);
+    assert.equal(isTrainCommandLine(['/usr/bin/node', '/ext/dist/cli.js', 'tune', 'x.tune.json']), false);
+    assert.equal(isTrainCommandLine(['/usr/lib/code-server/lib/node', '/usr/lib/code-server/out/bootstrap-fork', '--type=extensionHost']), false);
+    assert.equal(isTrainCommandLine(['/usr/bin/node', '/ext/dist/trainingHost.js']), false);
+    assert.equal(isTrainCommandLine(['python3', 'train.py', 'train']), false);
   });
 
   it('durations for people', () => {
