@@ -9,7 +9,7 @@
  * re-run, resume, stop, delete; an experiment opens its Tuning Results. A file of the folder that
  * is no readable record is skipped, with one warning naming it.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { log } from '../../log';
@@ -120,13 +120,34 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
     w.onDidChange(() => provider.refresh());
     w.onDidDelete(() => provider.refresh());
   }
+  // The watcher is the way in; a file system it cannot watch (a network mount, inotify's limit reached) would leave
+  // the view still: while it is visible, the folders' modification times are also looked at every 2 s (a record
+  // written or replaced is a rename into the folder, which changes its time).
+  const stamps = new Map<string, number>();
+  const poll = setInterval(() => {
+    if (!view.visible) return;
+    let changed = false;
+    for (const f of vscode.workspace.workspaceFolders ?? []) {
+      for (const dir of [runsFolder(f.uri.fsPath), join(f.uri.fsPath, '.gpu-workbench', 'experiments')]) {
+        let t = 0;
+        try {
+          t = statSync(dir).mtimeMs;
+        } catch {
+          // not there (yet)
+        }
+        if ((stamps.get(dir) ?? 0) !== t) changed = true;
+        stamps.set(dir, t);
+      }
+    }
+    if (changed) provider.refresh();
+  }, 2000);
   const rowOf = (node: unknown): RunRow | undefined => (typeof node === 'object' && node !== null && 'row' in node ? (node as { row: RunRow }).row : undefined);
   const recordOf = (node: unknown) => {
     const row = rowOf(node);
     return row ? provider.record(row.key) : undefined;
   };
   context.subscriptions.push(
-    provider, view, ...watchers,
+    provider, view, ...watchers, { dispose: () => clearInterval(poll) },
     vscode.workspace.onDidChangeWorkspaceFolders(() => provider.refresh()),
     vscode.commands.registerCommand('gpuWorkbench.runs.refresh', () => provider.refresh(0)),
     vscode.commands.registerCommand('gpuWorkbench.runs.openLog', async (node: unknown) => {
