@@ -16,6 +16,7 @@ import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
 import { registerSpecDiagnostics } from './views/jobFiles/specDiagnostics';
 import { registerCheckGpuSetup } from './views/doctor/doctor';
+import { registerRunsView } from './views/runs/runsView';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -32,6 +33,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerGpuPanel(context, monitor);
   registerGpuStatusBar(context, monitor);
   registerTraining(context, monitor);
+  registerRunsView(context);
   registerFindBatchSize(context);
   registerTuning(context, monitor);
   registerLintClient(context);

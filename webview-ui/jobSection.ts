@@ -101,6 +101,7 @@ export class JobSection extends FittedChart {
   private readonly state = el('vscode-badge', 'job-state');
   private readonly status = el('p', 'job-status');
   private readonly workers = el('p', 'job-workers');
+  private readonly metrics = el('p', 'job-metrics');
   private readonly chartBox: HTMLDivElement;
   private readonly caption = el('div', 'chart-caption');
   private readonly growth = el('p', 'job-growth');
@@ -131,7 +132,7 @@ export class JobSection extends FittedChart {
     this.growth.hidden = true;
     this.ranks.hidden = true;
     this.ranks.setAttribute('aria-label', 'Memory per rank');
-    this.root.append(head, this.status, this.workers, this.growth, this.ranks, this.chartBox, this.caption);
+    this.root.append(head, this.status, this.workers, this.metrics, this.growth, this.ranks, this.chartBox, this.caption);
   }
 
   /** Each rank's memory per optimizer step (torchrun jobs under the companion), in place. */
@@ -183,12 +184,15 @@ export class JobSection extends FittedChart {
     setText(this.status, job.status);
     setText(this.workers, workersText(job));
     this.workers.hidden = job.workers.length === 0;
+    setText(this.metrics, job.metrics ? `Last metrics: ${job.metrics}` : '');
+    this.metrics.hidden = !job.metrics;
     this.updateGrowth(job.growth);
     this.updateRanks(job.ranks ?? [], new Set(job.growth?.ranks ?? []));
     const n = Math.min(job.lossSteps.length, job.loss.length);
     this.data = [job.lossSteps.slice(0, n), job.loss.slice(0, n)];
     const last = n ? job.loss[n - 1] : null;
-    setText(this.caption, last == null ? 'Training loss: no steps yet' : `Training loss · last ${last.toFixed(3)} at step ${job.lossSteps[n - 1]}`);
+    const unit = job.lossAxis === 'report' ? 'report' : 'step';
+    setText(this.caption, last == null ? `Training loss: no ${unit}s yet` : `Training loss · last ${last.toFixed(3)} at ${unit} ${job.lossSteps[n - 1]}`);
     this.chartBox.setAttribute('aria-label', `Training loss of ${job.name} over ${n} steps`);
     this.chartBox.dataset.points = String(n);
     this.chartBox.hidden = n === 0;

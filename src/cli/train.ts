@@ -3,13 +3,15 @@
  * people or one JSON event per line (`--json`) for machines, ending with `job/done` or
  * `job/failed`. The same coordinator as the extension's training host.
  */
-import { basename, relative } from 'node:path';
+import { basename, relative, resolve } from 'node:path';
 import type { RankMemory } from '../common/companionProtocol';
 import { mib } from '../common/units';
 import type { JobEvent } from '../training/job/events';
 import { boundText, measuredOn, memoryIsNotTheLimit, NotSearchableError, settingPlace, settingText, suggestionCaveat, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialOutcome } from '../training/launchers/findBatchSize';
 import { runJob } from '../training/launchers/coordinator';
 import { findJobBatchSize } from '../training/launchers/torchrunBatchSize';
+import { metricsText } from '../training/launchers/scriptMetrics';
+import { runsFolder } from '../training/job/runRecord';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
@@ -32,6 +34,9 @@ options:
   --schedule S       pipeline: gpipe | 1f1b
   --python PATH      torchrun jobs ("kind": "torchrun"): the interpreter that has PyTorch
                      (default: the job's "python", else python3)
+  --runs-dir DIR     where the run's record and log go (default: .gpu-workbench/runs under
+                     the current folder, where the editor's Runs view lists them)
+  --no-record        write no run record (a tuning trial: its experiment records it)
   --json             print one JSON event per line (job/started, job/step, ...), ending with
                      job/done or job/failed
   --find-batch-size  instead of training, find the largest batch that fits on each device:
@@ -59,6 +64,8 @@ interface Options {
   resume: boolean;
   overrides: JobOverrides;
   findBatchSize?: { maxBatchSize?: number; steps?: number; memoryLimitMiB?: number };
+  /** --runs-dir; --no-record: null. */
+  runsDir?: string | null;
 }
 
 const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
@@ -108,6 +115,12 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
       }
       case '--python':
         o.overrides.python = value();
+        break;
+      case '--runs-dir':
+        o.runsDir = resolve(value());
+        break;
+      case '--no-record':
+        o.runsDir = null;
         break;
       case '--find-batch-size': find = true; break;
       case '--max-batch-size': case '--trial-steps': {
@@ -223,6 +236,7 @@ export function formatEvent(e: JobEvent, state: FormatState): string {
     case 'job/epoch':
       return `epoch ${e.epoch}/${e.epochs} done: train loss ${e.trainLoss.toFixed(4)}, test loss ${e.testLoss.toFixed(4)}, test accuracy ${pct(e.testAccuracy)}, ${rate(e.samplesPerSecond)} (${secs(e.durationMs)})`;
     case 'job/memory':
+    case 'job/report':
       return '';
     case 'job/checkpoint':
       return `checkpoint: ${relative(process.cwd(), e.dir) || e.dir}`;
@@ -230,7 +244,7 @@ export function formatEvent(e: JobEvent, state: FormatState): string {
       return [`${e.level === 'warning' ? 'warning: ' : ''}${e.rank !== undefined ? `rank ${e.rank}: ` : ''}${e.message}`, ...(e.problem ? e.problem.hints.map((h) => `  hint: ${h}`) : [])].join('\n');
     case 'job/done': {
       const m = e.metrics;
-      if (m.torchrun) return `done: torchrun exited 0 after ${secs(m.durationMs)}${m.torchrun.problems ? ` (${m.torchrun.problems} problem${m.torchrun.problems > 1 ? 's' : ''} in its output)` : ''}`;
+      if (m.torchrun) return `done: torchrun exited 0 after ${secs(m.durationMs)}${m.torchrun.problems ? ` (${m.torchrun.problems} problem${m.torchrun.problems > 1 ? 's' : ''} in its output)` : ''}${m.reported ? `; last metrics: ${metricsText(m.reported)}` : ''}`;
       if (m.pipeline) return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}; pipeline bubble ${pct(m.pipeline.bubbleFraction)} measured, ${pct(m.pipeline.idealBubbleFraction)} ideal`;
       return `done: test accuracy ${pct(m.testAccuracy)} after ${m.epochs} epochs, ${m.steps} steps, ${rate(m.samplesPerSecond)}, ${secs(m.durationMs)}`;
     }
@@ -332,10 +346,12 @@ export async function run(argv: string[]): Promise<number> {
   const opts = o;
   if (opts.findBatchSize) return findBatchSize(opts);
   const state = { every: 1 };
+  const runsDir = opts.runsDir === undefined ? runsFolder(process.cwd()) : opts.runsDir;
   const handle = runJob({
     file: opts.file,
     overrides: opts.overrides,
     resume: opts.resume,
+    ...(runsDir !== null ? { runsDir } : {}),
     onEvent: (e) => {
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(e)}\n`);

@@ -50,6 +50,10 @@ export interface PanelJob {
   readonly cudaVisibleDevices?: readonly number[];
   /** torchrun jobs: memory that grows every step, naming the ranks; null or absent while none does. */
   readonly growth?: PanelGrowthHint | null;
+  /** What `lossSteps` count: optimizer steps (default), or a torchrun script's printed / reported losses in order when it named no step. */
+  readonly lossAxis?: 'step' | 'report';
+  /** torchrun jobs: the last value of each metric the script printed or reported, for people (`loss 0.0312 · test_acc 98.37%`). */
+  readonly metrics?: string;
 }
 
 /** Memory of a job of ours that grows every optimizer step. */

@@ -126,7 +126,7 @@ export function prepareJobTrial(opts: { job: string; config: Config; trialDir: s
     }
   }
   const cli = opts.cli ?? resolveTrainCli();
-  return { jobFile, command: [process.execPath, cli, 'train', jobFile, '--json'], cwd: base };
+  return { jobFile, command: [process.execPath, cli, 'train', jobFile, '--json', '--no-record'], cwd: base };
 }
 
 export type JobLine =

@@ -59,6 +59,8 @@ export interface JobMetrics {
   readonly pipeline?: PipelineMetrics;
   /** torchrun jobs: the command line, its exit code, and how many problems (CUDA errors, exceptions of the script) its output showed. */
   readonly torchrun?: { readonly command: readonly string[]; readonly exitCode: number; readonly problems: number };
+  /** torchrun jobs: the last value of each metric the script reported or printed (see scriptMetrics.ts). */
+  readonly reported?: Readonly<Record<string, number>>;
 }
 
 /** Sent by the training host to its client, in this order: started, summary, (step | memory | rankMemory | epoch | checkpoint | log)*, then done or failed. */
@@ -100,6 +102,13 @@ export type JobEvent =
    * allocated bytes; CPU (`kind: 'cpu'`): the process's resident memory and its peak in the step.
    */
   | ({ readonly type: 'job/rankMemory' } & RankMemory)
+  /**
+   * torchrun jobs: metrics of the script, exactly from a `::report::{...}` line or the companion's
+   * `report()` (`source: 'report'`), or read from a line of its output in a common form
+   * (`loss 0.123`, `loss=0.123`, `Loss: 0.1`, a tqdm postfix; `source: 'output'`, see
+   * scriptMetrics.ts). `epoch` / `step` when the report or the line named them.
+   */
+  | { readonly type: 'job/report'; readonly source: 'report' | 'output'; readonly rank?: number; readonly metrics: Readonly<Record<string, number>>; readonly epoch?: number; readonly step?: number }
   /** A checkpoint (weights and optimizer state) was written after an epoch. */
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */
@@ -119,7 +128,8 @@ export type JobEvent =
 /** Sent by the extension to the forked training host. */
 export type HostCommand =
   /** Run a job file; the host answers with `JobEvent`s. One job at a time: a second start while one runs gets `job/failed`. */
-  | { readonly type: 'host/start'; readonly file: string; readonly overrides?: JobOverrides; readonly resume?: boolean }
+  /** `runsDir`: where the run's record and log go (see runRecord.ts); none without it. */
+  | { readonly type: 'host/start'; readonly file: string; readonly overrides?: JobOverrides; readonly resume?: boolean; readonly runsDir?: string }
   /** Stop the running job: its workers are killed and `job/failed` with `cancelled: true` follows. */
   | { readonly type: 'host/cancel' };
 
@@ -144,7 +154,7 @@ export function parseHostCommand(value: unknown): HostCommand | undefined {
   switch (m.type) {
     case 'host/start':
       if (typeof m.file !== 'string') return undefined;
-      return { type: 'host/start', file: m.file, resume: m.resume === true, overrides: parseOverrides(m.overrides) };
+      return { type: 'host/start', file: m.file, resume: m.resume === true, overrides: parseOverrides(m.overrides), ...(typeof (m as { runsDir?: unknown }).runsDir === 'string' ? { runsDir: (m as { runsDir: string }).runsDir } : {}) };
     case 'host/cancel':
       return { type: 'host/cancel' };
     default:

@@ -17,6 +17,7 @@ import { applyCheckpointPlan, CheckpointInUseError, checkpointFolderPlan, ensure
 import { JobFileError, loadJobFile, type JobOverrides, type JobSpec } from '../job/spec';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun } from './torchrun';
 import { dawnNoisePattern } from '../backends/webgpu';
+import { recordRun } from '../job/runRecorder';
 
 export interface RunJobOptions {
   readonly file: string;
@@ -27,6 +28,8 @@ export interface RunJobOptions {
   readonly workerScript?: string;
   /** How long workers get to start (load backend, data, model) before the job fails. */
   readonly startTimeoutMs?: number;
+  /** Where the run's record and log go (`runsFolder(workspace)`, see runRecord.ts); not recorded without it (a batch-size trial, a check). */
+  readonly runsDir?: string;
 }
 
 export interface JobHandle {
@@ -62,16 +65,21 @@ interface WorkerSlot {
   output: string;
 }
 
-export function runJob(o: RunJobOptions): JobHandle {
-  if (isTorchrunJob(o.file)) return startTorchrun(o);
+export function runJob(options: RunJobOptions): JobHandle {
+  if (isTorchrunJob(options.file)) return startTorchrun(options);
   let spec: JobSpec;
   try {
-    spec = loadJobFile(o.file, o.overrides);
+    spec = loadJobFile(options.file, options.overrides);
   } catch (err) {
     const event: JobEvent = { type: 'job/failed', reason: err instanceof Error ? err.message : String(err), ...(err instanceof JobFileError ? { hint: 'Fix the job file; its schema is schemas/job.schema.json.' } : {}) };
-    o.onEvent(event);
+    options.onEvent(event);
     return { finished: Promise.resolve(event), pids: () => [], cancel: () => undefined };
   }
+  const recorder = options.runsDir === undefined ? undefined : recordRun({
+    dir: options.runsDir, kind: 'training', file: spec.file, name: spec.name, ...(options.overrides ? { overrides: options.overrides } : {}), resume: options.resume === true,
+    ...(spec.checkpointDir ? { checkpointDir: spec.checkpointDir } : {}),
+  }, (message) => options.onEvent({ type: 'job/log', level: 'warning', message }));
+  const o: RunJobOptions = recorder ? { ...options, onEvent: (e) => { recorder.event(e); options.onEvent(e); } } : options;
   // One run per checkpoint folder, one job at a time in it: the folder is checked and locked
   // before any worker starts; what has to move aside moves only once every worker is ready to
   // train (a job that fails to start leaves the folder as it was).
@@ -98,7 +106,7 @@ export function runJob(o: RunJobOptions): JobHandle {
 /** `"kind": "torchrun"`: the user's PyTorch script under torchrun (see torchrun.ts). */
 function startTorchrun(o: RunJobOptions): JobHandle {
   try {
-    return runTorchrun(loadTorchrunJob(o.file, o.overrides, o.overrides?.python), o.onEvent);
+    return runTorchrun(loadTorchrunJob(o.file, o.overrides, o.overrides?.python), o.onEvent, { ...(o.runsDir ? { runsDir: o.runsDir } : {}), ...(o.overrides ? { overrides: o.overrides } : {}) });
   } catch (err) {
     const event: JobEvent = { type: 'job/failed', reason: err instanceof Error ? err.message : String(err), ...(err instanceof JobFileError ? { hint: 'Fix the job file; its schema is schemas/job.schema.json.' } : {}) };
     o.onEvent(event);

@@ -24,7 +24,7 @@ function hostMain(): void {
           post({ type: 'job/failed', reason: 'a job is already running in this training host', hint: 'Stop it first (GPU Workbench: Stop Training).' });
           return;
         }
-        const job = runJob({ file: command.file, overrides: command.overrides ?? {}, resume: command.resume === true, onEvent: post });
+        const job = runJob({ file: command.file, overrides: command.overrides ?? {}, resume: command.resume === true, ...(command.runsDir ? { runsDir: command.runsDir } : {}), onEvent: post });
         current = job;
         void job.finished.then(() => { current = undefined; });
         break;

@@ -28,6 +28,8 @@ import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 import { outputLine } from './outputLines';
+import { parseMetricLine, reportMetrics } from './scriptMetrics';
+import { recordRun } from '../job/runRecorder';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
 
@@ -221,7 +223,28 @@ function signalName(n: number): string | undefined {
 /** The most lines of the channel that are no message, each told; any more are counted. */
 const maxBadLinesTold = 5;
 
-export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, o: { readonly onMessage?: (m: CompanionMessage) => void } = {}): TorchrunHandle {
+export interface RunTorchrunOptions {
+  /** Where the run's record and log go (see runRecord.ts); not recorded without it. */
+  readonly runsDir?: string;
+  /** What the run was started with (`--devices`, the editor's pick), for its record. */
+  readonly overrides?: JobOverrides;
+  /** Every message of the companion's channel, as it comes (Find Max Batch Size reads its `stopped` and `oom`). */
+  readonly onMessage?: (m: CompanionMessage) => void;
+}
+
+export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => void, options: RunTorchrunOptions = {}): TorchrunHandle {
+  const recorder = options.runsDir === undefined ? undefined : recordRun({
+    dir: options.runsDir, kind: 'torchrun', file: spec.file, name: spec.name, strategy: 'torchrun', backend: 'PyTorch',
+    devices: spec.devices ? spec.devices.map((d) => `gpu:${d}`) : [`${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}`],
+    ...(options.overrides && Object.keys(options.overrides).length ? { overrides: options.overrides } : {}),
+  }, (message) => onJobEvent({ type: 'job/log', level: 'warning', message }));
+  const onEvent = recorder ? (e: JobEvent) => { recorder.event(e); onJobEvent(e); } : onJobEvent;
+  /** The last value of each metric the script reported or printed (rank 0's, or a line without a rank). */
+  const lastMetrics: Record<string, number> = {};
+  const onReport = (source: 'report' | 'output', rank: number | undefined, found: { metrics: Readonly<Record<string, number>>; epoch?: number; step?: number }) => {
+    Object.assign(lastMetrics, found.metrics);
+    onEvent({ type: 'job/report', source, ...(rank !== undefined ? { rank } : {}), metrics: found.metrics, ...(found.epoch !== undefined ? { epoch: found.epoch } : {}), ...(found.step !== undefined ? { step: found.step } : {}) });
+  };
   let companionPath: string | undefined;
   try {
     companionPath = companionPythonPath();
@@ -236,7 +259,7 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, 
   let stopTold = false;
   const channel: CompanionChannel | undefined = companionPath === undefined ? undefined : openCompanionChannel({
     onMessage: (m) => {
-      o.onMessage?.(m);
+      options.onMessage?.(m);
       switch (m.type) {
         case 'memory':
           onEvent({ type: 'job/rankMemory', ...rankMemoryOf(m) });
@@ -246,9 +269,12 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, 
           hooksTold = true;
           onEvent({ type: 'job/log', level: 'info', rank: m.rank, message: `gpu_workbench: torch ${m.torch}, memory of every rank after each optimizer step (${m.stepHook === 'post-hook' ? 'optimizer step post-hook' : 'wrapped Optimizer.step'})` });
           break;
-        case 'report':
+        case 'report': {
           onEvent({ type: 'job/log', level: 'info', rank: m.rank, message: `report: ${JSON.stringify(m.metrics)}` });
+          const { epoch, step, ...metrics } = reportMetrics(m.metrics) ?? {};
+          if (m.rank === 0 && Object.keys(metrics).length) onReport('report', m.rank, { metrics, ...(epoch !== undefined ? { epoch } : {}), ...(step !== undefined ? { step } : {}) });
           break;
+        }
         case 'dropped':
           onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} dropped ${m.count} messages the extension did not read in time` });
           break;
@@ -331,6 +357,11 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, 
       const { rank, text } = outputLine(line);
       if (rank !== undefined && text.trim()) lastLines.set(rank, [...(lastLines.get(rank) ?? []), text.trim()].slice(-2));
       onEvent({ type: 'job/log', level: 'info', ...(rank !== undefined ? { rank } : {}), message: line });
+      // Rank 0's metrics (or those of a line without a rank: stdout, which torchrun passes through as printed).
+      if (rank === undefined || rank === 0) {
+        const found = parseMetricLine(text);
+        if (found) onReport(found.exact ? 'report' : 'output', rank, found);
+      }
       const found = parser.pushLine(line);
       for (const problem of found.problems) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
       for (const ex of found.exceptions) onException(ex);
@@ -392,7 +423,10 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void, 
         event = { type: 'job/failed', reason: 'cancelled', cancelled: true };
       } else if (code === 0) {
         const durationMs = Date.now() - started;
-        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems } } };
+        const trainLoss = lastMetrics.loss ?? lastMetrics.train_loss ?? NaN;
+        const testLoss = lastMetrics.test_loss ?? lastMetrics.val_loss ?? NaN;
+        const testAccuracy = lastMetrics.test_acc ?? lastMetrics.val_acc ?? NaN;
+        event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
       } else if (failure) {

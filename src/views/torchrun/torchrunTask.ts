@@ -35,6 +35,8 @@ import type { PanelJob } from '../../common/protocol';
 import { trainingJobFeed } from '../training/trainingFeed';
 import { terminalMemoryText } from './rankMemoryFormat';
 import { RankMemoryView } from './rankMemoryView';
+import { runsOption } from '../runs/runsFolder';
+import { ScriptCurve } from './scriptCurve';
 import {
   diagnosticSource, interpreterText, problemDiagnostics, taskExitCode, terminalText, torchrunEndMessage, torchrunRefusal, torchrunTaskName, withInterpreterHint,
   type InterpreterChoice,
@@ -95,6 +97,8 @@ export type SpecLoader = (file: string, overrides: JobOverrides) => Promise<{ sp
 
 interface ActiveRun {
   readonly file: string;
+  /** What it was started with (the devices picked), for its run record. */
+  readonly overrides: JobOverrides;
   name: string;
   handle?: TorchrunHandle;
   /** Resolves when the job has ended (or never started). */
@@ -183,7 +187,7 @@ export class TorchrunTasks implements vscode.Disposable {
       return undefined;
     }
     let resolveEnded!: (e: FinalEvent | undefined) => void;
-    const run: ActiveRun = { file, name: file, ended: new Promise((r) => { resolveEnded = r; }), stopRequested: false };
+    const run: ActiveRun = { file, name: file, overrides, ended: new Promise((r) => { resolveEnded = r; }), stopRequested: false };
     this.active = run;
     // A new run of any torchrun job: the last run's problems are stale.
     this.diagnostics.clear();
@@ -217,7 +221,8 @@ export class TorchrunTasks implements vscode.Disposable {
       lossSteps: [],
       loss: [],
     };
-    let panel: PanelJob = { ...panelBase, state: 'running', status: `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}` };
+    const runningStatus = `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}`;
+    let panel: PanelJob = { ...panelBase, state: 'running', status: runningStatus };
     trainingJobFeed.set(panel);
     // Each rank's memory (the companion's, after every optimizer step): its process bar and curve in the panel, growth named by rank.
     const memory = new RankMemoryView(spec.script, panelBase.workers, spec.devices, (change) => {
@@ -225,6 +230,8 @@ export class TorchrunTasks implements vscode.Disposable {
       trainingJobFeed.set(panel);
     });
     const memoryLines: FormatState = { every: 1 };
+    // The losses and metrics the script printed or reported.
+    const curve = new ScriptCurve();
     this.channel.info(`starting ${spec.name} (${vscode.workspace.asRelativePath(spec.file)}) as a task: torchrun with ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}, ${interpreterText(interpreter)}`);
     const onEvent = (event: JobEvent): void => {
       // A missing interpreter or torch: the hint says where the interpreter came from and what changes it here.
@@ -241,11 +248,14 @@ export class TorchrunTasks implements vscode.Disposable {
         this.showProblems(problems, spec);
       } else if (e.type === 'job/log' && e.rank === undefined && e.message.startsWith('torchrun: ')) {
         this.channel.info(e.message);
+      } else if (e.type === 'job/report' && curve.add(e)) {
+        panel = { ...panel, ...curve.panel() };
+        trainingJobFeed.set(panel);
       }
     };
     let handle: TorchrunHandle;
     try {
-      handle = runTorchrun(spec, onEvent);
+      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides });
     } catch (err) {
       lease.dispose();
       memory.dispose();
@@ -261,7 +271,7 @@ export class TorchrunTasks implements vscode.Disposable {
       memory.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
       const message = torchrunEndMessage(spec.name, final, problems);
-      trainingJobFeed.set({ ...panelBase, ...memory.current(), state, status: message });
+      trainingJobFeed.set({ ...panelBase, ...memory.current(), state, status: message, ...curve.panel() });
       if (state === 'failed') this.channel.error(message);
       else this.channel.info(message);
       this.finish(run, terminal, final, resolveEnded);

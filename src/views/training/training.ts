@@ -25,6 +25,7 @@ import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../trainin
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrun/torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchrunTask';
 import { trainingJobFeed } from './trainingFeed';
+import { runsOption } from '../runs/runsFolder';
 import { problemRange } from '../jobFiles/specProblems';
 import {
   appendLoss, deviceChoices, doneMessage, existingRunPrompt, failureMessage, hostExitMessage, panelWorkers, plannedBackend, withDeviceBytes, progressPercent, progressText,
@@ -84,11 +85,15 @@ class TrainingRun {
         resolve(this.final ? { kind: 'event', event: this.final } : { kind: 'hostExit', code, signal });
       });
     });
-    this.send({ type: 'host/start', file: spec.file, overrides, resume });
+    this.send({ type: 'host/start', file: spec.file, overrides, resume, ...runsOption(spec.file) });
   }
 
   get running(): boolean {
     return !this.exited;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
   }
 
   /** host/cancel, then SIGKILL of the host and its workers after a grace period. */
@@ -163,6 +168,7 @@ class TrainingRun {
       case 'job/rankMemory':
       case 'job/checkpoint':
       case 'job/log':
+      case 'job/report':
         break;
       default: {
         const unknown: never = e;
@@ -268,6 +274,33 @@ class TrainingController implements vscode.Disposable {
       lease?.dispose();
       this.starting = false;
     }
+  }
+
+  /** The Runs view's Re-run and Resume: a recorded run's job file with the overrides it ran with, no pickers. */
+  async startAgain(file: string, overrides: JobOverrides, resume: boolean): Promise<void> {
+    if (!trusted('start training') || this.starting) return;
+    const running = this.runningName;
+    if (running !== undefined) {
+      void vscode.window.showErrorMessage(`Training ${running} is still running. Stop it first (GPU Workbench: Stop Training).`);
+      return;
+    }
+    this.starting = true;
+    try {
+      if (isTorchrunJob(file)) {
+        const spec = await this.validateTorchrun(file, overrides);
+        if (spec) await this.torchrun.start(spec, overrides);
+        return;
+      }
+      const spec = await this.validate(file, overrides);
+      if (spec) this.launch(spec, overrides, resume, this.monitor.acquire('training'));
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  /** Whether `pid` runs a job of this window: its training host, or this extension host (a torchrun task). */
+  runsHere(pid: number): boolean {
+    return pid === process.pid || (this.run?.running === true && this.run.pid === pid);
   }
 
   async stop(): Promise<void> {
@@ -491,6 +524,9 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
     controller,
     vscode.commands.registerCommand('gpuWorkbench.startTraining', (uri?: vscode.Uri) => controller.start(uri instanceof vscode.Uri ? uri : undefined)),
     vscode.commands.registerCommand('gpuWorkbench.stopTraining', () => controller.stop()),
+    // The Runs view's actions (not in the palette): run a recorded job again, and whether a run's process is this window's.
+    vscode.commands.registerCommand('gpuWorkbench.runs.startAgain', (file: string, overrides: JobOverrides, resume: boolean) => controller.startAgain(file, overrides, resume)),
+    vscode.commands.registerCommand('gpuWorkbench.runs.runsHere', (pid: number) => controller.runsHere(pid)),
     // torchrun tasks come from "Start Training…" or from tasks.json; the provider offers none itself.
     vscode.tasks.registerTaskProvider(torchrunTaskType, { provideTasks: () => [], resolveTask: (task) => controller.torchrun.resolveTask(task) }),
   );

@@ -463,8 +463,9 @@ async function journalSource(entry: JournalEntry): Promise<ResultsSource> {
   };
 }
 
-async function showResults(extensionUri: vscode.Uri): Promise<void> {
-  const entries = listExperiments();
+async function showResults(extensionUri: vscode.Uri, dir?: string): Promise<void> {
+  const all = listExperiments();
+  const entries = dir === undefined ? all : all.filter((e) => e.dir === dir);
   const live = new Map([...sessions].map((s) => [s.key, s]));
   if (entries.length === 0) {
     void vscode.window.showInformationMessage('No experiment yet: .gpu-workbench/experiments/ holds none in this workspace. Run Tune Hyperparameters… first.');
@@ -593,7 +594,8 @@ export function registerTuning(context: vscode.ExtensionContext, monitor: GpuMon
   context.subscriptions.push(
     vscode.commands.registerCommand('gpuWorkbench.tune', (arg?: unknown) => tune(extensionUri, monitor, arg).catch(report('Tune Hyperparameters'))),
     vscode.commands.registerCommand('gpuWorkbench.stopTuning', () => stopTuning().catch(report('Stop Tuning'))),
-    vscode.commands.registerCommand('gpuWorkbench.showTuningResults', () => showResults(extensionUri).catch(report('Show Tuning Results'))),
+    // `dir`: an experiment's folder (the Runs view's Show Results); the user picks one without it.
+    vscode.commands.registerCommand('gpuWorkbench.showTuningResults', (dir?: unknown) => showResults(extensionUri, typeof dir === 'string' ? dir : undefined).catch(report('Show Tuning Results'))),
     vscode.commands.registerCommand('gpuWorkbench.applyBestConfig', () => applyBestCommand().catch(report('Apply Best Config'))),
     // A results tab survives a window reload: VS Code keeps the page's state (the experiment's folder).
     vscode.window.registerWebviewPanelSerializer(ResultsPanel.viewType, {

@@ -63,7 +63,7 @@ describe('tuning: job trials', function () {
       const trialDir = join(mkdtempSync(join(tmpdir(), 'tune-job-')), 'trial_1');
       const p = prepareJobTrial({ job: tinyJob, config: { optimizer: { learningRate: 0.05 }, checkpointDir: 'ck' }, trialDir, cli: '/x/cli.js' });
       assert.equal(p.jobFile, join(trialDir, 'trial.job.json'));
-      assert.deepEqual(p.command, [process.execPath, '/x/cli.js', 'train', p.jobFile, '--json']);
+      assert.deepEqual(p.command, [process.execPath, '/x/cli.js', 'train', p.jobFile, '--json', '--no-record']);
       const copy = JSON.parse(readFileSync(p.jobFile, 'utf8')) as { optimizer: { learningRate: number }; checkpointDir: string };
       assert.equal(copy.optimizer.learningRate, 0.05);
       assert.equal(copy.checkpointDir, join(trialDir, 'checkpoints'));
