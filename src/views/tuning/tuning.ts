@@ -308,7 +308,9 @@ async function pickSpec(arg?: unknown): Promise<vscode.Uri | undefined> {
   const found = await vscode.workspace.findFiles('**/*.tune.json', '{**/node_modules/**,**/.gpu-workbench/**}', 500);
   const uris = [...(activeSpec ? [activeSpec] : []), ...found.filter((u) => u.toString() !== activeSpec?.toString()).sort((a, b) => a.fsPath.localeCompare(b.fsPath))];
   if (uris.length === 0) {
-    void vscode.window.showErrorMessage('No tune spec (*.tune.json) in this workspace. Create one (see examples/tuning/quadratic.tune.json) and run Tune Hyperparameters… again.');
+    const create = 'Create Tune Spec for Script…';
+    const answer = await vscode.window.showErrorMessage('No tune spec (*.tune.json) in this workspace. Create one over a PyTorch script (or see examples/tuning/quadratic.tune.json) and run Tune Hyperparameters… again.', create);
+    if (answer === create) await vscode.commands.executeCommand('gpuWorkbench.createTuneSpec');
     return undefined;
   }
   if (uris.length === 1) return uris[0];

@@ -226,7 +226,7 @@ describe('tuning experiment runner', function () {
     for (const e of started) {
       assert.equal(e.log, trialLogName(e.trialId, 1));
       assert.equal(e.log, `trial_${e.trialId}.log`);
-      const text = readFileSync(join(exp.dir, e.log!), 'utf8');
+      const text = readFileSync(join(exp.dir, e.log), 'utf8');
       assert.equal(text, output.get(e.trialId), `trial ${e.trialId}'s log is what its terminal got`);
       assert.match(text, new RegExp(`^trial ${e.trialId} args --x `));
       assert.equal((text.match(/::report::/g) ?? []).length, 3);
