@@ -100,6 +100,8 @@ describe('e2e: tuning in code-server', function () {
     // The terminal's text as its DOM renderer draws it (spaces are no-break spaces there).
     const screen = async (): Promise<string> => (await page.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n').replace(/\u00a0/g, ' ');
     const said = async (): Promise<number> => ((await screen()).match(/Rerun Task does not run/g) ?? []).length;
+    // Focus back in the workbench (the last test left it in the results page, where F1 goes to the page).
+    await page.locator('.tabs-container .tab', { hasText: 'trial_2.log' }).first().click({ timeout: 30_000 });
     for (const n of [1, 2]) {
       await runCommand(page, 'Tasks: Rerun Last Task');
       // The rerun's terminal (the same one both times: a dedicated task terminal); at its left end: the middle of a narrow tab entry is its Split button.

@@ -125,7 +125,7 @@ describe('gpu-workbench tune (the example, end to end through the CLI)', functio
     // Every trial's output is in the log file its trial/started names: each report line the trial printed, as printed.
     for (const s of started) {
       assert.equal(s.log, `trial_${s.trialId}.log`);
-      const text = readFileSync(join(w.dir, '.gpu-workbench', 'experiments', w.name, s.log!), 'utf8');
+      const text = readFileSync(join(w.dir, '.gpu-workbench', 'experiments', w.name, s.log), 'utf8');
       const reported = text.split('\n').filter((l) => l.startsWith('::report::')).map((l) => JSON.parse(l.slice('::report::'.length)) as Record<string, unknown>);
       const events = of(parse(r.stdout), 'trial/report').filter((x) => x.trialId === s.trialId);
       assert.deepEqual(reported.slice(0, events.length).map((x) => x.loss), events.map((x) => x.result.loss), `trial ${s.trialId}'s log holds its reports`);
