@@ -111,6 +111,8 @@ describe('e2e: tuning in code-server', function () {
     }
     assert.equal(await notification(page, /already active/).count(), 0, 'VS Code said a trial task was still active');
     await screenshot(page, 'tuning-trial-rerun');
+    // Back to the results tab for the next tests.
+    await page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().click();
   });
 
   it('Apply Best Config on command trials offers Copy Config JSON', async () => {
