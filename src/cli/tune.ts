@@ -142,18 +142,14 @@ export async function run(argv: string[]): Promise<number> {
   }
   const gpus = o.gpus !== undefined ? { count: o.gpus } : await gpuCount();
   let experiment: Experiment;
-  const logs = new Map<number, string>();
   try {
     experiment = new Experiment({
       spec, workspace: process.cwd(), name: o.name, resume: o.resume, gpuCount: gpus.count,
+      // Each trial's output goes to its log file (the experiment writes those); its own warnings to experiment.log.
       output: (trialId, text) => {
-        let file = logs.get(trialId);
-        if (!file) {
-          mkdirSync(experiment.dir, { recursive: true });
-          file = join(experiment.dir, trialId === 0 ? 'experiment.log' : `trial_${trialId}.log`);
-          logs.set(trialId, file);
-        }
-        appendFileSync(file, text);
+        if (trialId !== 0) return;
+        mkdirSync(experiment.dir, { recursive: true });
+        appendFileSync(join(experiment.dir, 'experiment.log'), text);
       },
     });
   } catch (err) {

@@ -30,6 +30,8 @@ export interface ResultsTrial {
   readonly error?: string;
   /** 2 or more when an interrupted trial was run again. */
   readonly attempt: number;
+  /** The (last attempt's) log file of the trial, relative to the experiment's folder: the row links to it. */
+  readonly log: string;
 }
 
 export interface ResultsParam {
@@ -75,7 +77,9 @@ export type ResultsToHostMessage =
   /** The user pressed "Apply Best Config". */
   | { readonly type: 'results/applyBest' }
   /** The user asked to see a trial's terminal (its task), e.g. by double-clicking its row. */
-  | { readonly type: 'results/showTrial'; readonly trialId: number };
+  | { readonly type: 'results/showTrial'; readonly trialId: number }
+  /** The user clicked a trial's log link: open its log file in an editor. */
+  | { readonly type: 'results/openLog'; readonly trialId: number };
 
 // Formatting shared by the trial task names (host) and the results page.
 
@@ -114,7 +118,8 @@ export function parseResultsMessage(value: unknown): ResultsToHostMessage | unde
     case 'results/applyBest':
       return { type: m.type };
     case 'results/showTrial':
-      return typeof m.trialId === 'number' && Number.isInteger(m.trialId) && m.trialId > 0 ? { type: 'results/showTrial', trialId: m.trialId } : undefined;
+    case 'results/openLog':
+      return typeof m.trialId === 'number' && Number.isInteger(m.trialId) && m.trialId > 0 ? { type: m.type, trialId: m.trialId } : undefined;
     default:
       return undefined;
   }

@@ -23,8 +23,12 @@ export interface BestTrial { readonly trialId: number; readonly config: Config; 
 export type TuneEvent =
   /** Once per run of the experiment, before any trial (again, with resumed: true, after --resume). */
   | { readonly type: 'experiment/started'; readonly name: string; readonly dir: string; readonly totalTrials: number; readonly maxConcurrent: number; readonly gpus: number; readonly resumed: boolean; readonly at: number }
-  /** A trial's process started. `attempt` is 2 or more when an interrupted trial is re-run. */
-  | { readonly type: 'trial/started'; readonly trialId: number; readonly config: Config; readonly params: Params; readonly cudaVisibleDevices: string | null; readonly attempt: number; readonly at: number }
+  /**
+   * A trial's process started. `attempt` is 2 or more when an interrupted trial is re-run. `log`: the
+   * file, relative to the experiment's folder, that holds this attempt's whole output (absent in
+   * journals written before it was recorded, whose trials wrote `trial_<id>.log`).
+   */
+  | { readonly type: 'trial/started'; readonly trialId: number; readonly config: Config; readonly params: Params; readonly cudaVisibleDevices: string | null; readonly attempt: number; readonly log?: string; readonly at: number }
   /** One `::report::{...}` line, with `training_iteration` filled in (the count of reports) unless given. */
   | { readonly type: 'trial/report'; readonly trialId: number; readonly result: TrialResult; readonly at: number }
   /** The experiment stopped the trial (SIGTERM, then SIGKILL after the grace period). */

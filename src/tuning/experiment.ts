@@ -5,7 +5,7 @@
  * journal where it ended. No vscode here: the CLI and the VS Code layer both drive this class.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
 import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
@@ -28,6 +28,8 @@ export interface TrialView {
   readonly reports: readonly TrialResult[];
   readonly stopReason?: StopReason;
   readonly error?: string;
+  /** The last attempt's log file, relative to the experiment's folder. */
+  readonly log?: string;
 }
 
 export interface ExperimentOptions {
@@ -41,7 +43,11 @@ export interface ExperimentOptions {
   readonly gpuCount: number;
   /** The environment trials inherit (default process.env). */
   readonly env?: NodeJS.ProcessEnv;
-  /** Each trial's own output (stdout and stderr as they come), e.g. a task terminal or a log file. */
+  /**
+   * Each trial's own output (stdout and stderr as they come), e.g. a task terminal; trial 0: the
+   * experiment's own warnings. The experiment also writes each trial's output to its log file
+   * (`trialLogName`, in `dir`) itself, so the log exists however the experiment is run.
+   */
   readonly output?: (trialId: number, text: string) => void;
   /** Job trials: the gpu-workbench CLI script run with `train` (default: cli.js next to this code). */
   readonly trainCli?: string;
@@ -72,6 +78,23 @@ interface Trial {
   drainTimer?: NodeJS.Timeout;
   /** Job trials: the reason of the `job/failed` event. */
   jobFailure?: string;
+  /** The running attempt's log file (absolute), from its start on. */
+  logFile?: string;
+  /** The last attempt's log file, relative to `dir` (from the journal for a restored trial). */
+  log?: string;
+}
+
+/**
+ * A trial attempt's log file name, in its experiment's folder: `trial_3.log`, and
+ * `trial_3.attempt-2.log` for an interrupted trial run again (the first attempt's log is kept).
+ */
+export function trialLogName(trialId: number, attempt: number): string {
+  return attempt > 1 ? `trial_${trialId}.attempt-${attempt}.log` : `trial_${trialId}.log`;
+}
+
+/** Journals written before `trial/started` recorded its log: every attempt appended to `trial_<id>.log`. */
+export function legacyTrialLog(trialId: number): string {
+  return `trial_${trialId}.log`;
 }
 
 export function experimentDir(workspace: string, name: string): string {
@@ -132,6 +155,7 @@ export class Experiment {
   trialViews(): TrialView[] {
     return [...this.trials.values()].map((t) => ({
       trialId: t.trialId, config: t.config, params: t.params, status: t.status, reports: t.reports, stopReason: t.stopReason, error: t.error,
+      ...(t.log ? { log: t.log } : {}),
     }));
   }
 
@@ -205,7 +229,30 @@ export class Experiment {
   }
 
   private out(trialId: number, text: string): void {
+    const file = this.trials.get(trialId)?.logFile;
+    if (file) {
+      try {
+        appendFileSync(file, text);
+      } catch (err) {
+        this.opts.output?.(0, `gpu-workbench: cannot write ${file}: ${(err as Error).message}\n`);
+      }
+    }
     this.opts.output?.(trialId, text);
+  }
+
+  /** Starts the attempt's log file empty, so that every trial has one, even one that prints nothing or never starts. */
+  private openLog(t: Trial): string {
+    const name = trialLogName(t.trialId, t.attempt);
+    t.log = name;
+    t.logFile = join(this.dir, name);
+    try {
+      mkdirSync(this.dir, { recursive: true });
+      writeFileSync(t.logFile, '');
+    } catch (err) {
+      this.opts.output?.(0, `gpu-workbench: cannot write ${t.logFile}: ${(err as Error).message}\n`);
+      t.logFile = undefined;
+    }
+    return name;
   }
 
   /** Rebuilds trials, scheduler and the re-run queue from the journal. */
@@ -223,7 +270,7 @@ export class Experiment {
     for (const r of records) {
       switch (r.type) {
         case 'trial/started':
-          this.trials.set(r.trialId, { trialId: r.trialId, params: r.params, config: r.config, status: 'running', reports: [], attempt: r.attempt });
+          this.trials.set(r.trialId, { trialId: r.trialId, params: r.params, config: r.config, status: 'running', reports: [], attempt: r.attempt, log: r.log ?? legacyTrialLog(r.trialId) });
           lastStart.set(r.trialId, replay.length);
           replay.push(r);
           break;
@@ -343,7 +390,8 @@ export class Experiment {
     };
     if (cuda !== null) childEnv.CUDA_VISIBLE_DEVICES = cuda;
     this.scheduler.onTrialAdd(t.trialId);
-    this.emit({ type: 'trial/started', trialId: t.trialId, config: t.config, params: t.params, cudaVisibleDevices: cuda, attempt: t.attempt, at: Date.now() });
+    const log = this.openLog(t);
+    this.emit({ type: 'trial/started', trialId: t.trialId, config: t.config, params: t.params, cudaVisibleDevices: cuda, attempt: t.attempt, log, at: Date.now() });
     t.jobFailure = undefined;
     let args: string[];
     let cwd: string;

@@ -39,7 +39,7 @@ function trial(trialId: number, lr: number, batch: number, optimizer: string, fl
   const c = curve(floor, n);
   return {
     trialId, status: 'done', config: { lr, batch_size: batch, optimizer, epochs: 12 }, values: { lr, batch_size: batch, optimizer },
-    curve: c, iterations: n, metric: c.length ? c[c.length - 1][1] : null, attempt: 1, ...extra,
+    curve: c, iterations: n, metric: c.length ? c[c.length - 1][1] : null, attempt: 1, log: `trial_${trialId}.log`, ...extra,
   };
 }
 
@@ -170,16 +170,37 @@ describe('Tuning Results webview (headless Chromium)', function () {
     const rows = p.page.locator('table.trials tbody tr');
     await rows.first().waitFor();
     assert.equal(await rows.count(), 8);
-    assert.deepEqual(await p.page.locator('table.trials thead th').allTextContents(), ['Trial', 'Status', 'loss', 'Iterations', 'lr', 'batch_size', 'optimizer']);
+    assert.deepEqual(await p.page.locator('table.trials thead th').allTextContents(), ['Trial', 'Status', 'loss', 'Iterations', 'lr', 'batch_size', 'optimizer', 'Log']);
     const cells = (id: number): Promise<string[]> => p.page.locator(`tr[data-trial-id="${id}"] td`).allTextContents();
-    assert.deepEqual(await cells(3), ['3best', 'Done', '0.118', '12', '3.2e-3', '64', 'adam']);
-    assert.deepEqual(await cells(2), ['2', 'Stopped by ASHA', '2.176', '2', '0.05', '16', 'sgd']);
-    assert.deepEqual(await cells(6), ['6', 'Failed', '1.322', '3', '7e-4', '32', 'sgd']);
-    assert.deepEqual(await cells(8), ['8', 'Running', '—', '0', '0.02', '16', 'adam']);
+    assert.deepEqual(await cells(3), ['3best', 'Done', '0.118', '12', '3.2e-3', '64', 'adam', 'trial_3.log']);
+    assert.deepEqual(await cells(2), ['2', 'Stopped by ASHA', '2.176', '2', '0.05', '16', 'sgd', 'trial_2.log']);
+    assert.deepEqual(await cells(6), ['6', 'Failed', '1.322', '3', '7e-4', '32', 'sgd', 'trial_6.log']);
+    assert.deepEqual(await cells(8), ['8', 'Running', '—', '0', '0.02', '16', 'adam', 'trial_8.log']);
     assert.equal(await p.page.locator('tr[data-trial-id="6"] td.status').getAttribute('title'), 'python3 exited with code 1: RuntimeError: CUDA out of memory');
     assert.match(await p.page.locator('tr[data-trial-id="2"] td.status').getAttribute('title') ?? '', /worse than the rung's cutoff 1\.02/);
     assert.equal(await p.page.locator('header.summary h1').textContent(), 'quadratic');
     assert.equal(await p.page.locator('header.summary .state').textContent(), 'Running · 8 of 12 trials started · 2 running');
+  });
+
+  it('links each trial row to its log file: a click or Enter on the link asks the host to open it, without selecting the row or showing its terminal', async () => {
+    const p = await results();
+    await p.send(init({}, [...trials().slice(0, 7), trial(8, 0.02, 16, 'adam', 0.6, 0, { status: 'running', attempt: 2, log: 'trial_8.attempt-2.log' })]));
+    const link = p.page.locator('tr[data-trial-id="6"] a.log-link');
+    await link.waitFor();
+    assert.equal(await link.textContent(), 'trial_6.log');
+    assert.match(await link.getAttribute('title') ?? '', /^Open trial_6\.log /);
+    await link.click();
+    await p.waitForPosted('results/openLog');
+    assert.deepEqual(p.posted.filter((m) => m.type === 'results/openLog'), [{ type: 'results/openLog', trialId: 6 }]);
+    assert.equal(await p.page.locator('tr.selected').count(), 0, 'the click on the link selected its row');
+    // A re-run attempt links to its own log, the name the journal gave it.
+    const again = p.page.locator('tr[data-trial-id="8"] a.log-link');
+    assert.equal(await again.textContent(), 'trial_8.attempt-2.log');
+    await again.focus();
+    await p.page.keyboard.press('Enter');
+    await p.waitForPosted('results/openLog', 2);
+    assert.deepEqual(p.posted.filter((m) => m.type === 'results/openLog').map((m) => (m as { trialId: number }).trialId), [6, 8]);
+    assert.equal(p.posted.filter((m) => m.type === 'results/showTrial').length, 0, 'the link also asked for the trial\'s terminal');
   });
 
   it('keeps the experiment\'s folder in its state from the start, for VS Code to bring the tab back after a window reload', async () => {

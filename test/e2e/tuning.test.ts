@@ -2,7 +2,8 @@
  * The tuning user path in a real VS Code (code-server 4.100.3 + Debian chromium), on a throwaway
  * copy of examples/tuning/ with a small budget (8 trials, ASHA from the first report): F1 →
  * "GPU Workbench: Tune Hyperparameters…" starts the workspace's only spec; each trial is a task
- * whose terminal is named "Trial N · …"; the "Tuning Results: quadratic" tab lists the trials,
+ * whose terminal ("Trial N · …") closes when the trial ends well, its output kept in the log file
+ * each row of the "Tuning Results: quadratic" tab links to; the tab lists the trials,
  * some "Stopped by ASHA", and names the best; Apply Best Config, for trials that run a command,
  * offers the config as JSON ("Copy Config JSON") since there is no job file to edit.
  */
@@ -60,40 +61,58 @@ describe('e2e: tuning in code-server', function () {
     finished = true;
   });
 
-  it('each trial ran as a task with a terminal named "Trial N · …"', async () => {
+  it('each trial\'s terminal closed when it ended well; its log file holds its output (issue 17 item 5)', async () => {
     assert.ok(s.page && finished, 'needs the finished experiment');
     // The tasks reveal silently: open the panel (Toggle Terminal shows the existing terminals, no new shell).
     await runCommand(s.page, 'View: Toggle Terminal');
     const tabs = s.page.locator('.terminal-tabs-entry');
-    const names = await waitUntil(`${s.ws.numSamples} trial terminals in the terminal tabs`, 30_000, async () => {
-      const texts = (await tabs.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim()).filter((t) => /Trial \d+ ·/.test(t));
-      return texts.length >= s.ws.numSamples ? texts : undefined;
-    }, 250);
-    for (let id = 1; id <= s.ws.numSamples; id++) {
-      assert.ok(names.some((n) => new RegExp(`Trial ${id} · lr=\\S+`).test(n)), `no terminal for trial ${id}: ${JSON.stringify(names)}`);
+    const trialTabs = async (): Promise<string[]> => (await tabs.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim()).filter((t) => /Trial \d+ ·/.test(t));
+    // No trial failed: no trial terminal is left (each closed once its task ended).
+    await waitUntil('every trial terminal to close', 30_000, async () => (await trialTabs()).length === 0, 250);
+    const dir = join(s.ws.dir, '.gpu-workbench', 'experiments', s.ws.name);
+    const started = readFileSync(join(dir, 'journal.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"trial/started"')).map((l) => JSON.parse(l) as { trialId: number; log?: string });
+    assert.equal(started.length, s.ws.numSamples);
+    for (const t of started) {
+      assert.equal(t.log, `trial_${t.trialId}.log`, 'trial/started names the log');
+      assert.match(readFileSync(join(dir, t.log), 'utf8'), /::report::\{"loss"/, `trial ${t.trialId}'s log holds its reports`);
     }
-    await screenshot(s.page, 'tuning-trial-terminals');
+    await screenshot(s.page, 'tuning-trial-terminals-closed');
+  });
+
+  it('a trial row\'s log link opens the trial\'s log file in an editor (issue 17 item 5)', async () => {
+    assert.ok(s.page && results && finished, 'needs the results page of the finished experiment');
+    const link = results.locator('tr[data-trial-id="2"] a.log-link');
+    assert.equal((await link.innerText()).trim(), 'trial_2.log');
+    await link.click({ timeout: 30_000 });
+    await s.page.locator('.tabs-container .tab', { hasText: 'trial_2.log' }).first().waitFor({ timeout: 30_000 });
+    await s.page.locator('.monaco-editor .view-lines', { hasText: '::report::' }).first().waitFor({ timeout: 30_000 });
+    await screenshot(s.page, 'tuning-trial-log');
+    // Back to the results tab for the next tests.
+    await s.page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().click();
   });
 
   it('Tasks: Rerun Last Task on an ended trial says it does not run it again and ends, twice (issue 11 item 8)', async () => {
     assert.ok(s.page && finished, 'needs the finished experiment');
     const page = s.page;
-    // The last task VS Code ran is the last trial started: show its terminal, then rerun it.
+    // The last task VS Code ran is the last trial started (its terminal closed when it ended).
     const journal = readFileSync(join(s.ws.dir, '.gpu-workbench', 'experiments', s.ws.name, 'journal.jsonl'), 'utf8');
     const lastId = journal.split('\n').filter((l) => l.includes('"trial/started"')).map((l) => (JSON.parse(l) as { trialId: number }).trialId).pop();
-    // (At its left end: the middle of a narrow tab entry is its Split button.)
-    await page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${lastId} ·`) }).first().click({ timeout: 30_000, position: { x: 12, y: 8 } });
     // The terminal's text as its DOM renderer draws it (spaces are no-break spaces there).
     const screen = async (): Promise<string> => (await page.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n').replace(/\u00a0/g, ' ');
-    await waitUntil(`trial ${lastId}'s terminal to show`, 30_000, async () => (await screen()).includes(`trial ${lastId} · config`), 250);
     const said = async (): Promise<number> => ((await screen()).match(/Rerun Task does not run/g) ?? []).length;
+    // Focus back in the workbench (the last test left it in the results page, where F1 goes to the page).
+    await page.locator('.tabs-container .tab', { hasText: 'trial_2.log' }).first().click({ timeout: 30_000 });
     for (const n of [1, 2]) {
       await runCommand(page, 'Tasks: Rerun Last Task');
+      // The rerun's terminal (the same one both times: a dedicated task terminal); at its left end: the middle of a narrow tab entry is its Split button.
+      await page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${lastId} ·`) }).first().click({ timeout: 30_000, position: { x: 12, y: 8 } });
       // The second message shows that the first rerun ended: VS Code runs no task that is still active.
       await waitUntil(`rerun ${n}'s message in trial ${lastId}'s terminal`, 30_000, async () => (await said()) >= n, 250);
     }
     assert.equal(await notification(page, /already active/).count(), 0, 'VS Code said a trial task was still active');
     await screenshot(page, 'tuning-trial-rerun');
+    // Back to the results tab for the next tests.
+    await page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().click();
   });
 
   it('Apply Best Config on command trials offers Copy Config JSON', async () => {
@@ -128,5 +147,8 @@ describe('e2e: tuning in code-server', function () {
     });
     assert.equal(best, bestText, 'the restored tab shows the same best trial');
     await screenshot(page, 'tuning-results-restored');
+    // The log links come from the journal: they work after the reload too.
+    await again.locator('tr[data-trial-id="3"] a.log-link').click({ timeout: 30_000 });
+    await page.locator('.tabs-container .tab', { hasText: 'trial_3.log' }).first().waitFor({ timeout: 30_000 });
   });
 });

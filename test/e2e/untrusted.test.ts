@@ -25,7 +25,7 @@ interface Manifest {
 }
 
 /** The commands that run code from the workspace, and must not run in Restricted Mode. */
-const workspaceCodeCommands = ['gpuWorkbench.tune', 'gpuWorkbench.startTraining', 'gpuWorkbench.findBatchSize'];
+const workspaceCodeCommands = ['gpuWorkbench.tune', 'gpuWorkbench.startTraining', 'gpuWorkbench.findBatchSize', 'gpuWorkbench.runWithTorchrun', 'gpuWorkbench.createTuneSpec'];
 
 const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as Manifest;
 const contributed = new Map((manifest.contributes?.commands ?? []).map((c) => [c.command, c]));

@@ -142,6 +142,21 @@ export class ResultsPage {
     return { summary, curves: new CurvesChart(curvesHost, palette), scatter: new ScatterChart(scatterHost, palette), select, table };
   }
 
+  /** The link to the trial's log file (kept in the experiment's folder): the host opens it in an editor. */
+  private logLink(t: ResultsTrial): HTMLAnchorElement {
+    const a = el('a', { className: 'log-link', text: t.log, title: `Open ${t.log} (the trial's whole output) in an editor` });
+    a.href = '#';
+    a.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      ev.stopPropagation(); // not a click on the row (selection)
+      this.api.postMessage({ type: 'results/openLog', trialId: t.trialId });
+    });
+    a.addEventListener('dblclick', (ev) => ev.stopPropagation());
+    // Enter on the link opens the log (its click), not the row's terminal.
+    a.addEventListener('keydown', (ev) => ev.stopPropagation());
+    return a;
+  }
+
   private sorted(): ResultsTrial[] {
     const { sortKey, sortDir } = this.state;
     const sign = sortDir === 'asc' ? 1 : -1;
@@ -225,6 +240,7 @@ export class ResultsPage {
       { key: 'metric', label: e.metric, numeric: true },
       { key: 'iterations', label: 'Iterations', numeric: true },
       ...e.params.map((p) => ({ key: `param:${p.name}`, label: p.name, numeric: false })),
+      { key: 'log', label: 'Log', numeric: false },
     ];
     const head = el('tr');
     for (const c of columns) {
@@ -261,6 +277,7 @@ export class ResultsPage {
         el('td', { className: 'num metric', text: t.metric === null ? '—' : formatMetric(t.metric), title: t.metric === null ? 'no report yet' : String(t.metric) }),
         el('td', { className: 'num iterations', text: String(t.iterations) }),
         ...e.params.map((p) => el('td', { className: 'param', text: p.name in t.values ? compactValue(t.values[p.name]) : '—' })),
+        el('td', { className: 'log' }, this.logLink(t)),
       );
       tr.addEventListener('click', () => this.setState({ selected: this.state.selected === t.trialId ? null : t.trialId }));
       tr.addEventListener('dblclick', () => this.api.postMessage({ type: 'results/showTrial', trialId: t.trialId }));

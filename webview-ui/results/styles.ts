@@ -43,6 +43,8 @@ select:focus { outline: 1px solid var(--vscode-focusBorder); outline-offset: -1p
 table.trials { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 table.trials th, table.trials td { text-align: left; padding: 3px 10px 3px 6px; border-bottom: 1px solid var(--vscode-panel-border, transparent); white-space: nowrap; }
 table.trials td.num, table.trials th.num { text-align: right; }
+table.trials a.log-link { color: var(--vscode-textLink-foreground); text-decoration: none; }
+table.trials a.log-link:hover, table.trials a.log-link:focus { color: var(--vscode-textLink-activeForeground, var(--vscode-textLink-foreground)); text-decoration: underline; }
 table.trials th { font-weight: 600; }
 table.trials th button {
   all: unset;

@@ -24,6 +24,7 @@ import { JobFileError, loadJobFile, type JobOverrides, type JobSpec, type Strate
 import { isTorchrunJob, loadTorchrunJob, type TorchrunSpec } from '../../training/launchers/torchrun';
 import { chooseInterpreter, jobPythonField, type InterpreterChoice } from '../torchrun/torchrunFormat';
 import { specLoader, TorchrunTasks, torchrunTaskType } from '../torchrun/torchrunTask';
+import { createTuneSpec, openWalkthrough, runWithTorchrun } from '../torchrun/runWithTorchrun';
 import { trainingJobFeed } from './trainingFeed';
 import { runsOption } from '../runs/runsFolder';
 import { problemRange } from '../jobFiles/specProblems';
@@ -303,6 +304,37 @@ class TrainingController implements vscode.Disposable {
     return pid === process.pid || (this.run?.running === true && this.run.pid === pid);
   }
 
+  /** "Run with torchrun…" and "Create Tune Spec for Script…" on a Python script (runWithTorchrun.ts), with this controller's pickers. */
+  scriptCommand(command: typeof runWithTorchrun): (arg?: unknown) => Promise<void> {
+    return async (arg) => {
+      const lease = this.monitor.acquire('training');
+      try {
+        await command(arg, {
+          channel: this.channel,
+          pickProcesses: async (name) => this.pickDevices([0, 1], 'ddp', await this.snapshot(), `Run with torchrun (1/2): processes for ${name} (torchrun, one process per device)`),
+          defaultInterpreter: () => chooseInterpreter({ setting: vscode.workspace.getConfiguration('gpuWorkbench.training').get<string>('python', ''), extension: pythonExtensionInterpreter }),
+          gpuCount: () => this.monitor.latest()?.devices.length ?? 0,
+          runJob: (file) => this.runTorchrunFile(file),
+        });
+      } finally {
+        lease.dispose();
+      }
+    };
+  }
+
+  /** Runs a torchrun job file as it is (its own devices), after stopping a running job if the user agrees. */
+  private async runTorchrunFile(file: string): Promise<void> {
+    const running = this.runningName;
+    if (running !== undefined) {
+      const stop = 'Stop and Start Another';
+      const answer = await vscode.window.showWarningMessage(`Training ${running} is still running. Stop it and start another job?`, { modal: true }, stop);
+      if (answer !== stop) return;
+      await this.stopRunning();
+    }
+    const spec = await this.validateTorchrun(file, {});
+    if (spec) await this.torchrun.start(spec, {});
+  }
+
   async stop(): Promise<void> {
     if (!trusted('stop training')) return;
     if (this.runningName === undefined) {
@@ -383,7 +415,7 @@ class TrainingController implements vscode.Disposable {
   }
 
   private async pickJobFile(): Promise<string | undefined> {
-    type Item = vscode.QuickPickItem & { file?: string; create?: true };
+    type Item = vscode.QuickPickItem & { file?: string; create?: true; torchrun?: true };
     const files = await vscode.workspace.findFiles('**/*.job.json', '**/node_modules/**', 500);
     const active = vscode.window.activeTextEditor?.document.uri;
     const activeJob = active?.scheme === 'file' && active.fsPath.endsWith('.job.json') ? active.fsPath : undefined;
@@ -393,9 +425,15 @@ class TrainingController implements vscode.Disposable {
       description: p === activeJob ? 'active editor' : undefined,
       file: p,
     }));
-    items.push({ label: '', kind: vscode.QuickPickItemKind.Separator }, { label: '$(add) Create from template…', description: 'MNIST, an MLP with DDP on 2 devices', create: true });
+    items.push({ label: '', kind: vscode.QuickPickItemKind.Separator }, { label: '$(add) Create from template…', description: 'MNIST, an MLP with DDP on 2 devices', create: true },
+      { label: '$(add) torchrun job for a PyTorch script…', description: 'Run with torchrun: writes <script>.job.json next to it', torchrun: true });
     const picked = await vscode.window.showQuickPick(items, { title: 'Start Training (1/3): job file', placeHolder: paths.length ? 'The job to run' : 'No *.job.json in the workspace: create one from the MNIST template' });
     if (!picked) return undefined;
+    if (picked.torchrun) {
+      // Its own questions (script, processes, interpreter), then it runs the job it wrote.
+      await this.scriptCommand(runWithTorchrun)();
+      return undefined;
+    }
     return picked.create ? this.createFromTemplate() : picked.file;
   }
 
@@ -527,6 +565,9 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
     // The Runs view's actions (not in the palette): run a recorded job again, and whether a run's process is this window's.
     vscode.commands.registerCommand('gpuWorkbench.runs.startAgain', (file: string, overrides: JobOverrides, resume: boolean) => controller.startAgain(file, overrides, resume)),
     vscode.commands.registerCommand('gpuWorkbench.runs.runsHere', (pid: number) => controller.runsHere(pid)),
+    vscode.commands.registerCommand('gpuWorkbench.runWithTorchrun', controller.scriptCommand(runWithTorchrun)),
+    vscode.commands.registerCommand('gpuWorkbench.createTuneSpec', controller.scriptCommand(createTuneSpec)),
+    vscode.commands.registerCommand('gpuWorkbench.gettingStarted', openWalkthrough),
     // torchrun tasks come from "Start Training…" or from tasks.json; the provider offers none itself.
     vscode.tasks.registerTaskProvider(torchrunTaskType, { provideTasks: () => [], resolveTask: (task) => controller.torchrun.resolveTask(task) }),
   );

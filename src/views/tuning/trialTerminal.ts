@@ -6,6 +6,15 @@
 
 interface Disposable { dispose(): unknown }
 
+/**
+ * Whether a trial's terminal closes once its task has ended: yes unless the trial failed. Its
+ * whole output stays in its log file (linked from its row of the Tuning Results table), so an
+ * experiment leaves open only the terminals worth reading, instead of one per trial.
+ */
+export function closesWhenEnded(status: 'pending' | 'running' | 'done' | 'stopped' | 'failed' | 'interrupted'): boolean {
+  return status !== 'failed' && status !== 'running' && status !== 'pending';
+}
+
 /** A `vscode.EventEmitter` by shape: `event` is a `vscode.Event`. */
 class Emitter<T> {
   private readonly listeners = new Set<(e: T) => unknown>();

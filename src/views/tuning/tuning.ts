@@ -6,7 +6,7 @@
  * Running trials executes workspace code, so the run commands refuse in an untrusted workspace.
  */
 import * as vscode from 'vscode';
-import { createWriteStream, existsSync, readdirSync, statSync, type WriteStream } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { findNodeAtLocation, parseTree } from 'jsonc-parser';
 import { gpuMonitorOptions } from '../../config';
@@ -19,10 +19,10 @@ import { readJournal } from '../../tuning/journal';
 import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../../tuning/spec';
 import { ApplyConfigError, describeDifferences, planBestConfig, type BestConfigPlan } from '../../tuning/applyConfig';
 import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
-import { ResultsModel, setupFromSpec, trialTaskName, type ResultsSetup } from './tuningModel';
+import { ResultsModel, setupFromSpec, trialLogPath, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
 import { restoreTarget, type JournalEntry } from './tuningRestore';
-import { TrialTerminal, trialExecution } from './trialTerminal';
+import { closesWhenEnded, TrialTerminal, trialExecution } from './trialTerminal';
 
 export const trialTaskType = 'gpuWorkbench.trial';
 
@@ -34,14 +34,16 @@ export interface TrialTaskDefinition extends vscode.TaskDefinition {
   readonly attempt: number;
 }
 
+/** A trial's task: its terminal, its name (the terminal's), and whether its end was handled (a Rerun Task of it ends too). */
+interface TrialEntry { terminal: TrialTerminal; name: string; execution?: vscode.TaskExecution; ended?: boolean }
+
 const untrustedMessage = 'GPU Workbench: tuning runs the trial commands of your workspace, so it is disabled until you trust this workspace (Manage Workspace Trust).';
 
 /** One running experiment in this window. */
 class TuningSession implements ResultsSource {
   readonly key: string;
   readonly model: ResultsModel;
-  private readonly terminals = new Map<number, { terminal: TrialTerminal; name: string; execution?: vscode.TaskExecution }>();
-  private readonly logs = new Map<number, WriteStream>();
+  private readonly terminals = new Map<number, TrialEntry>();
   private readonly subscriptions: vscode.Disposable[] = [];
   private stopRequested = false;
 
@@ -65,14 +67,8 @@ class TuningSession implements ResultsSource {
       log.warn(`Tuning ${this.name}: ${text.trimEnd()}`);
       return;
     }
+    // The experiment writes the same text to the trial's log file.
     this.terminals.get(trialId)?.terminal.write(text);
-    let stream = this.logs.get(trialId);
-    if (!stream) {
-      stream = createWriteStream(join(this.experiment.dir, `trial_${trialId}.log`), { flags: 'a' });
-      stream.on('error', (err) => log.warn(`Tuning ${this.name}: trial ${trialId} log: ${err.message}`));
-      this.logs.set(trialId, stream);
-    }
-    stream.write(text);
   }
 
   /** Runs the experiment under a cancellable progress notification; resolves when every trial has ended. */
@@ -134,13 +130,15 @@ class TuningSession implements ResultsSource {
     const entry = this.terminals.get(trialId);
     const terminal = entry && vscode.window.terminals.find((t) => t.name === entry.name || t.name.endsWith(entry.name));
     if (terminal) terminal.show();
-    else await openTrialLog(this.experiment.dir, trialId);
+    else await this.openLog(trialId);
+  }
+
+  openLog(trialId: number): Promise<void> {
+    return openTrialLog(this.experiment.dir, trialId, this.model.row(trialId)?.log);
   }
 
   dispose(): void {
     for (const s of this.subscriptions.splice(0)) s.dispose();
-    for (const s of this.logs.values()) s.end();
-    this.logs.clear();
     sessions.delete(this);
     // The results stay on screen, read from the model that no longer changes.
     ResultsPanel.forKey(this.key)?.postExperiment();
@@ -179,15 +177,21 @@ class TuningSession implements ResultsSource {
     const terminal = new TrialTerminal(header, () => {
       if (this.experiment.cancelTrial(trialId, 'its task was terminated in VS Code')) log.info(`Tuning ${this.name}: trial ${trialId} stopped from its terminal`);
     });
-    const entry: { terminal: TrialTerminal; name: string; execution?: vscode.TaskExecution } = { terminal, name };
+    const entry: TrialEntry = { terminal, name };
     this.terminals.set(trialId, entry);
     const definition: TrialTaskDefinition = { type: trialTaskType, experiment: this.name, trial: trialId, attempt };
     const callback = trialExecution(terminal, () => this.rerunRefusal(trialId));
     const task = new vscode.Task(definition, this.folder ?? vscode.TaskScope.Workspace, name, 'GPU Workbench', new vscode.CustomExecution(callback));
+    // Silent: shown only when it fails. Its terminal closes when it ends well (onTaskEnded).
     task.presentationOptions = { reveal: vscode.TaskRevealKind.Silent, panel: vscode.TaskPanelKind.Dedicated, focus: false, clear: false, echo: false, showReuseMessage: false };
+    // Its task may end after the experiment (and this session) did: found by its definition.
+    trialTasks.set(trialTaskKey(definition), { session: this, trialId });
     vscode.tasks.executeTask(task).then(
       (execution) => { entry.execution = execution; },
-      (err: unknown) => log.warn(`Tuning ${this.name}: cannot show trial ${trialId} as a task (${String(err)}); its output is in trial_${trialId}.log`),
+      (err: unknown) => {
+        trialTasks.delete(trialTaskKey(definition));
+        log.warn(`Tuning ${this.name}: cannot show trial ${trialId} as a task (${String(err)}); its output is in ${trialLogPath(this.experiment.dir, trialId, row?.log)}`);
+      },
     );
   }
 
@@ -199,16 +203,47 @@ class TuningSession implements ResultsSource {
         : row?.status === 'running' || row?.status === 'pending' ? 'is still running'
           : row?.stopReason === 'asha' ? 'was stopped by ASHA' : 'was stopped';
     return `\x1b[33mRerun Task does not run trial ${trialId} again (it ${state}): a trial runs only as part of its experiment ${this.name}. `
-      + `Its output is in ${join(this.experiment.dir, `trial_${trialId}.log`)}; to run trials again, run Tune Hyperparameters… on the spec.\x1b[0m`;
+      + `Its output is in ${trialLogPath(this.experiment.dir, trialId, row?.log)}; to run trials again, run Tune Hyperparameters… on the spec.\x1b[0m`;
   }
 
   private endTask(trialId: number, code: number, message: string): void {
     this.terminals.get(trialId)?.terminal.end(code, message);
   }
+
+  /**
+   * A task of this experiment ended (VS Code has its exit code): the trial's terminal closes
+   * unless the trial failed (`closesWhenEnded`); its output is in its log file. Only its first
+   * end: a Rerun Task of it keeps the terminal that says why nothing ran.
+   */
+  onTaskEnded(trialId: number): void {
+    const entry = this.terminals.get(trialId);
+    const row = this.model.row(trialId);
+    if (!entry || entry.ended || !row) return;
+    entry.ended = true;
+    if (!closesWhenEnded(row.status)) return;
+    vscode.window.terminals.find((t) => t.name === entry.name || t.name.endsWith(entry.name))?.dispose();
+  }
 }
 
 /** The experiments running in this window. */
 const sessions = new Set<TuningSession>();
+
+/** Trial tasks whose end has not been seen yet, by `trialTaskKey`. */
+const trialTasks = new Map<string, { session: TuningSession; trialId: number }>();
+
+function trialTaskKey(d: Partial<TrialTaskDefinition>): string {
+  return JSON.stringify([d.experiment, d.trial, d.attempt]);
+}
+
+/** A task ended: a trial's (its first end, not a Rerun Task's) may close its terminal. */
+function onTaskEnded(definition: vscode.TaskDefinition): void {
+  if (definition.type !== trialTaskType) return;
+  const key = trialTaskKey(definition as Partial<TrialTaskDefinition>);
+  const found = trialTasks.get(key);
+  if (!found) return;
+  trialTasks.delete(key);
+  found.session.onTaskEnded(found.trialId);
+}
 
 /**
  * How long a trial gets between SIGTERM and SIGKILL when the window closes, whatever its spec
@@ -230,10 +265,11 @@ function applyTarget(spec: TuneSpec): ResultsExperiment['apply'] {
   return spec.trial.kind === 'job' ? { kind: 'job', file: spec.trial.job, varied: spec.space.variedPaths() } : { kind: 'command' };
 }
 
-async function openTrialLog(dir: string, trialId: number): Promise<void> {
-  const file = join(dir, `trial_${trialId}.log`);
+/** Opens a trial's log (`log`: its row's file name, from the journal) in an editor. */
+async function openTrialLog(dir: string, trialId: number, log: string | undefined): Promise<void> {
+  const file = trialLogPath(dir, trialId, log);
   if (!existsSync(file)) {
-    void vscode.window.showInformationMessage(`Trial ${trialId} has no output log (${file}).`);
+    void vscode.window.showWarningMessage(`Trial ${trialId} has no log file: ${file} does not exist (deleted, or written by a version that kept no log).`);
     return;
   }
   await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
@@ -272,7 +308,9 @@ async function pickSpec(arg?: unknown): Promise<vscode.Uri | undefined> {
   const found = await vscode.workspace.findFiles('**/*.tune.json', '{**/node_modules/**,**/.gpu-workbench/**}', 500);
   const uris = [...(activeSpec ? [activeSpec] : []), ...found.filter((u) => u.toString() !== activeSpec?.toString()).sort((a, b) => a.fsPath.localeCompare(b.fsPath))];
   if (uris.length === 0) {
-    void vscode.window.showErrorMessage('No tune spec (*.tune.json) in this workspace. Create one (see examples/tuning/quadratic.tune.json) and run Tune Hyperparameters… again.');
+    const create = 'Create Tune Spec for Script…';
+    const answer = await vscode.window.showErrorMessage('No tune spec (*.tune.json) in this workspace. Create one over a PyTorch script (or see examples/tuning/quadratic.tune.json) and run Tune Hyperparameters… again.', create);
+    if (answer === create) await vscode.commands.executeCommand('gpuWorkbench.createTuneSpec');
     return undefined;
   }
   if (uris.length === 1) return uris[0];
@@ -459,7 +497,8 @@ async function journalSource(entry: JournalEntry): Promise<ResultsSource> {
     key: entry.dir,
     model,
     applyBest: () => applyBestConfig(model, setup.metric),
-    showTrial: (id) => openTrialLog(entry.dir, id),
+    showTrial: (id) => openTrialLog(entry.dir, id, model.row(id)?.log),
+    openLog: (id) => openTrialLog(entry.dir, id, model.row(id)?.log),
   };
 }
 
@@ -603,6 +642,7 @@ export function registerTuning(context: vscode.ExtensionContext, monitor: GpuMon
     }),
     // Trials are started by their experiment, never from tasks.json: the provider offers none.
     vscode.tasks.registerTaskProvider(trialTaskType, { provideTasks: () => [], resolveTask: () => undefined }),
+    vscode.tasks.onDidEndTask((e) => onTaskEnded(e.execution.task.definition)),
     {
       dispose: () => {
         // Closing the window: deactivate() awaits stopAllTuning(); this only covers a disposal without it.

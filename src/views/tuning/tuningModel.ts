@@ -3,9 +3,10 @@
  * the results model that folds an experiment's events, live or replayed from its journal, into
  * the rows the results page draws.
  */
+import { join } from 'node:path';
 import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial } from '../../common/tuningProtocol';
 import type { TuneEvent } from '../../tuning/events';
-import type { TrialView } from '../../tuning/experiment';
+import { legacyTrialLog, type TrialView } from '../../tuning/experiment';
 import type { JournalRecord } from '../../tuning/journal';
 import type { Config, Params } from '../../tuning/space';
 import type { TuneSpec } from '../../tuning/spec';
@@ -21,6 +22,16 @@ export function trialTaskName(trialId: number, values: Readonly<Record<string, u
   const pairs = keys.map((k) => `${clash.has(leaf(k)) ? k : leaf(k)}=${compactValue(values[k])}`);
   const name = pairs.length ? `Trial ${trialId} · ${pairs.join(' ')}` : `Trial ${trialId}`;
   return name.length > maxLength ? `${name.slice(0, maxLength - 1).trimEnd()}…` : name;
+}
+
+/**
+ * A trial's log file: the row's `log` (a file name from the journal) in the experiment's folder;
+ * without one (an unknown trial), the first attempt's name. A name that would leave the folder is
+ * not followed (a hand-edited journal): the default name is used instead.
+ */
+export function trialLogPath(dir: string, trialId: number, log: string | undefined): string {
+  const safe = log !== undefined && /^[\w.-]+$/.test(log) && log !== '.' && log !== '..';
+  return join(dir, safe ? log : legacyTrialLog(trialId));
 }
 
 /** What the model needs to know of the spec. */
@@ -64,6 +75,7 @@ interface MutableTrial {
   stopMessage?: string;
   error?: string;
   attempt: number;
+  log: string;
 }
 
 /** The results of one experiment, folded from its events; each `apply` says which trial changed. */
@@ -83,7 +95,7 @@ export class ResultsModel {
     for (const v of views) {
       this.trials.set(v.trialId, {
         trialId: v.trialId, status: v.status, config: v.config, values: this.setup.values(v.params, v.config), reports: [...v.reports],
-        stopReason: v.stopReason, error: v.error, attempt: 1,
+        stopReason: v.stopReason, error: v.error, attempt: 1, log: v.log ?? legacyTrialLog(v.trialId),
       });
     }
   }
@@ -103,7 +115,7 @@ export class ResultsModel {
         this.finalBest = e.best ? { trialId: e.best.trialId, metric: e.best.metric } : null;
         return null;
       case 'trial/started': {
-        const t: MutableTrial = { trialId: e.trialId, status: 'running', config: e.config, values: this.setup.values(e.params, e.config), reports: [], attempt: e.attempt };
+        const t: MutableTrial = { trialId: e.trialId, status: 'running', config: e.config, values: this.setup.values(e.params, e.config), reports: [], attempt: e.attempt, log: e.log ?? legacyTrialLog(e.trialId) };
         this.trials.set(e.trialId, t);
         return this.row(t);
       }
@@ -156,6 +168,7 @@ export class ResultsModel {
       trialId: t.trialId, status: t.status, config: t.config, values: t.values, curve, iterations: t.reports.length,
       metric: typeof lastMetric === 'number' && Number.isFinite(lastMetric) ? lastMetric : null,
       attempt: t.attempt,
+      log: t.log,
       ...(t.stopReason ? { stopReason: t.stopReason } : {}),
       ...(t.stopMessage ? { stopMessage: t.stopMessage } : {}),
       ...(t.error ? { error: t.error } : {}),

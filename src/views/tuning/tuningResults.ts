@@ -18,6 +18,8 @@ export interface ResultsSource {
   readonly model: ResultsModel;
   applyBest(): Promise<void>;
   showTrial(trialId: number): Promise<void>;
+  /** Opens the trial's log file (the row's `log`) in an editor. */
+  openLog(trialId: number): Promise<void>;
 }
 
 export class ResultsPanel implements vscode.Disposable {
@@ -148,6 +150,9 @@ export class ResultsPanel implements vscode.Disposable {
         break;
       case 'results/showTrial':
         void this.source.showTrial(message.trialId).catch((err: unknown) => log.warn(`Tuning results: cannot show trial ${message.trialId}: ${String(err)}`));
+        break;
+      case 'results/openLog':
+        void this.source.openLog(message.trialId).catch((err: unknown) => log.warn(`Tuning results: cannot open the log of trial ${message.trialId}: ${String(err)}`));
         break;
       default: {
         const unreachable: never = message;

@@ -122,7 +122,14 @@ describe('gpu-workbench tune (the example, end to end through the CLI)', functio
     const journal = readJournal(join(w.dir, '.gpu-workbench', 'experiments', w.name, 'journal.jsonl'));
     assert.equal(journal.dropped.length, 0);
     assert.deepEqual(journal.records.slice(1), events, 'the journal holds every event printed');
-    assert.match(readFileSync(join(w.dir, '.gpu-workbench', 'experiments', w.name, 'trial_1.log'), 'utf8'), /::report::\{"loss"/);
+    // Every trial's output is in the log file its trial/started names: each report line the trial printed, as printed.
+    for (const s of started) {
+      assert.equal(s.log, `trial_${s.trialId}.log`);
+      const text = readFileSync(join(w.dir, '.gpu-workbench', 'experiments', w.name, s.log), 'utf8');
+      const reported = text.split('\n').filter((l) => l.startsWith('::report::')).map((l) => JSON.parse(l.slice('::report::'.length)) as Record<string, unknown>);
+      const events = of(parse(r.stdout), 'trial/report').filter((x) => x.trialId === s.trialId);
+      assert.deepEqual(reported.slice(0, events.length).map((x) => x.loss), events.map((x) => x.result.loss), `trial ${s.trialId}'s log holds its reports`);
+    }
   });
 
   it('prints a Ray-like table and the best trial without --json', () => {

@@ -3,14 +3,14 @@ import { existsSync, mkdtempSync, readFileSync, truncateSync, statSync, writeFil
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TuneEvent } from '../../../src/tuning/events';
-import { Experiment, ExperimentError, substitute } from '../../../src/tuning/experiment';
+import { Experiment, ExperimentError, substitute, trialLogName } from '../../../src/tuning/experiment';
 import { readJournal } from '../../../src/tuning/journal';
 import { parseSpec } from '../../../src/tuning/spec';
 import { fixtures } from '../../paths';
 
 const trialScript = join(fixtures, 'tuning', 'trial.js');
 
-function setup(spec: Record<string, unknown>): { workspace: string; events: TuneEvent[]; make: (o?: { resume?: boolean; gpuCount?: number }) => Experiment } {
+function setup(spec: Record<string, unknown>): { workspace: string; events: TuneEvent[]; output: Map<number, string>; make: (o?: { resume?: boolean; gpuCount?: number }) => Experiment } {
   const workspace = mkdtempSync(join(tmpdir(), 'tune-exp-'));
   const parsed = parseSpec({
     metric: 'loss',
@@ -18,10 +18,12 @@ function setup(spec: Record<string, unknown>): { workspace: string; events: Tune
     ...spec,
   }, join(workspace, 'test.tune.json'));
   const events: TuneEvent[] = [];
+  /** What the `output` option got, per trial (as a terminal shows it). */
+  const output = new Map<number, string>();
   return {
-    workspace, events,
+    workspace, events, output,
     make: (o = {}) => {
-      const e = new Experiment({ spec: parsed, workspace, gpuCount: o.gpuCount ?? 0, resume: o.resume });
+      const e = new Experiment({ spec: parsed, workspace, gpuCount: o.gpuCount ?? 0, resume: o.resume, output: (id, text) => output.set(id, (output.get(id) ?? '') + text) });
       e.onEvent((ev) => events.push(ev));
       return e;
     },
@@ -212,6 +214,52 @@ describe('tuning experiment runner', function () {
     const journal = readJournal(path);
     assert.equal(journal.dropped.length, 0, 'the torn tail was cut before appending');
     assert.ok(journal.records.some((r) => r.type === 'trial/interrupted' && r.trialId === 5));
+  });
+
+  it('writes each trial\'s whole output (stdout and stderr) to its log file, named in trial/started and so in the journal', async () => {
+    const { make, events, output } = setup({ space: { x: { grid: [0.1, 0.5] }, iters: 3, exitCode: { grid: [0, 2] } }, search: { algorithm: 'grid' } });
+    const exp = make();
+    await exp.run();
+    const started = of(events, 'trial/started');
+    assert.equal(started.length, 4);
+    assert.equal(of(events, 'trial/failed').length, 2, 'two trials fail (exit code 2): their logs hold the failure');
+    for (const e of started) {
+      assert.equal(e.log, trialLogName(e.trialId, 1));
+      assert.equal(e.log, `trial_${e.trialId}.log`);
+      const text = readFileSync(join(exp.dir, e.log), 'utf8');
+      assert.equal(text, output.get(e.trialId), `trial ${e.trialId}'s log is what its terminal got`);
+      assert.match(text, new RegExp(`^trial ${e.trialId} args --x `));
+      assert.equal((text.match(/::report::/g) ?? []).length, 3);
+      if (e.config.exitCode === 2) assert.match(text, /boom: exiting with 2\n$/, 'stderr is in the log');
+    }
+    const journaled = readJournal(exp.journalPath).records.filter((r) => r.type === 'trial/started');
+    assert.deepEqual(journaled.map((r) => r.type === 'trial/started' && r.log), started.map((e) => e.log));
+  });
+
+  it('gives every trial a log file, also one whose command cannot start (empty) and a re-run attempt (its own, the first one kept)', async () => {
+    const missing = setup({ space: { x: { uniform: [0, 1] } }, trial: { command: ['no-such-trainer-xyz'] } });
+    const exp = missing.make();
+    await exp.run();
+    const failed = of(missing.events, 'trial/started')[0];
+    assert.equal(readFileSync(join(exp.dir, failed.log!), 'utf8'), '');
+
+    const gate = mkdtempSync(join(tmpdir(), 'tune-gate-'));
+    const rerun = setup({ space: { x: { uniform: [0, 1] }, iters: 2, gate }, numSamples: 1 });
+    const first = rerun.make();
+    first.onEvent((e) => { if (e.type === 'trial/report') void first.stop(); });
+    await first.run();
+    writeFileSync(join(gate, 'go'), '');
+    const before = readFileSync(join(first.dir, 'trial_1.log'), 'utf8');
+    assert.match(before, /::report::/);
+    rerun.events.length = 0;
+    rerun.output.clear();
+    const again = rerun.make({ resume: true });
+    await again.run();
+    const restarted = of(rerun.events, 'trial/started');
+    assert.deepEqual(restarted.map((e) => [e.attempt, e.log]), [[2, 'trial_1.attempt-2.log']]);
+    assert.equal(readFileSync(join(again.dir, 'trial_1.attempt-2.log'), 'utf8'), rerun.output.get(1));
+    assert.equal(readFileSync(join(again.dir, 'trial_1.log'), 'utf8'), before, 'the first attempt\'s log is kept as it was');
+    assert.equal(again.trialViews()[0].log, 'trial_1.attempt-2.log');
   });
 
   it('substitutes ${config.<name>} placeholders', () => {

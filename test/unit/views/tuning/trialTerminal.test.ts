@@ -1,7 +1,7 @@
 // A trial task's pseudoterminal and its CustomExecution callback, as VS Code drives them (issue 11
 // item 8): VS Code calls the callback once per run of the task, Rerun Task included.
 import assert from 'node:assert/strict';
-import { NoticeTerminal, TrialTerminal, trialExecution } from '../../../../src/views/tuning/trialTerminal';
+import { closesWhenEnded, NoticeTerminal, TrialTerminal, trialExecution } from '../../../../src/views/tuning/trialTerminal';
 
 /** What VS Code does with a pseudoterminal: listen, open, collect the text and the exit code. */
 function drive(t: TrialTerminal | NoticeTerminal): { text: () => string; closed: () => number | undefined } {
@@ -55,5 +55,10 @@ describe('trial tasks: the pseudoterminal and Rerun Task', () => {
     running.handleInput('\x03');
     running.close();
     assert.equal(terminated, 2, 'Ctrl-C and closing the terminal both ask to stop the trial');
+  });
+  it('closes a trial\'s terminal once its task ended, unless the trial failed (its log file keeps the output either way)', () => {
+    assert.deepEqual((['done', 'stopped', 'interrupted'] as const).map(closesWhenEnded), [true, true, true]);
+    assert.equal(closesWhenEnded('failed'), false, 'a failed trial keeps its terminal open');
+    assert.equal(closesWhenEnded('running'), false, 'a running trial is never closed');
   });
 });

@@ -7,7 +7,7 @@ import { Experiment } from '../../../../src/tuning/experiment';
 import { readJournal } from '../../../../src/tuning/journal';
 import { parseSpec } from '../../../../src/tuning/spec';
 import { compactNumber } from '../../../../src/common/tuningProtocol';
-import { ResultsModel, setupFromSpec, trialTaskName } from '../../../../src/views/tuning/tuningModel';
+import { ResultsModel, setupFromSpec, trialLogPath, trialTaskName } from '../../../../src/views/tuning/tuningModel';
 import { fixtures } from '../../../paths';
 
 describe('tuning: trial task names', () => {
@@ -122,5 +122,23 @@ describe('tuning: results model', function () {
     assert.deepEqual(rerun?.curve, []);
     model.apply({ type: 'trial/failed', trialId: 2, error: 'python3 exited with code 1: boom', at: 0 });
     assert.equal(model.row(2)?.error, 'python3 exited with code 1: boom');
+  });
+  it('links each row to its log from the journal (a re-run to its own), survives a reload, and an old journal falls back to trial_<id>.log', () => {
+    const workspace = mkdtempSync(join(tmpdir(), 'tune-model-'));
+    const s = spec(workspace, { search: { algorithm: 'random', seed: 1 }, space: { lr: { loguniform: [1e-4, 1e-1] } }, numSamples: 3, scheduler: 'fifo' });
+    const records: TuneEvent[] = [
+      { type: 'trial/started', trialId: 1, config: { lr: 0.01 }, params: { lr: 0.01 }, cudaVisibleDevices: null, attempt: 1, log: 'trial_1.log', at: 0 },
+      { type: 'trial/started', trialId: 2, config: { lr: 0.001 }, params: { lr: 0.001 }, cudaVisibleDevices: null, attempt: 2, log: 'trial_2.attempt-2.log', at: 0 },
+      // Written before trial/started named its log.
+      { type: 'trial/started', trialId: 3, config: { lr: 0.02 }, params: { lr: 0.02 }, cudaVisibleDevices: null, attempt: 1, at: 0 },
+    ];
+    const model = new ResultsModel(setupFromSpec(s, 'm', 3, { kind: 'command' }), 'journal');
+    for (const r of records) model.apply(r);
+    assert.deepEqual(model.rows().map((r) => r.log), ['trial_1.log', 'trial_2.attempt-2.log', 'trial_3.log']);
+    const dir = join(workspace, '.gpu-workbench', 'experiments', 'm');
+    assert.equal(trialLogPath(dir, 2, model.row(2)?.log), join(dir, 'trial_2.attempt-2.log'));
+    // A hand-edited journal cannot make the link open a file outside the experiment's folder.
+    assert.equal(trialLogPath(dir, 4, '../../../../etc/passwd'), join(dir, 'trial_4.log'));
+    assert.equal(trialLogPath(dir, 4, '..'), join(dir, 'trial_4.log'));
   });
 });
