@@ -16,6 +16,7 @@ import { registerTuning, stopAllTuning } from './views/tuning/tuning';
 import { registerLintClient } from './client/lintClient';
 import { registerSpecDiagnostics } from './views/jobFiles/specDiagnostics';
 import { registerCheckGpuSetup } from './views/doctor/doctor';
+import { registerCopyLaunchCommands } from './views/torchrun/launchCommands';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -37,6 +38,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerLintClient(context);
   registerSpecDiagnostics(context);
   registerCheckGpuSetup(context);
+  registerCopyLaunchCommands(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
