@@ -13,6 +13,8 @@ export interface C10dRendezvous {
   readonly endpoint: string;
   /** The run's id: the job's, else a fresh one per run (every node of one run must use the same). */
   readonly id: string;
+  /** The id was made for this run (the job gives none): nodes started elsewhere cannot know it. */
+  readonly freshId?: boolean;
   /** Extra `--rdzv_conf` entries (join_timeout, read_timeout, is_host). */
   readonly conf: Readonly<Record<string, string>>;
 }
@@ -106,7 +108,7 @@ export function torchrunNodes(raw: RawTorchrunNodes, makeId: () => string = newR
       else conf[k] = typeof v === 'boolean' ? (v ? '1' : '0') : String(v);
     }
     if (r.id !== undefined && !/^[\w.-]+$/.test(r.id)) problems.push(`/rendezvous/id must hold only letters, digits, ".", "_" and "-", got ${JSON.stringify(r.id)}`);
-    rendezvous = { backend: 'c10d', endpoint: r.endpoint ?? '', id: r.id ?? makeId(), conf };
+    rendezvous = { backend: 'c10d', endpoint: r.endpoint ?? '', id: r.id ?? makeId(), ...(r.id === undefined ? { freshId: true } : {}), conf };
   } else if (backend === 'static') {
     for (const f of c10dOnly) if (r[f] !== undefined) problems.push(`/rendezvous/${f} belongs to the c10d rendezvous: with "backend": "static" give "masterAddr", "masterPort" and "nodeRank"`);
     if (r.masterAddr === undefined) problems.push('/rendezvous is missing the required field "masterAddr": the host of node 0, reachable from every node');

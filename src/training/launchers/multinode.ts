@@ -118,6 +118,7 @@ export function launchCommands(job: NodeJob, torch: string | undefined): string 
   const withNodes = { ...job, nodes: n };
   const lines = [torchNote, `# ${nnodesText(n)} node${n.maxNodes > 1 ? 's' : ''} x ${job.nprocPerNode} process${job.nprocPerNode > 1 ? 'es' : ''}; run each command on its own machine, with ${job.script} at the same path there`];
   const r = n.rendezvous;
+  if (r.backend === 'c10d' && r.freshId) lines.push(`# rendezvous id ${r.id}: made for these commands (the job has no "rendezvous": {"id": ...}); start every node, this one too, with them (a job started from GPU Workbench gets an id of its own per run)`);
   for (let k = 0; k < n.maxNodes; k++) {
     const optional = k >= n.minNodes ? ' (optional: the job starts with ' + n.minNodes + ')' : '';
     if (r.backend === 'c10d') {

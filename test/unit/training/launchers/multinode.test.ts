@@ -136,6 +136,7 @@ describe('multi-node torchrun jobs: command lines', () => {
     assert.equal(ids(a.stdout).length, 2);
     assert.equal(new Set(ids(a.stdout)).size, 1, a.stdout);
     assert.notEqual(ids(a.stdout)[0], ids(b.stdout)[0]);
+    assert.match(a.stdout, new RegExp(`# rendezvous id ${ids(a.stdout)[0]}: made for these commands .*start every node, this one too, with them`));
     const bad = spawnSync(process.execPath, [cli, 'train', job({ launcher: 'slurm' }, 'slurm.job.json'), '--print-launch'], { encoding: 'utf8', timeout: 60_000 });
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /slurm\.job\.json: \/launcher "slurm" is not supported yet/);
