@@ -17,6 +17,7 @@ import { registerLintClient } from './client/lintClient';
 import { registerSpecDiagnostics } from './views/jobFiles/specDiagnostics';
 import { registerCheckGpuSetup } from './views/doctor/doctor';
 import { registerRunsView } from './views/runs/runsView';
+import { registerCopyLaunchCommands } from './views/torchrun/launchCommands';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -39,6 +40,7 @@ export function activate(context: vscode.ExtensionContext): void {
   registerLintClient(context);
   registerSpecDiagnostics(context);
   registerCheckGpuSetup(context);
+  registerCopyLaunchCommands(context);
 
   log.info(`GPU Workbench activated in ${(performance.now() - started).toFixed(1)} ms`);
 }

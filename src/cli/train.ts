@@ -12,6 +12,8 @@ import { runJob } from '../training/launchers/coordinator';
 import { findJobBatchSize } from '../training/launchers/torchrunBatchSize';
 import { metricsText } from '../training/launchers/scriptMetrics';
 import { runsFolder } from '../training/job/runRecord';
+import { launchCommands, torchVersion } from '../training/launchers/multinode';
+import { isTorchrunJob, loadTorchrunJob } from '../training/launchers/torchrun';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
@@ -37,6 +39,9 @@ options:
   --runs-dir DIR     where the run's record and log go (default: .gpu-workbench/runs under
                      the current folder, where the editor's Runs view lists them)
   --no-record        write no run record (a tuning trial: its experiment records it)
+  --print-launch     torchrun jobs: print the command each node runs (the job's nnodes and
+                     rendezvous, a fresh rendezvous id unless the job has one, flags spelt
+                     for the interpreter's torch) instead of running the job
   --json             print one JSON event per line (job/started, job/step, ...), ending with
                      job/done or job/failed
   --find-batch-size  instead of training, find the largest batch that fits on each device:
@@ -66,6 +71,7 @@ interface Options {
   findBatchSize?: { maxBatchSize?: number; steps?: number; memoryLimitMiB?: number };
   /** --runs-dir; --no-record: null. */
   runsDir?: string | null;
+  printLaunch?: boolean;
 }
 
 const strategies: readonly Strategy[] = ['single', 'dp', 'ddp', 'pipeline'];
@@ -82,6 +88,7 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
       case '-h': case '--help': return 'help';
       case '--json': o.json = true; break;
       case '--resume': o.resume = true; break;
+      case '--print-launch': o.printLaunch = true; break;
       case '--strategy': {
         const v = value();
         if (!strategies.includes(v as Strategy)) throw new UsageError(`--strategy expects one of ${strategies.join(', ')}, got '${v}'`);
@@ -152,6 +159,7 @@ export function parseTrainArgs(argv: string[]): Options | 'help' {
   if (!find && searchOptions.length) throw new UsageError(`${searchOptions[0]} only applies with --find-batch-size`);
   if (find && o.resume) throw new UsageError('--find-batch-size trains nothing to resume: drop --resume');
   if (find) o.findBatchSize = search;
+  if (o.printLaunch && (find || o.resume)) throw new UsageError(`--print-launch runs nothing: drop ${find ? '--find-batch-size' : '--resume'}`);
   o.file = files[0];
   return o;
 }
@@ -297,6 +305,23 @@ function torchrunWhy(t: NonNullable<FindBatchSizeResult['torchrun']>): string {
   return parts.length ? ` (${parts.join('; ')})` : '';
 }
 
+/** `--print-launch`: every node's command on stdout; exit 1 for a job that is no torchrun job or is invalid. */
+function printLaunch(opts: Options): number {
+  if (!isTorchrunJob(opts.file)) {
+    process.stderr.write(`--print-launch: ${opts.file} is no torchrun job ("kind": "torchrun"): a TF.js job runs on this machine only\n`);
+    return 1;
+  }
+  try {
+    const spec = loadTorchrunJob(opts.file, opts.overrides, opts.overrides.python);
+    process.stdout.write(`${launchCommands(spec, torchVersion(spec.python))}\n`);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof JobFileError)) throw err;
+    process.stderr.write(`${err.message}\nhint: Fix the job file; its schema is schemas/job.schema.json.\n`);
+    return 1;
+  }
+}
+
 /** `--find-batch-size`: exit 0 with a batch size, 1 when none fits or a trial failed, 130 when interrupted. */
 async function findBatchSize(opts: Options): Promise<number> {
   // Forked with an IPC channel (the extension's Find Max Batch Size), the parent going away
@@ -345,6 +370,7 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof o === 'number') return o;
   const opts = o;
   if (opts.findBatchSize) return findBatchSize(opts);
+  if (opts.printLaunch) return printLaunch(opts);
   const state = { every: 1 };
   const runsDir = opts.runsDir === undefined ? runsFolder(process.cwd()) : opts.runsDir;
   const handle = runJob({

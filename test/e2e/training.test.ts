@@ -26,9 +26,9 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { problemRows, screenshot, since, waitUntil } from './harness';
+import { openGpuView, problemRows, screenshot, since, waitUntil } from './harness';
 import { codeServerSuite, notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
@@ -65,6 +65,24 @@ describe('e2e: training in code-server', function () {
   it('Start Training… runs the MNIST job with ddp on 2 CPU workers: progress, then the test accuracy', async () => {
     const t0 = performance.now();
     const page = await s.open('mnist-ddp.job.json');
+    // Remote-ready (issue #16): the UI is this browser, the extension host code-server's. What our webviews ask the
+    // network for: their content comes in messages, so never a file: URL or another local server than code-server.
+    const server = new URL(page.url()).host;
+    const webviewRequests: string[] = [];
+    const onRequest = (r: Request) => {
+      let from: string;
+      try {
+        from = r.frame().url();
+      } catch {
+        from = r.serviceWorker()?.url() ?? ''; // a webview's resource service worker has no frame
+      }
+      if (/\/webview\/|vscode-resource|vscode-cdn/.test(from)) webviewRequests.push(r.url());
+    };
+    page.on('request', onRequest);
+    // The extension as installed on the server says it runs where the workspace is.
+    const installed = readdirSync(s.server!.extensionsDir).find((d) => d.startsWith('gpu-workbench.gpu-workbench-'));
+    assert.ok(installed, `the extension is installed in ${s.server!.extensionsDir}`);
+    assert.deepEqual((JSON.parse(readFileSync(join(s.server!.extensionsDir, installed, 'package.json'), 'utf8')) as { extensionKind?: string[] }).extensionKind, ['workspace']);
     await startTraining(page, 'training');
 
     // The progress notification "Training mnist-ddp" reports "epoch 1/2 · step 3/16 · loss …".
@@ -92,6 +110,18 @@ describe('e2e: training in code-server', function () {
     assert.match(done, /after 2 epochs on CPU \(wasm\)/);
     // The host and its workers end with the job.
     await waitUntil('the training processes to exit after the job', 30_000, () => trainingProcesses().length === 0, 250);
+    // The GPU panel in the browser shows the job the server ran, from its messages: name, state, workers, loss curve.
+    const web = await openGpuView(page);
+    const job = web.locator('section.job');
+    await job.locator('.job-title', { hasText: `Training ${s.ws.name} (ddp)` }).waitFor({ timeout: 30_000 });
+    assert.equal(await job.getAttribute('data-state'), 'done');
+    assert.equal((await job.locator('.job-workers').innerText()).trim(), '2 CPU workers');
+    assert.match(await job.locator('.chart-caption').innerText(), /Training loss · last [\d.]+ at step \d+/);
+    await screenshot(page, 'training-panel');
+    page.off('request', onRequest);
+    assert.ok(webviewRequests.length > 0, 'the webviews\' own resources were seen loading');
+    const stray = webviewRequests.filter((u) => { const url = new URL(u); return url.protocol === 'file:' || (/^(?:localhost|127\.0\.0\.1|\[::1\])$/.test(url.hostname) && url.host !== server); });
+    assert.deepEqual(stray, [], 'no file: URL and no local server but code-server from a webview');
     firstRunDone = true;
   });
 

@@ -11,6 +11,7 @@
 import type { JobOverrides, JobSpec, Strategy } from './spec';
 import type { PipelineMetrics } from '../strategies/pipelineSchedule';
 import type { ScriptProblem } from '../launchers/pythonErrors';
+import type { ElasticEvent } from '../launchers/multinode';
 import type { RankMemory } from '../../common/companionProtocol';
 
 /** The WebGPU adapter a worker got, as Dawn reports it (backends/webgpu.ts's `WebgpuAdapter`). */
@@ -113,7 +114,8 @@ export type JobEvent =
   | { readonly type: 'job/checkpoint'; readonly epoch: number; readonly dir: string }
   /** Something worth telling that is not a failure: a tensor leak, a backend fallback. */
   /** `problem`: torchrun jobs, a CUDA error line of the script's output, explained, or an exception of the script; with the user's file:line when the traceback had it. */
-  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: ScriptProblem }
+  /** `elastic`: multi-node torchrun jobs, what the elastic agent reported (this node's rank after a rendezvous round, a restart of the same job's workers). */
+  | { readonly type: 'job/log'; readonly level: 'info' | 'warning'; readonly rank?: number; readonly message: string; readonly problem?: ScriptProblem; readonly elastic?: ElasticEvent }
   /** The job finished; every worker process has exited. */
   | { readonly type: 'job/done'; readonly metrics: JobMetrics }
   /** The job ended early; every worker process has exited. `rank` is the worker that failed first, when one did. */

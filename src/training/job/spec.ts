@@ -7,6 +7,7 @@ import Ajv, { type ErrorObject } from 'ajv';
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { stripBom } from '../../common/jsonFile';
+import { torchrunNodes, type RawTorchrunNodes } from './torchrunNodes';
 
 export type Strategy = 'single' | 'dp' | 'ddp' | 'pipeline';
 export type BackendChoice = 'auto' | 'tensorflow-gpu' | 'webgpu' | 'tensorflow' | 'wasm' | 'cpu';
@@ -167,7 +168,8 @@ export function jobProblems(raw: unknown): string[] {
 
 function problemsOf(raw: unknown): string[] {
   const check = validate();
-  if (check(raw)) return [];
+  // A torchrun job's nodes are checked beyond the schema (a MIN:MAX range, a HOST:PORT, fields of the other rendezvous).
+  if (check(raw)) return (raw as { kind?: unknown }).kind === 'torchrun' ? [...torchrunNodes(raw as RawTorchrunNodes, () => '').problems] : [];
   // One message per field: the schema may report a type and a bound for the same value.
   const seen = new Set<string>();
   const out: string[] = [];

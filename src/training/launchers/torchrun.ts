@@ -30,6 +30,8 @@ import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 import { outputLine } from './outputLines';
 import { parseMetricLine, reportMetrics } from './scriptMetrics';
 import { recordRun } from '../job/runRecorder';
+import { torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
+import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, torchVersion } from './multinode';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
 
@@ -47,9 +49,11 @@ export interface TorchrunSpec {
   readonly env: Readonly<Record<string, string>>;
   /** How the script takes its batch size (Find Max Batch Size), when the job says. */
   readonly batchSize?: TorchrunBatchSize;
+  /** Several nodes, a rendezvous or restarts of the job's own (see multinode.ts); absent: one node, its own store. */
+  readonly nodes?: TorchrunNodes;
 }
 
-interface RawTorchrun {
+interface RawTorchrun extends RawTorchrunNodes {
   kind: 'torchrun';
   name?: string;
   script: string;
@@ -104,7 +108,14 @@ export function loadTorchrunJob(file: string, overrides: JobOverrides = {}, pyth
     cwd: j.cwd ? abs(j.cwd) : base,
     env: j.env ?? {},
     ...(batch.setting ? { batchSize: batch.setting } : {}),
+    ...nodesOf(j),
   };
+}
+
+/** The job's nodes (the schema and jobProblems checked the fields); a fresh c10d rendezvous id per load, that is per run. */
+function nodesOf(j: RawTorchrun): { nodes?: TorchrunNodes } {
+  const { nodes } = torchrunNodes(j);
+  return nodes ? { nodes } : {};
 }
 
 /** One node, its own rendezvous store on a free port (the underscore spellings: torch 1.13 knows no others). */
@@ -113,8 +124,13 @@ const singleNodeRendezvous = ['--nnodes', '1', '--rdzv_backend', 'c10d', '--rdzv
 /** The companion's runner, between torchrun's options and the script: torchrun's own -m runs it as `python -u -m gpu_workbench.run script args`. */
 export const companionModule = ['-m', 'gpu_workbench.run'];
 
-/** The command line; `companion: false` runs the script itself (the companion is not where it should be). */
-export function torchrunCommand(spec: TorchrunSpec, companion = true): string[] {
+/**
+ * The command line; `companion: false` runs the script itself (the companion is not where it should be).
+ * `torch`: the interpreter's torch version, for the spelling of the flags (see multinode.ts).
+ */
+export function torchrunCommand(spec: TorchrunSpec, companion = true, torch?: string): string[] {
+  const spelling = flagSpelling(torch);
+  const launch = spec.nodes ? nodeFlags({ ...spec, nodes: spec.nodes }, spelling) : [...singleNodeRendezvous.map((w) => (w.startsWith('--') && w !== '--nnodes' ? flag(w.slice(2), spelling) : w)), flag('nproc_per_node', spelling), String(spec.nprocPerNode)];
   // --redirects 2 --tee 2: each worker's stderr (tracebacks) comes back prefixed "[default<rank>]:", so a problem
   // names its rank. Also the workaround that makes torchrun 1.13 run on Python 3.11 at all: its default "0"
   // (Std.NONE) is not found by iterating the Std flag enum there, and the launcher dies in to_map().
@@ -122,7 +138,7 @@ export function torchrunCommand(spec: TorchrunSpec, companion = true): string[] 
   // (two torchrun trials of an experiment, or the user's own torchrun in a terminal) joins the first one's store
   // (seen here: "RuntimeError: Broken pipe" in the exit barrier when both ended together). A c10d store on port 0
   // takes a free port per job, as --standalone itself does from torch 2.
-  return [spec.python, '-m', 'torch.distributed.run', ...singleNodeRendezvous, '--nproc_per_node', String(spec.nprocPerNode), '--redirects', '2', '--tee', '2', ...(companion ? companionModule : []), spec.script, ...spec.args];
+  return [spec.python, '-m', 'torch.distributed.run', ...launch, '--redirects', '2', '--tee', '2', ...(companion ? companionModule : []), spec.script, ...spec.args];
 }
 
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
@@ -252,7 +268,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
     if (!(err instanceof CompanionMissingError)) throw err;
     onEvent({ type: 'job/log', level: 'warning', message: `${err.message}; the script runs without it (no per-rank memory)` });
   }
-  const argv = torchrunCommand(spec, companionPath !== undefined);
+  const argv = torchrunCommand(spec, companionPath !== undefined, torchVersion(spec.python));
   const started = Date.now();
   let badLines = 0;
   let hooksTold = false;
@@ -300,7 +316,8 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   const child = spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,
     // No colour codes in tracebacks (Python ≥ 3.13 honours FORCE_COLOR even into a pipe), unless the job asks for them.
-    env: { ...process.env, PYTHON_COLORS: '0', ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1', ...companionEnv },
+    // LOGLEVEL=INFO: a multi-node job's agent tells its node rank, restarts and failures (multinode.ts reads them).
+    env: { ...process.env, PYTHON_COLORS: '0', ...(spec.nodes ? { LOGLEVEL: 'INFO' } : {}), ...spec.env, ...(spec.devices ? { CUDA_VISIBLE_DEVICES: spec.devices.join(',') } : {}), PYTHONUNBUFFERED: '1', ...companionEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group: torchrun and every worker it starts
   });
@@ -342,6 +359,19 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
     exceptionProblems++;
     onEvent({ type: 'job/log', level: 'warning', ...(ex.rank !== undefined ? { rank: ex.rank } : {}), message: summary(problem), problem });
   };
+  const agent = new AgentLog();
+  let endingEarly = false;
+  const onAgentLine = (text: string) => {
+    const note = agent.push(text);
+    if (note) onEvent({ type: 'job/log', level: 'info', message: note.message, elastic: note.elastic });
+    // This node's workers failed for good: its agent would wait up to 300 s in its exit barrier for nodes that may be gone.
+    if (spec.nodes && spec.nodes.maxNodes > 1 && agent.failedForGood && !endingEarly) {
+      endingEarly = true;
+      onEvent({ type: 'job/log', level: 'warning', message: 'torchrun: this node\'s workers failed with no restart left; its agent is ended now instead of waiting up to 300 s for the other nodes' });
+      killGroup('SIGTERM');
+      setTimeout(() => killGroup('SIGKILL'), 3000).unref();
+    }
+  };
   let tail: string[] = [];
   let all = '';
   let cancelled = false;
@@ -362,6 +392,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         const found = parseMetricLine(text);
         if (found) onReport(found.exact ? 'report' : 'output', rank, found);
       }
+      if (rank === undefined && spec.nodes) onAgentLine(text);
       const found = parser.pushLine(line);
       for (const problem of found.problems) onEvent({ type: 'job/log', level: 'warning', ...(problem.rank !== undefined ? { rank: problem.rank } : {}), message: `${summary(problem)}: ${problem.explanation}`, problem });
       for (const ex of found.exceptions) onException(ex);
@@ -410,6 +441,8 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
       err.end();
       if (badLines > maxBadLinesTold) onEvent({ type: 'job/log', level: 'warning', message: `gpu_workbench: skipped ${badLines - maxBadLinesTold} more lines of the companion's channel` });
       for (const ex of parser.tracebacks.end()) onException(ex);
+      const agentEnd = agent.end();
+      if (agentEnd) onEvent({ type: 'job/log', level: 'info', message: agentEnd.message, elastic: agentEnd.elastic });
       if (repeats || dropped) onEvent({ type: 'job/log', level: 'info', message: `torchrun: the output had ${repeats + dropped} more exception tracebacks: ${repeats} repeated one already listed${dropped ? `, ${dropped} came after the first ${maxExceptions} distinct ones and are not problems` : ''}` });
       killGroup('SIGKILL'); // nothing the script started outlives the job
       process.off('exit', onProcessExit);
@@ -417,6 +450,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
       const problems = parser.problems();
       const kept = new Set(exceptions.values());
       const failure = failureFromOutput([...kept, ...[...lastOfRank.values()].filter((e) => !kept.has(e))], problems, all, lastLines);
+      const ofNodes = spec.nodes && code !== 0 ? nodeFailure({ ...spec, nodes: spec.nodes }, agent, [...kept, ...[...lastOfRank.values()].filter((e) => !kept.has(e))]) : undefined;
       if (spawnError) {
         event = { type: 'job/failed', reason: `cannot run ${spec.python}: ${spawnError.code === 'ENOENT' ? 'no such program' : spawnError.message}`, hint: 'Set the interpreter that has PyTorch: the job\'s "python" field or --python (e.g. /usr/bin/python3 for Debian\'s python3-torch).' };
       } else if (cancelled) {
@@ -429,6 +463,8 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
+      } else if (ofNodes) {
+        event = { type: 'job/failed', ...ofNodes };
       } else if (failure) {
         event = { type: 'job/failed', ...failure };
       } else {

@@ -8,7 +8,6 @@
  * shows the script's output and its exceptions (CUDA errors with their explanation) go to the Problems panel at the user's line.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus } from 'node:os';
 import { dirname, relative } from 'node:path';
@@ -581,7 +580,8 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
 async function torchrunInterpreter(file: string): Promise<InterpreterChoice> {
   let text = '';
   try {
-    text = readFileSync(file, 'utf8');
+    // Through VS Code's file system, like every workspace file the extension reads itself.
+    text = new TextDecoder().decode(await vscode.workspace.fs.readFile(vscode.Uri.file(file)));
   } catch {
     // Unreadable: loading the job reports it.
   }
