@@ -474,6 +474,9 @@ def analyse(err):
     prev = _s.last
     if prev is not None and prev is not module and _s.last_shape is not None:
         out["previous"] = {"module": names.get(id(prev), ""), "className": type(prev).__name__, "outputShape": _shape_text(_s.last_shape)}
+        prev_site = site_of(prev)
+        if prev_site:
+            out["previous"]["definedAt"] = {"file": prev_site[0], "line": prev_site[1]}
     return out
 
 

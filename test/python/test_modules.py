@@ -159,7 +159,8 @@ class ShapeErrors(ModuleCase):
         self.assertEqual(e["raisedAt"], {"file": path, "line": self.line_of(path, "return self.fc(x)")})
         self.assertIn("512", e["expected"])
         self.assertIn("1568", e["got"])
-        self.assertEqual(e["previous"], {"module": "features", "className": "Sequential", "outputShape": [4, 8, 14, 14]})
+        self.assertEqual(e["previous"], {"module": "features", "className": "Sequential", "outputShape": [4, 8, 14, 14],
+                                         "definedAt": {"file": path, "line": self.line_of(path, "self.features = nn.Sequential(")}})
         self.assertEqual(e["exception"], {"type": "RuntimeError", "message": "mat1 and mat2 shapes cannot be multiplied (4x1568 and 512x10)"})
 
     def test_a_conv_layer_given_the_wrong_channels_is_named_at_its_line_inside_the_sequential(self):
@@ -179,7 +180,8 @@ class ShapeErrors(ModuleCase):
         self.assertEqual(e["raisedAt"]["line"], self.line_of(path, "x = x.view(-1, 4 * 5 * 5)"))
         self.assertIn("[-1, 100]", e["expected"])
         self.assertIn("1152", e["got"])
-        self.assertEqual(e["previous"], {"module": "pool", "className": "MaxPool2d", "outputShape": [2, 4, 12, 12]})
+        self.assertEqual(e["previous"], {"module": "pool", "className": "MaxPool2d", "outputShape": [2, 4, 12, 12],
+                                         "definedAt": {"file": path, "line": self.line_of(path, "self.pool = nn.MaxPool2d(2)")}})
 
     def test_an_lstm_given_the_wrong_input_size_after_the_first_step(self):
         path, ours, messages = self.run_script("lstm.py", LSTM)

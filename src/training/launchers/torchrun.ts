@@ -28,6 +28,7 @@ import { CudaErrorParser, cudaKind, rootCauseRank } from './cudaErrors';
 import type { JobEvent } from '../job/events';
 import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 import { outputLine } from './outputLines';
+import { moduleShapeProblem, moduleShapeText, oomMemoryProblem, summaryLayers, summaryText } from './modelSummary';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 
 export interface TorchrunSpec {
@@ -226,6 +227,7 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   const started = Date.now();
   let badLines = 0;
   let hooksTold = false;
+  let summaryTold = false;
   const channel: CompanionChannel | undefined = companionPath === undefined ? undefined : openCompanionChannel({
     onMessage: (m) => {
       switch (m.type) {
@@ -243,6 +245,23 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
         case 'dropped':
           onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} dropped ${m.count} messages the extension did not read in time` });
           break;
+        case 'modelSummary':
+          // Every rank sends its own; the first is the job's (the ranks of a DDP job run the same model).
+          if (summaryTold) break;
+          summaryTold = true;
+          onEvent({ type: 'job/summary', layers: summaryLayers(m), totalParams: m.totalParams, trainableParams: m.trainableParams, estimatedBytesPerDevice: m.memory.totalBytes, memory: m.memory, text: summaryText(m) });
+          break;
+        case 'moduleError': {
+          const problem = moduleShapeProblem(m);
+          modelProblems++;
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: moduleShapeText(problem), problem });
+          break;
+        }
+        case 'oomMemory': {
+          const problem = oomMemoryProblem(m);
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `${problem.explanation}\n${problem.memoryLines.join('\n')}`, problem });
+          break;
+        }
         case 'hello':
           break;
       }
@@ -279,6 +298,8 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
   let repeats = 0;
   let dropped = 0;
   let exceptionProblems = 0;
+  /** Problems from the companion's messages (a module's shape error). */
+  let modelProblems = 0;
   /** Each rank's last non-blank lines, for a rank that ended without an exception. */
   const lastLines = new Map<number, string[]>();
   const onException = (ex: ScriptException) => {
@@ -375,7 +396,7 @@ export function runTorchrun(spec: TorchrunSpec, onEvent: (e: JobEvent) => void):
         event = { type: 'job/failed', reason: 'cancelled', cancelled: true };
       } else if (code === 0) {
         const durationMs = Date.now() - started;
-        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems } } };
+        event = { type: 'job/done', metrics: { testAccuracy: NaN, testLoss: NaN, trainLoss: NaN, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems + modelProblems } } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
       } else if (failure) {
