@@ -23,7 +23,6 @@
 import os
 import re
 import sys
-import threading
 import weakref
 
 from . import _channel
@@ -53,7 +52,8 @@ class _State:
 
 
 _s = _State()
-_lock = threading.Lock()
+#: The most module calls the first step's rows keep (a forward of a large model is a few thousand).
+MAX_ROWS = 20000
 
 
 def _library(filename):
@@ -137,6 +137,11 @@ def _pre_first(module, inputs):
         _s.last_shape = None
     rows = _s.rows
     if rows is not None:
+        if len(rows) >= MAX_ROWS:
+            # No optimizer step after this many module calls (inference, an optimizer of its own): the rows
+            # so far stay for an out-of-memory error, the hooks go light.
+            _swap_hooks(light=True)
+            return
         row = {"module": module, "depth": _s.depth, "shape": None, "outBytes": 0, "outHalfBytes": 0}
         rows.append(row)
         _s.row_stack.append(row)
@@ -149,14 +154,13 @@ def _post_first(module, inputs, output):
     shape = list(t.shape) if t is not None else None
     _s.last = module
     _s.last_shape = shape
-    if _s.rows is not None and _s.row_stack:
+    if _s.rows is not None and _s.row_stack and _s.row_stack[-1]["module"] is module:
         row = _s.row_stack.pop()
-        if row["module"] is module:
-            row["shape"] = shape
-            if not module._modules:  # a leaf: its outputs are the activations kept for the backward pass
-                for x in _tensors(output, torch, []):
-                    row["outBytes"] += _bytes(x)
-                    row["outHalfBytes"] += _half_bytes(x, torch)
+        row["shape"] = shape
+        if not module._modules:  # a leaf: its outputs are the activations kept for the backward pass
+            for x in _tensors(output, torch, []):
+                row["outBytes"] += _bytes(x)
+                row["outHalfBytes"] += _half_bytes(x, torch)
 
 
 def _pre_light(module, inputs):

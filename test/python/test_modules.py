@@ -125,9 +125,11 @@ class ModuleCase(Case):
         self.server.close()
         super().tearDown()
 
-    def run_script(self, name, text, *args):
+    def run_script(self, name, text, *args, compare=True):
         path = self.script(name, text)
         ours = self.wrapped([path] + list(args), self.env(self.server))
+        if not compare:  # the script looks at the companion itself
+            return path, ours, self.server.messages()
         alone = self.run_py([path] + list(args), self.env())
         # The same exit, output and error; a traceback's lines inside torch's Module._call_impl differ
         # (with hooks it takes its other path), the user's own frames do not.
@@ -224,6 +226,22 @@ class Summary(ModuleCase):
         rows = {r["name"]: r for r in s["rows"]}
         self.assertEqual((rows["lstm"]["params"], rows["lstm"]["outputShape"]), (4 * 20 * (10 + 20) + 2 * 4 * 20, [5, 7, 20]))
         self.assertEqual(s["totalParams"], 6 * 10 + 10 + 2560 + 20 * 3 + 3)
+
+
+    def test_without_an_optimizer_step_the_rows_stop_at_their_limit_and_the_hooks_go_light(self):
+        _, ours, messages = self.run_script("infer.py", """\
+            import torch
+            from torch import nn
+            from gpu_workbench import _modules
+            _modules.MAX_ROWS = 10
+            model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+            for _ in range(100):
+                model(torch.zeros(1, 4))
+            print(len(_modules._s.rows), _modules._s.depth, [h.__name__ for h in (_modules._pre_light, _modules._post_light)] == [
+                next(iter(d.values())).__name__ for d in (torch.nn.modules.module._global_forward_pre_hooks, torch.nn.modules.module._global_forward_hooks)])
+            """, compare=False)
+        self.assertEqual(ours.stdout, b"10 0 True\n")
+        self.assertEqual([m["type"] for m in messages], ["hello", "hooks"])
 
 
 class Memory(ModuleCase):
