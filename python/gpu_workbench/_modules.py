@@ -339,6 +339,27 @@ def build_summary(rows, optimizers):
     }
 
 
+#: A channel line longer than 64 KiB is no message to the extension: the summary's rows are cut to fit.
+MAX_SUMMARY_BYTES = 60000
+
+
+def fit_rows(summary):
+    """The summary with as many rows as fit in one channel line, and how many were left out."""
+    import json
+
+    rows = summary["rows"]
+    room = MAX_SUMMARY_BYTES - len(json.dumps(dict(summary, rows=[])))
+    kept = 0
+    for row in rows:
+        room -= len(json.dumps(row, separators=(",", ":"))) + 1
+        if room < 0:
+            break
+        kept += 1
+    if kept == len(rows):
+        return summary
+    return dict(summary, rows=rows[:kept], rowsOmitted=len(rows) - kept)
+
+
 def on_step(optimizer):
     """After every optimizer step: the first one sends the summary and lightens the hooks."""
     _s.depth = 0
@@ -352,7 +373,7 @@ def on_step(optimizer):
         _s.summary_rows = rows
         _s.summary_roots = _roots(rows)
         if _s.channel is not None and _s.summary["rows"]:
-            _s.channel.send(dict(_channel.rank_fields(), type="modelSummary", **_s.summary))
+            _s.channel.send(dict(_channel.rank_fields(), type="modelSummary", **fit_rows(_s.summary)))
     finally:
         _swap_hooks(light=True)
 

@@ -127,7 +127,7 @@ export type CompanionMessage =
   /** Messages the process could not send in time (the extension read too slowly) and dropped. */
   | (RankIdentity & { readonly type: 'dropped'; readonly count: number })
   /** After the first optimizer step: the model's modules (torchinfo-style), its parameter counts and memory. */
-  | (RankIdentity & { readonly type: 'modelSummary'; readonly rows: readonly ModelSummaryRow[]; readonly totalParams: number; readonly trainableParams: number; readonly memory: ModelMemory })
+  | (RankIdentity & { readonly type: 'modelSummary'; readonly rows: readonly ModelSummaryRow[]; readonly totalParams: number; readonly trainableParams: number; readonly memory: ModelMemory; /** Rows left out to fit one line of the channel. */ readonly rowsOmitted?: number })
   /**
    * An uncaught shape error raised inside a module's forward: the module (its qualified name in `model`, '' for
    * the model itself), where it was made in the user's code, what it expected and what it got, and the
@@ -225,7 +225,8 @@ export function parseCompanionLine(line: string): CompanionParse {
       if (!Array.isArray(value.rows) || !value.rows.every(isSummaryRow)) return bad('rows must be a list of {name, className, depth, outputShape, params}');
       if (!isCount(value.totalParams) || !isCount(value.trainableParams)) return bad('totalParams and trainableParams must be whole numbers');
       if (!isModelMemory(value.memory)) return bad('memory must have params, grads, optimizerState (bytes, halfBytes, measured), totalBytes, autocast and halfParams');
-      return { ok: true, message: { type: 'modelSummary', ...id, rows: value.rows, totalParams: value.totalParams, trainableParams: value.trainableParams, memory: value.memory } };
+      if (!optional(value.rowsOmitted, isCount)) return bad('rowsOmitted must be a whole number');
+      return { ok: true, message: { type: 'modelSummary', ...id, rows: value.rows, totalParams: value.totalParams, trainableParams: value.trainableParams, memory: value.memory, ...(typeof value.rowsOmitted === 'number' ? { rowsOmitted: value.rowsOmitted } : {}) } };
     }
     case 'moduleError': {
       if (!isRaised(value.exception)) return bad('exception must be {type, message}');

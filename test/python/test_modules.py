@@ -2,6 +2,7 @@
 shape errors named by module and definition line, the first step's summary, and its memory with the
 16-bit estimates. Run with the suite: /usr/bin/python3 -m unittest discover -s test/python -v
 """
+import json
 import unittest
 
 from test_companion import TORCH, Case, Server
@@ -242,6 +243,22 @@ class Summary(ModuleCase):
             """, compare=False)
         self.assertEqual(ours.stdout, b"10 0 True\n")
         self.assertEqual([m["type"] for m in messages], ["hello", "hooks"])
+
+
+    def test_a_summary_too_long_for_one_channel_line_keeps_the_rows_that_fit_and_counts_the_rest(self):
+        _, ours, messages = self.run_script("deep.py", """\
+            import torch
+            from torch import nn
+            model = nn.Sequential(*[nn.Linear(2, 2) for _ in range(3000)])
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            model(torch.zeros(1, 2)).sum().backward()
+            opt.step()
+            """)
+        s = self.one(messages, "modelSummary")
+        self.assertGreater(len(s["rows"]), 100)
+        self.assertEqual(len(s["rows"]) + s["rowsOmitted"], 3001)
+        self.assertEqual(s["totalParams"], 3000 * 6)
+        self.assertLess(len(json.dumps(s, separators=(",", ":"))), 64 * 1024)  # as the channel writes it
 
 
 class Memory(ModuleCase):

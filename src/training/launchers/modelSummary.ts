@@ -68,6 +68,7 @@ export function summaryText(m: Message<'modelSummary'>): string {
     `model summary (rank ${m.rank}, first step): ${m.totalParams.toLocaleString('en-US')} parameters (${m.trainableParams.toLocaleString('en-US')} trainable)`,
     `  ${'layer'.padEnd(w)}${'class'.padEnd(c)}${'output shape'.padEnd(s)}parameters`,
     ...layers.map((l) => `  ${l.name.padEnd(w)}${l.className.padEnd(c)}${l.outputShape.padEnd(s)}${l.params.toLocaleString('en-US')}`),
+    ...(m.rowsOmitted ? [`  … ${m.rowsOmitted.toLocaleString('en-US')} more module calls (the summary is cut to fit one message)`] : []),
     ...modelMemoryLines(m.memory),
   ].join('\n');
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseCompanionLine, type CompanionMessage, type ModelMemory } from '../../../../src/common/companionProtocol';
 import { formatEvent } from '../../../../src/cli/train';
 import type { JobEvent } from '../../../../src/training/job/events';
-import { modelMemoryLines, moduleShapeProblem, oomMemoryProblem } from '../../../../src/training/launchers/modelSummary';
+import { modelMemoryLines, moduleShapeProblem, oomMemoryProblem, summaryText } from '../../../../src/training/launchers/modelSummary';
 import type { ScriptProblem } from '../../../../src/training/launchers/pythonErrors';
 import { loadTorchrunJob, runTorchrun } from '../../../../src/training/launchers/torchrun';
 import { problemDiagnostics } from '../../../../src/views/torchrun/torchrunFormat';
@@ -58,6 +58,16 @@ describe('shape errors and the model\'s memory from the companion', function () 
     ]);
     const before: ModelMemory = { ...mlpMemory, grads: { ...part(9488, false), note: 'as large as the trainable parameters (no gradient existed yet)' }, optimizerState: { ...part(18976, false), note: '2 copies of the trainable parameters (Adam, before its first step)' } };
     assert.match(modelMemoryLines(before)[0], /gradients 9\.27 KiB \(estimated: as large as the trainable parameters \(no gradient existed yet\)\), optimizer state 18\.5 KiB \(estimated: 2 copies of the trainable parameters \(Adam, before its first step\)\)/);
+  });
+
+  it('writes the summary one line per module, and says how many were left out to fit one message', () => {
+    const m = parse({ type: 'modelSummary', rows: [{ name: '', className: 'Sequential', depth: 0, outputShape: [16, 4], params: 0 }, { name: '0', className: 'Linear', depth: 1, outputShape: [16, 64], params: 2112 }], totalParams: 2372, trainableParams: 2372, memory: mlpMemory, rowsOmitted: 2 }) as Extract<CompanionMessage, { type: 'modelSummary' }>;
+    const lines = summaryText(m).split('\n');
+    assert.equal(lines[0], 'model summary (rank 1, first step): 2,372 parameters (2,372 trainable)');
+    assert.match(lines[2], /^ {2}Sequential +Sequential +\[16, 4\] +0$/);
+    assert.match(lines[3], /^ {4}0 +Linear +\[16, 64\] +2,112$/);
+    assert.equal(lines[4], '  … 2 more module calls (the summary is cut to fit one message)');
+    assert.equal(lines.length, 8);
   });
 
   it('puts a shape error at the line where the module is made, naming it, expected and got, and the shape before it; the raising line is related', () => {
