@@ -491,6 +491,7 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
     controller,
     vscode.commands.registerCommand('gpuWorkbench.startTraining', (uri?: vscode.Uri) => controller.start(uri instanceof vscode.Uri ? uri : undefined)),
     vscode.commands.registerCommand('gpuWorkbench.stopTraining', () => controller.stop()),
+    vscode.commands.registerCommand('gpuWorkbench.showModelSummary', () => controller.torchrun.showSummary()),
     // torchrun tasks come from "Start Training…" or from tasks.json; the provider offers none itself.
     vscode.tasks.registerTaskProvider(torchrunTaskType, { provideTasks: () => [], resolveTask: (task) => controller.torchrun.resolveTask(task) }),
   );
