@@ -177,7 +177,8 @@ export function taskExitCode(e: FinalEvent): number {
  * chosen again here.
  */
 export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly ScriptProblem[]): string {
-  const n = problems.length;
+  // The companion's memory of an out-of-memory error is shown with that error: no problem of its own.
+  const n = problems.filter((p) => p.kind !== 'oom-memory').length;
   const inPanel = n ? ` ${n} problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
   if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${inPanel}`;
   if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;

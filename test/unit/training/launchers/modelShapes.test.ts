@@ -8,7 +8,7 @@ import type { JobEvent } from '../../../../src/training/job/events';
 import { modelMemoryLines, moduleShapeProblem, oomMemoryProblem, summaryText } from '../../../../src/training/launchers/modelSummary';
 import type { ScriptProblem } from '../../../../src/training/launchers/pythonErrors';
 import { loadTorchrunJob, runTorchrun } from '../../../../src/training/launchers/torchrun';
-import { problemDiagnostics } from '../../../../src/views/torchrun/torchrunFormat';
+import { problemDiagnostics, torchrunEndMessage } from '../../../../src/views/torchrun/torchrunFormat';
 import { fixtures } from '../../../paths';
 
 const dir = join(fixtures, 'torchrun', 'shapes');
@@ -93,6 +93,8 @@ describe('shape errors and the model\'s memory from the companion', function () 
       assert.match(d[0].message, /The model's memory, measured after its first step:\nmemory as it is, measured from the tensors: parameters 9\.27 KiB/);
       assert.match(d[0].message, /with torch\.autocast \(bf16\/fp16\), estimated: 45\.8 KiB/);
     }
+    const failed = { type: 'job/failed', reason: 'CUDA out of memory', rank: 1, problem: oom } as const;
+    assert.equal(torchrunEndMessage('net', failed, [oom, memory]), 'Training net (torchrun) failed on rank 1: CUDA out of memory at net.py:30. 1 problem in the Problems panel.', 'the memory is no problem of its own');
     const alone = problemDiagnostics([memory], '/w/net.py', '/w');
     assert.deepEqual([alone[0].code, alone[0].line], ['oom-memory', 29]);
     assert.match(alone[0].message, /^Out of memory \(rank 1\): CUDA out of memory\.\n/);
