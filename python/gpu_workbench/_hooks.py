@@ -28,6 +28,10 @@ def _on_torch(torch):
     from . import _memory
 
     how = _memory.install(torch, channel)
+    from . import _modules
+
+    if _modules.install(torch, channel):
+        _memory.step_listeners.append(_modules.on_step)
     channel.send(dict(_channel.rank_fields(), type="hooks", torch=str(torch.__version__), stepHook=how))
 
 

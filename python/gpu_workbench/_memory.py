@@ -19,6 +19,8 @@ from . import _channel
 
 _state = {"step": 0, "last": None}
 _local = threading.local()
+#: Called with the optimizer after each of its steps (the model summary's first step, _modules.py).
+step_listeners = []
 
 
 class _Rss:
@@ -119,7 +121,12 @@ def install(torch, channel):
 
     optimizer_module = importlib.import_module("torch.optim.optimizer")
 
-    def report():
+    def report(optimizer=None):
+        for listener in step_listeners:
+            try:
+                listener(optimizer)
+            except Exception as err:  # never break the user's training
+                sys.stderr.write("gpu_workbench: %s failed (%s: %s)\n" % (getattr(listener, "__name__", "a step listener"), type(err).__name__, err))
         try:
             after_step(torch, channel)
         except Exception as err:  # never break the user's training
@@ -131,7 +138,7 @@ def install(torch, channel):
 
     register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
     if register is not None:
-        register(lambda optimizer, args, kwargs: report())
+        register(lambda optimizer, args, kwargs: report(optimizer))
         return "post-hook"
 
     Optimizer = optimizer_module.Optimizer
@@ -150,7 +157,7 @@ def install(torch, channel):
             finally:
                 _local.depth = depth
             if depth == 0:
-                report()
+                report(self)
             return result
 
         wrapped._gpu_workbench = True

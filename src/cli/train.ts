@@ -235,6 +235,7 @@ export function formatEvent(e: JobEvent, state: FormatState): string {
       return [`${e.job}: ${e.strategy}, ${e.description}`, ...workers, `${e.trainSamples} train / ${e.testSamples} test samples, global batch ${e.globalBatch}, ${e.stepsPerEpoch} steps per epoch, ${e.epochs} epochs${resumed}`].join('\n');
     }
     case 'job/summary': {
+      if (e.text) return e.text; // torchrun: the companion's summary, with the model's memory
       const rows = e.layers.map((l) => `  ${l.name.padEnd(24)} ${l.className.padEnd(14)} ${l.outputShape.padEnd(18)} ${l.params.toLocaleString('en-US')}`);
       return [`model: ${e.totalParams.toLocaleString('en-US')} parameters (${e.trainableParams.toLocaleString('en-US')} trainable), about ${mib(e.estimatedBytesPerDevice)} per device`, ...rows].join('\n');
     }

@@ -63,6 +63,60 @@ export type RankMemory = RankIdentity & {
 
 export type ReportValue = number | string | boolean | null;
 
+/** A place in the user's code: an absolute file and a 1-based line. */
+export interface SourcePlace {
+  readonly file: string;
+  readonly line: number;
+}
+
+/** One part of a model's memory: its bytes as they are (fp32 for most models) and in 16 bits. */
+export interface MemoryPart {
+  readonly bytes: number;
+  /** The same tensors in 16 bits (float32 halved, other dtypes as they are): what half parameters would make of it. */
+  readonly halfBytes: number;
+  /** True: summed from the tensors themselves; false: estimated (`note` says from what). */
+  readonly measured: boolean;
+  readonly note?: string;
+}
+
+/**
+ * A model's memory on one rank: parameters, gradients and the optimizer's state (measured from their
+ * tensors after the first optimizer step, estimated from the parameters before it), activations (the
+ * bytes of the leaf modules' outputs in the first step's forward), and what torch.autocast or half
+ * parameters would make of it, estimated from those numbers.
+ */
+export interface ModelMemory {
+  readonly params: MemoryPart;
+  readonly grads: MemoryPart;
+  readonly optimizerState: MemoryPart;
+  /** Absent when no forward of the model was seen. */
+  readonly activations?: MemoryPart;
+  readonly totalBytes: number;
+  /** torch.autocast (bf16/fp16): parameters, gradients and optimizer state stay fp32, the activations halve, plus 16-bit copies of the weights it casts. */
+  readonly autocast: { readonly params: number; readonly grads: number; readonly optimizerState: number; readonly activations: number; readonly weightCopies: number; readonly totalBytes: number };
+  /** model.half(): every fp32 tensor of the four halves (the optimizer's state follows the parameters). */
+  readonly halfParams: { readonly params: number; readonly grads: number; readonly optimizerState: number; readonly activations: number; readonly totalBytes: number };
+}
+
+/** A module of the first step's summary, each once, in the order first called. */
+export interface ModelSummaryRow {
+  /** Its qualified name in the model (`features.3`), '' for the model itself. */
+  readonly name: string;
+  readonly className: string;
+  /** 0 for the model, 1 for its children, ... */
+  readonly depth: number;
+  /** The shape of its output's (first) tensor; null when it returned none. */
+  readonly outputShape: readonly number[] | null;
+  /** Its own parameters (not its children's). */
+  readonly params: number;
+}
+
+/** An exception as raised: its type (`RuntimeError`, `torch.cuda.OutOfMemoryError`) and message. */
+export interface RaisedException {
+  readonly type: string;
+  readonly message: string;
+}
+
 export type CompanionMessage =
   /** A process started under `python -m gpu_workbench.run`. */
   | (RankIdentity & { readonly type: 'hello'; readonly pid: number; readonly script: string; readonly python: string; readonly companion: string })
@@ -77,7 +131,33 @@ export type CompanionMessage =
   /** A Find Max Batch Size trial: the process reached GPU_WORKBENCH_MAX_STEPS optimizer steps and ends with exit status 0. */
   | (RankIdentity & { readonly type: 'stopped'; readonly step: number; readonly maxSteps: number })
   /** The script's uncaught out-of-memory error (CUDA's, or the CPU allocator's under the trial's memory limit), before Python prints it. */
-  | (RankIdentity & { readonly type: 'oom'; readonly device: 'cuda' | 'cpu'; readonly error: string; readonly message: string; readonly batchSize?: number });
+  | (RankIdentity & { readonly type: 'oom'; readonly device: 'cuda' | 'cpu'; readonly error: string; readonly message: string; readonly batchSize?: number })
+  /** After the first optimizer step: the model's modules (torchinfo-style), its parameter counts and memory. */
+  | (RankIdentity & { readonly type: 'modelSummary'; readonly rows: readonly ModelSummaryRow[]; readonly totalParams: number; readonly trainableParams: number; readonly memory: ModelMemory; /** Rows left out to fit one line of the channel. */ readonly rowsOmitted?: number })
+  /**
+   * An uncaught shape error raised inside a module's forward: the module (its qualified name in `model`, '' for
+   * the model itself), where it was made in the user's code, what it expected and what it got, and the
+   * previous module to finish and its output shape.
+   */
+  | (RankIdentity & {
+      readonly type: 'moduleError';
+      readonly exception: RaisedException;
+      /** The user's innermost frame of the traceback. */
+      readonly raisedAt?: SourcePlace;
+      readonly module: string;
+      readonly className: string;
+      /** `Linear(in_features=512, out_features=10, bias=True)` (a container: `Net(...)`). */
+      readonly repr: string;
+      readonly expected: string;
+      readonly got: string;
+      /** Where the module was made (`self.fc = nn.Linear(512, 10)`). */
+      readonly definedAt?: SourcePlace;
+      /** The model's class, when the module is a part of it. */
+      readonly model?: string;
+      readonly previous?: { readonly module: string; readonly className: string; readonly outputShape: readonly number[] | null; readonly definedAt?: SourcePlace };
+    })
+  /** An uncaught out-of-memory error: the model's memory as far as it was measured. */
+  | (RankIdentity & { readonly type: 'oomMemory'; readonly exception: RaisedException; readonly raisedAt?: SourcePlace; readonly firstStepDone: boolean; readonly memory: ModelMemory });
 
 export type CompanionParse = { readonly ok: true; readonly message: CompanionMessage } | { readonly ok: false; readonly error: string };
 
@@ -85,6 +165,19 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 const isBytes = isCount;
+
+const optional = (v: unknown, check: (v: unknown) => boolean): boolean => v === undefined || check(v);
+const isPlace = (v: unknown): v is SourcePlace => isObj(v) && typeof v.file === 'string' && Number.isSafeInteger(v.line) && (v.line as number) >= 1;
+const isRaised = (v: unknown): v is RaisedException => isObj(v) && typeof v.type === 'string' && typeof v.message === 'string';
+const isShape = (v: unknown): boolean => v === null || (Array.isArray(v) && v.every(isCount));
+const isSummaryRow = (v: unknown): v is ModelSummaryRow => isObj(v) && typeof v.name === 'string' && typeof v.className === 'string' && isCount(v.depth) && isShape(v.outputShape) && isCount(v.params);
+const isPart = (v: unknown): v is MemoryPart => isObj(v) && isBytes(v.bytes) && isBytes(v.halfBytes) && typeof v.measured === 'boolean' && optional(v.note, (n) => typeof n === 'string');
+const allBytes = (v: unknown, keys: readonly string[]): boolean => isObj(v) && keys.every((k) => isBytes(v[k]));
+function isModelMemory(v: unknown): v is ModelMemory {
+  return isObj(v) && isPart(v.params) && isPart(v.grads) && isPart(v.optimizerState) && optional(v.activations, isPart) && isBytes(v.totalBytes)
+    && allBytes(v.autocast, ['params', 'grads', 'optimizerState', 'activations', 'weightCopies', 'totalBytes'])
+    && allBytes(v.halfParams, ['params', 'grads', 'optimizerState', 'activations', 'totalBytes']);
+}
 
 /** Parses and validates one line of the channel; `error` says what is wrong with it. */
 export function parseCompanionLine(line: string): CompanionParse {
@@ -143,6 +236,28 @@ export function parseCompanionLine(line: string): CompanionParse {
       if (typeof value.error !== 'string' || typeof value.message !== 'string') return bad('needs error and message');
       if (value.batchSize !== undefined && (!Number.isSafeInteger(value.batchSize) || (value.batchSize as number) < 1)) return bad('batchSize must be a whole number of at least 1');
       return { ok: true, message: { type: 'oom', ...id, device: value.device, error: value.error, message: value.message, ...(value.batchSize !== undefined ? { batchSize: value.batchSize as number } : {}) } };
+    case 'modelSummary': {
+      if (!Array.isArray(value.rows) || !value.rows.every(isSummaryRow)) return bad('rows must be a list of {name, className, depth, outputShape, params}');
+      if (!isCount(value.totalParams) || !isCount(value.trainableParams)) return bad('totalParams and trainableParams must be whole numbers');
+      if (!isModelMemory(value.memory)) return bad('memory must have params, grads, optimizerState (bytes, halfBytes, measured), totalBytes, autocast and halfParams');
+      if (!optional(value.rowsOmitted, isCount)) return bad('rowsOmitted must be a whole number');
+      return { ok: true, message: { type: 'modelSummary', ...id, rows: value.rows, totalParams: value.totalParams, trainableParams: value.trainableParams, memory: value.memory, ...(typeof value.rowsOmitted === 'number' ? { rowsOmitted: value.rowsOmitted } : {}) } };
+    }
+    case 'moduleError': {
+      if (!isRaised(value.exception)) return bad('exception must be {type, message}');
+      if (typeof value.module !== 'string' || typeof value.className !== 'string' || typeof value.repr !== 'string' || typeof value.expected !== 'string' || typeof value.got !== 'string') return bad('needs module, className, repr, expected and got');
+      if (!optional(value.raisedAt, isPlace) || !optional(value.definedAt, isPlace)) return bad('raisedAt and definedAt must be {file, line}');
+      if (!optional(value.model, (v) => typeof v === 'string')) return bad('model must be a class name');
+      const p = value.previous;
+      if (!optional(p, (v) => isObj(v) && typeof v.module === 'string' && typeof v.className === 'string' && isShape(v.outputShape) && optional(v.definedAt, isPlace))) return bad('previous must be {module, className, outputShape}');
+      return { ok: true, message: { type: 'moduleError', ...id, exception: value.exception, module: value.module, className: value.className, repr: value.repr, expected: value.expected, got: value.got, ...(value.raisedAt ? { raisedAt: value.raisedAt as SourcePlace } : {}), ...(value.definedAt ? { definedAt: value.definedAt as SourcePlace } : {}), ...(typeof value.model === 'string' ? { model: value.model } : {}), ...(p ? { previous: p as { module: string; className: string; outputShape: number[] | null; definedAt?: SourcePlace } } : {}) } };
+    }
+    case 'oomMemory':
+      if (!isRaised(value.exception)) return bad('exception must be {type, message}');
+      if (!optional(value.raisedAt, isPlace)) return bad('raisedAt must be {file, line}');
+      if (typeof value.firstStepDone !== 'boolean') return bad('firstStepDone must be true or false');
+      if (!isModelMemory(value.memory)) return bad('memory must have params, grads, optimizerState (bytes, halfBytes, measured), totalBytes, autocast and halfParams');
+      return { ok: true, message: { type: 'oomMemory', ...id, exception: value.exception, ...(value.raisedAt ? { raisedAt: value.raisedAt as SourcePlace } : {}), firstStepDone: value.firstStepDone, memory: value.memory } };
     default:
       return { ok: false, error: `unknown message type ${JSON.stringify(value.type)}` };
   }

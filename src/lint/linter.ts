@@ -5,6 +5,7 @@
  * fails on some odd construct reports nothing for that file rather than taking the
  * server or the CLI down.
  */
+import { autocastEdit } from './autocast';
 import type { Edit, Tree } from 'web-tree-sitter';
 import { recordRoot } from './deps';
 import { applyEdits, combineFixes, indentUnit } from './fixes';
@@ -300,6 +301,13 @@ export class Linter {
         cache.dirtyKeys.add(k);
       }
     }
+  }
+
+  /** The autocast quick fix of an out-of-memory problem in this file (autocast.ts), when its training step is unambiguous. */
+  autocastFix(path: string, text: string): TextEdit | undefined {
+    this.setFile(path, text);
+    const model = this.workspace.get(path);
+    return model ? autocastEdit(model) : undefined;
   }
 
   removeFile(path: string): void {

@@ -348,6 +348,23 @@ connection.onCodeAction(async (params: CodeActionParams): Promise<CodeAction[]> 
         });
       }
     }
+    if (wants(CodeActionKind.QuickFix)) {
+      // An out-of-memory problem of a torchrun job (the extension's diagnostics, passed along in the context):
+      // the training step's forward and loss under torch.autocast, where that step is unambiguous; shown as a
+      // preview first (a change annotation that needs confirmation).
+      const oom = params.context.diagnostics.find((d) => d.source === source && (d.code === 'cuda-oom' || d.code === 'oom-memory'));
+      const fix = oom && (await linterReady).autocastFix(pathOf(doc.uri), doc.getText());
+      if (oom && fix) {
+        const eol = doc.getText().includes('\r\n') ? '\r\n' : '\n';
+        const annotation = 'gpuWorkbench.autocast';
+        const action = CodeAction.create('Run the forward pass and the loss under torch.autocast (bf16): about half the activation memory', {
+          documentChanges: [{ textDocument: { uri: doc.uri, version: doc.version }, edits: [{ range: fix.range, newText: fix.newText.replace(/\n/g, eol), annotationId: annotation }] }],
+          changeAnnotations: { [annotation]: { label: 'torch.autocast around the training step', description: 'bf16 needs no GradScaler; parameters, gradients and optimizer state stay fp32', needsConfirmation: true } },
+        }, CodeActionKind.QuickFix);
+        action.diagnostics = [oom];
+        actions.push(action);
+      }
+    }
     if (wants(fixAllKind) && findings.some((f) => f.fixes.length > 0) && (only || actions.length > 0)) {
       const edit = await fixAllEdit(doc);
       if (edit) actions.push(CodeAction.create('Fix all GPU-memory hazards', { changes: { [doc.uri]: [edit] } }, fixAllKind));

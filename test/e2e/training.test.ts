@@ -17,7 +17,9 @@
  * "GPU Workbench". A second, long run clears the problem, and Stop Training ends torchrun and
  * both workers; so does Tasks: Terminate Task on a third; the same job from the workspace's
  * tasks.json runs through Tasks: Run Task. Last, the job runs a script with a shape error on rank 1:
- * the failure message names that RuntimeError and the Problems panel has it at the user's line. Skipped, saying why, when /usr/bin/python3 has no torch.
+ * the failure message names that RuntimeError and the Problems panel has it at the user's line. Then a CNN whose Linear
+ * layer gets the wrong number of features on both ranks: the companion's problem is at the line where that layer
+ * is made, and GPU Workbench: Show Model Summary shows the first step's summary. Skipped, saying why, when /usr/bin/python3 has no torch.
  * With UPDATE_SCREENSHOTS=1 the task terminal + Problems panel picture is also saved to
  * docs/images/torchrun-problems.png.
  */
@@ -423,5 +425,42 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     assert.match(panel, /shape_rank1\.py/);
     await screenshot(s.page, 'torchrun-shape-error');
     await waitUntil('torchrun and its workers to exit', 30_000, () => processesWith(shapeScript).length === 0, 250);
+  });
+
+  it('a shape bug inside a module is a problem at the line where the module is made, and Show Model Summary shows the first step\'s summary', async () => {
+    // Runs alone too (mocha --grep): then it opens the workbench itself.
+    const page = s.page ?? await s.open('recorded-cuda-oom.job.json');
+    // test/fixtures/torchrun/shapes/shape_bug.py: a CNN trains a step on 28x28 images, then gets 32x32 ones on both ranks.
+    const script = join(s.ws.dir, 'shape_bug.py');
+    copyFileSync(join(repoRoot, 'test', 'fixtures', 'torchrun', 'shapes', 'shape_bug.py'), script);
+    const source = readFileSync(script, 'utf8').split('\n');
+    const lineOf = (text: string) => source.findIndex((l) => l.includes(text)) + 1;
+    const job = JSON.parse(s.ws.jobText) as Record<string, unknown>;
+    delete job.env;
+    delete job.args;
+    job.script = 'shape_bug.py';
+    writeFileSync(s.ws.jobFile, `${JSON.stringify(job, null, 2)}\n`);
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await startJob(page);
+    await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank`, 120_000);
+    await page.keyboard.press('Control+Shift+M');
+    const row = await waitUntil('the module\'s shape error in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /Shape error in fc \(Linear\) \(ranks 0, 1\): expected input with 1568 features/.test(r.text)), 250);
+    assert.equal(row.line, lineOf('self.fc = nn.Linear'), `at the line where the module is made: ${row.text}`);
+    const panel = (await page.locator('.markers-panel').innerText()).replace(/\s+/g, ' ');
+    assert.match(panel, /the module before it produced \[4, 8, 16, 16\]/);
+    const raised = (await problemRows(page)).find((r) => /RuntimeError \(ranks 0, 1\): mat1 and mat2 shapes cannot be multiplied \(4x2048 and 1568x10\)/.test(r.text));
+    assert.equal(raised?.line, lineOf('return self.fc(x)'), 'the traceback\'s problem stays at the line that raised it');
+    await screenshot(page, 'torchrun-module-shape-error');
+    await waitUntil('torchrun and its workers to exit', 30_000, () => processesWith(script).length === 0, 250);
+
+    await runCommand(page, 'GPU Workbench: Show Model Summary');
+    const summary = await waitUntil('the model summary in an editor', 30_000, async () => {
+      const text = (await page.locator('.editor-instance .view-lines').first().innerText().catch(() => '')).replace(/\u00a0/g, ' ');
+      return text.includes('model summary') ? text : undefined;
+    }, 250);
+    assert.match(summary, /15,770 parameters \(15,770 trainable\)/);
+    assert.match(summary, /features\.0 +Conv2d +\[4, 8, 28, 28\] +80/);
+    assert.match(summary, /with torch\.autocast \(bf16\/fp16\), estimated:/);
+    await screenshot(page, 'torchrun-model-summary');
   });
 });

@@ -12,7 +12,7 @@ import type { JobOverrides, JobSpec, Strategy } from './spec';
 import type { PipelineMetrics } from '../strategies/pipelineSchedule';
 import type { ScriptProblem } from '../launchers/pythonErrors';
 import type { ElasticEvent } from '../launchers/multinode';
-import type { RankMemory } from '../../common/companionProtocol';
+import type { ModelMemory, RankMemory } from '../../common/companionProtocol';
 
 /** The WebGPU adapter a worker got, as Dawn reports it (backends/webgpu.ts's `WebgpuAdapter`). */
 export interface WorkerAdapter {
@@ -84,8 +84,12 @@ export type JobEvent =
       /** Epoch the job starts at (> 0 when resumed from a checkpoint). */
       readonly startEpoch: number;
     }
-  /** Once before the first step, from rank 0: layers, output shapes, parameters and a memory estimate per device. */
-  | { readonly type: 'job/summary'; readonly layers: readonly LayerSummary[]; readonly totalParams: number; readonly trainableParams: number; readonly estimatedBytesPerDevice: number }
+  /**
+   * Once before the first step, from rank 0: layers, output shapes, parameters and a memory estimate per device.
+   * torchrun jobs: after the first optimizer step of the first rank to report, from the Python companion, with
+   * the model's memory as measured (and its 16-bit estimates) and the summary as the job's log shows it.
+   */
+  | { readonly type: 'job/summary'; readonly layers: readonly LayerSummary[]; readonly totalParams: number; readonly trainableParams: number; readonly estimatedBytesPerDevice: number; readonly memory?: ModelMemory; readonly text?: string }
   /** After every optimizer step, from rank 0. `loss` is the mean over the global batch. */
   | { readonly type: 'job/step'; readonly epoch: number; readonly step: number; readonly stepsPerEpoch: number; readonly globalStep: number; readonly loss: number; readonly samplesPerSecond: number }
   /** At the end of every epoch, after the evaluation on the test split. */

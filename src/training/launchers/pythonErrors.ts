@@ -20,7 +20,7 @@
  * torchrun's own tracebacks (ChildFailedError, SignalException, or any error of the launcher)
  * have no frame of the user's and are told apart by `userFrame`.
  */
-import type { CudaProblem, ProblemBase } from './problems';
+import type { CudaProblem, ModuleShapeProblem, OomMemoryProblem, ProblemBase } from './problems';
 import { frameLine, libraryFrame, outputLine } from './outputLines';
 
 export interface TracebackFrame {
@@ -339,7 +339,12 @@ const peerLostMessage = /Connection (?:closed|reset) by peer|remote process exit
 const shapeMismatch = /mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)/;
 
 function hintsFor(e: ScriptException): string[] {
-  const m = shapeMismatch.exec(e.message);
+  return shapeHints(e.message);
+}
+
+/** What to try for a shape error's message, where it is known (a Linear layer's in_features). */
+export function shapeHints(message: string): string[] {
+  const m = shapeMismatch.exec(message);
   if (m && m[2] !== m[3]) {
     const [features, inFeatures, outFeatures] = [m[2], m[3], m[4]];
     return [
@@ -381,8 +386,8 @@ export function exceptionProblem(e: ScriptException): ExceptionProblem {
   };
 }
 
-/** A problem of a torchrun job's output: a CUDA error, explained, or any other exception of the script. */
-export type ScriptProblem = CudaProblem | ExceptionProblem;
+/** A problem of a torchrun job's output: a CUDA error, explained, or any other exception of the script; or from the companion: a module's shape error, an out-of-memory error's memory. */
+export type ScriptProblem = CudaProblem | ExceptionProblem | ModuleShapeProblem | OomMemoryProblem;
 
 /** A failed rank in torchrun's ChildFailedError summary. */
 export interface RankFailure {

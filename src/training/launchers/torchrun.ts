@@ -32,6 +32,7 @@ import { parseMetricLine, reportMetrics } from './scriptMetrics';
 import { recordRun } from '../job/runRecorder';
 import { torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
 import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, torchVersion } from './multinode';
+import { moduleShapeProblem, moduleShapeText, oomMemoryProblem, summaryLayers, summaryText } from './modelSummary';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
 
@@ -273,6 +274,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   let badLines = 0;
   let hooksTold = false;
   let stopTold = false;
+  let summaryTold = false;
   const channel: CompanionChannel | undefined = companionPath === undefined ? undefined : openCompanionChannel({
     onMessage: (m) => {
       options.onMessage?.(m);
@@ -302,6 +304,23 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         case 'oom':
           onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `gpu_workbench: rank ${m.rank} ran out of ${m.device === 'cuda' ? 'GPU' : 'CPU'} memory${m.batchSize !== undefined ? ` at a batch of ${m.batchSize}` : ''}: ${m.error}: ${m.message}` });
           break;
+        case 'modelSummary':
+          // Every rank sends its own; the first is the job's (the ranks of a DDP job run the same model).
+          if (summaryTold) break;
+          summaryTold = true;
+          onEvent({ type: 'job/summary', layers: summaryLayers(m), totalParams: m.totalParams, trainableParams: m.trainableParams, estimatedBytesPerDevice: m.memory.totalBytes, memory: m.memory, text: summaryText(m) });
+          break;
+        case 'moduleError': {
+          const problem = moduleShapeProblem(m);
+          modelProblems++;
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: moduleShapeText(problem), problem });
+          break;
+        }
+        case 'oomMemory': {
+          const problem = oomMemoryProblem(m);
+          onEvent({ type: 'job/log', level: 'warning', rank: m.rank, message: `${problem.explanation}\n${problem.memoryLines.join('\n')}`, problem });
+          break;
+        }
         case 'hello':
           break;
       }
@@ -339,6 +358,8 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   let repeats = 0;
   let dropped = 0;
   let exceptionProblems = 0;
+  /** Problems from the companion's messages (a module's shape error). */
+  let modelProblems = 0;
   /** Each rank's last non-blank lines, for a rank that ended without an exception. */
   const lastLines = new Map<number, string[]>();
   const onException = (ex: ScriptException) => {
@@ -460,7 +481,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         const trainLoss = lastMetrics.loss ?? lastMetrics.train_loss ?? NaN;
         const testLoss = lastMetrics.test_loss ?? lastMetrics.val_loss ?? NaN;
         const testAccuracy = lastMetrics.test_acc ?? lastMetrics.val_acc ?? NaN;
-        event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
+        event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems + modelProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
       } else if (ofNodes) {

@@ -9,6 +9,7 @@ import { basename, isAbsolute, resolve } from 'node:path';
 import { stripBom } from '../../common/jsonFile';
 import type { CudaProblemKind } from '../../training/launchers/cudaErrors';
 import type { JobEvent } from '../../training/job/events';
+import { moduleLabel } from '../../training/launchers/modelSummary';
 import { chainWords, exceptionText, type ScriptProblem } from '../../training/launchers/pythonErrors';
 
 type FinalEvent = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
@@ -40,14 +41,30 @@ const kindTitles: Record<CudaProblemKind, string> = {
   nccl: 'NCCL error',
 };
 
-/** A problem's title: the CUDA error's kind, or the exception's type. */
+/** A problem's title: the CUDA error's kind, the exception's type, the module of a shape error. */
 function title(p: ScriptProblem): string {
-  return p.kind === 'exception' ? p.exceptionType : kindTitles[p.kind];
+  switch (p.kind) {
+    case 'exception': return p.exceptionType;
+    case 'module-shape': return `Shape error in ${moduleLabel(p.module, p.className)}`;
+    case 'oom-memory': return 'Out of memory';
+    default: return kindTitles[p.kind];
+  }
 }
 
 /** The message without the exception's type in front (the title says it). */
 function problemText(p: ScriptProblem): string {
-  return p.kind === 'exception' ? p.message.slice(p.exceptionType.length).replace(/^: ?/, '') : errorText(p.message);
+  switch (p.kind) {
+    case 'exception': return p.message.slice(p.exceptionType.length).replace(/^: ?/, '');
+    case 'module-shape': return `expected ${p.expected}, got ${p.got}${p.previous ? `; the module before it produced ${p.previous.outputShape ? `[${p.previous.outputShape.join(', ')}]` : 'no tensor'}` : ''}`;
+    default: return errorText(p.message);
+  }
+}
+
+const outOfMemory = /out of memory|DefaultCPUAllocator: can't allocate memory|not enough memory/i;
+
+/** An out-of-memory problem of the output that the companion's memory of the same rank belongs with. */
+function isOom(p: ScriptProblem): boolean {
+  return p.kind === 'cuda-oom' || (p.kind === 'exception' && outOfMemory.test(p.message));
 }
 
 /** The Python exception's class in front of the message ("torch.cuda.OutOfMemoryError: …") says nothing the kind does not. */
@@ -69,11 +86,18 @@ function rankWords(ranks: readonly number[]): string {
 export function problemDiagnostics(problems: readonly ScriptProblem[], script: string, cwd: string): ProblemDiagnostic[] {
   const groups = new Map<string, { first: ScriptProblem; file: string; line: number; located: boolean; ranks: Set<number> }>();
   const abs = (f: string) => (isAbsolute(f) ? f : resolve(cwd, f));
+  // The companion's memory of an out-of-memory error goes with that error's problem of the same rank (either
+  // may come first); on its own only when the output had none.
+  const memories = problems.filter((p): p is Extract<ScriptProblem, { kind: 'oom-memory' }> => p.kind === 'oom-memory');
+  const withMemory = (p: ScriptProblem) => memories.find((m) => m.rank === p.rank) ?? (memories.length === 1 ? memories[0] : undefined);
+  const merged = new Set<ScriptProblem>();
+  for (const p of problems) if (isOom(p)) { const m = withMemory(p); if (m) merged.add(m); }
   for (const p of problems) {
+    if (merged.has(p)) continue;
     const located = p.file !== undefined && p.line !== undefined;
     const file = p.file !== undefined && located ? abs(p.file) : script;
     const line = p.line !== undefined && located ? Math.max(0, p.line - 1) : 0;
-    const key = `${file}\0${line}\0${p.kind}${p.kind === 'exception' ? `\0${p.message}` : ''}`;
+    const key = `${file}\0${line}\0${p.kind}${p.kind === 'exception' || p.kind === 'module-shape' ? `\0${p.message}` : ''}`;
     let g = groups.get(key);
     if (!g) {
       g = { first: p, file, line, located, ranks: new Set() };
@@ -88,10 +112,18 @@ export function problemDiagnostics(problems: readonly ScriptProblem[], script: s
       `${title(g.first)}${rankWords(ranks)}${text ? `: ${text}` : ''}`,
       ...(g.located ? [] : ['(The output had no traceback line for it: shown on the script\'s first line.)']),
       ...(g.first.explanation ? [g.first.explanation] : []),
+      ...(g.first.kind === 'oom-memory' ? g.first.memoryLines : []),
       ...g.first.hints.map((h) => `• ${h}`),
     ];
+    const memory = isOom(g.first) ? withMemory(g.first) : undefined;
+    if (memory) lines.push(memory.explanation, ...memory.memoryLines);
     const chain = g.first.kind === 'exception' ? g.first.chain ?? [] : [];
     const related = chain.flatMap((c) => (c.file !== undefined && c.line !== undefined ? [{ file: abs(c.file), line: Math.max(0, c.line - 1), message: `${chainWords[c.relation]} ${exceptionText(c, 300)}` }] : []));
+    if (g.first.kind === 'module-shape') {
+      const p = g.first;
+      if (p.raisedAt) related.push({ file: abs(p.raisedAt.file), line: Math.max(0, p.raisedAt.line - 1), message: `Raised here: ${exceptionText({ type: p.message.split(':')[0], message: p.message.slice(p.message.indexOf(':') + 1).trim() }, 300)}` });
+      if (p.previous?.file !== undefined && p.previous.line !== undefined) related.push({ file: abs(p.previous.file), line: Math.max(0, p.previous.line - 1), message: `The module before it, ${moduleLabel(p.previous.module, p.previous.className)}, made here` });
+    }
     return { file: g.file, line: g.line, code: g.first.kind, message: lines.join('\n'), ranks, severity: g.first.kind === 'exception' && g.first.peerLost ? 'warning' : 'error', related };
   });
 }
@@ -119,6 +151,8 @@ export function terminalText(e: JobEvent): string | undefined {
         return yellow(`GPU Workbench: ${title(p)}${p.rank !== undefined ? ` on rank ${p.rank}` : ''}${where}; ${more}.`);
       }
       return e.message.startsWith('torchrun: ') && e.rank === undefined && e.level === 'info' && /-m torch\.distributed\.run /.test(e.message) ? dim(e.message) : e.message;
+    case 'job/summary':
+      return e.text;
     case 'job/done':
       return green(`torchrun exited 0 after ${secs(e.metrics.durationMs)}.`);
     case 'job/failed':
@@ -143,7 +177,8 @@ export function taskExitCode(e: FinalEvent): number {
  * chosen again here.
  */
 export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonly ScriptProblem[]): string {
-  const n = problems.length;
+  // The companion's memory of an out-of-memory error is shown with that error: no problem of its own.
+  const n = problems.filter((p) => p.kind !== 'oom-memory').length;
   const inPanel = n ? ` ${n} problem${n === 1 ? '' : 's'} in the Problems panel.` : '';
   if (e.type === 'job/done') return `Training ${job} (torchrun) finished after ${secs(e.metrics.durationMs)}.${inPanel}`;
   if (e.cancelled) return `Training ${job} (torchrun) was stopped.`;
@@ -155,8 +190,8 @@ export function torchrunEndMessage(job: string, e: FinalEvent, problems: readonl
       const text = exceptionText({ type: p.exceptionType, message: problemText(p) }, 300);
       return `Training ${job} (torchrun) failed${onRank}: ${text}${where}.${inPanel}`;
     }
-    const size = p.tryingToAllocate ? ` (tried to allocate ${p.tryingToAllocate})` : '';
-    return `Training ${job} (torchrun) failed${onRank}: ${kindTitles[p.kind]}${size}${where}.${inPanel}`;
+    const size = p.kind === 'cuda-oom' && p.tryingToAllocate ? ` (tried to allocate ${p.tryingToAllocate})` : '';
+    return `Training ${job} (torchrun) failed${onRank}: ${title(p)}${size}${where}.${inPanel}`;
   }
   const reason = errorText(e.reason.trim().replace(/\s*\n\s*/g, '; '));
   const short = reason.length > 300 ? `${reason.slice(0, 297)}…` : reason;

@@ -111,6 +111,8 @@ export class TorchrunTasks implements vscode.Disposable {
   private readonly diagnostics = vscode.languages.createDiagnosticCollection('gpuWorkbench.torchrun');
   private active: ActiveRun | undefined;
   private runs = 0;
+  /** The last torchrun job's model summary (the companion's, after its first step), for Show Model Summary. */
+  private lastSummary: { readonly job: string; readonly text: string } | undefined;
 
   constructor(
     private readonly channel: vscode.LogOutputChannel,
@@ -152,6 +154,20 @@ export class TorchrunTasks implements vscode.Disposable {
     run.stopRequested = true;
     run.handle?.cancel();
     await run.ended;
+  }
+
+  /**
+   * Show Model Summary: the last torchrun job's summary (layers, output shapes, parameters, memory and its
+   * 16-bit estimates) in an editor, on demand: it was in the task terminal and the log, which scroll on.
+   */
+  async showSummary(): Promise<void> {
+    const s = this.lastSummary;
+    if (!s) {
+      void vscode.window.showInformationMessage('No model summary yet: a torchrun job sends it after its first optimizer step (its Python companion hooks the model). Start one with GPU Workbench: Start Training…');
+      return;
+    }
+    const doc = await vscode.workspace.openTextDocument({ content: `${s.job} (torchrun job)\n${s.text}\n`, language: 'plaintext' });
+    await vscode.window.showTextDocument(doc, { preview: true });
   }
 
   dispose(): void {
@@ -242,7 +258,10 @@ export class TorchrunTasks implements vscode.Disposable {
       if (memoryText !== undefined) terminal.write(`\x1b[2m${memoryText}\x1b[0m`);
       const text = terminalText(e);
       if (text !== undefined) terminal.write(text);
-      if (e.type === 'job/log' && e.problem) {
+      if (e.type === 'job/summary' && e.text) {
+        this.lastSummary = { job: spec.name, text: e.text };
+        this.channel.info(`${spec.name}: ${e.text}`);
+      } else if (e.type === 'job/log' && e.problem) {
         problems.push(e.problem);
         this.channel.warn(e.message);
         this.showProblems(problems, spec);

@@ -567,6 +567,7 @@ export function registerTraining(context: vscode.ExtensionContext, monitor: GpuM
     vscode.commands.registerCommand('gpuWorkbench.runWithTorchrun', controller.scriptCommand(runWithTorchrun)),
     vscode.commands.registerCommand('gpuWorkbench.createTuneSpec', controller.scriptCommand(createTuneSpec)),
     vscode.commands.registerCommand('gpuWorkbench.gettingStarted', openWalkthrough),
+    vscode.commands.registerCommand('gpuWorkbench.showModelSummary', () => controller.torchrun.showSummary()),
     // torchrun tasks come from "Start Training…" or from tasks.json; the provider offers none itself.
     vscode.tasks.registerTaskProvider(torchrunTaskType, { provideTasks: () => [], resolveTask: (task) => controller.torchrun.resolveTask(task) }),
   );
