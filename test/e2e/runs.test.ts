@@ -1,0 +1,102 @@
+/**
+ * The Runs view in a real VS Code (code-server 4.100.3 + Debian chromium), on a throwaway copy of
+ * examples/mnist/mnist-ddp.job.json with small sizes: the view starts empty (its welcome text); a
+ * run of `gpu-workbench train` in the workspace folder (the repository's built CLI, as a user runs
+ * it in a terminal) appears as it runs and ends as done, through the file watcher alone; a run
+ * from "Start Training…" appears too, with where it ran (ddp · wasm) and its test accuracy; both
+ * are still listed after Developer: Reload Window, read back from their records, and "Open Log"
+ * opens the run's log file.
+ */
+import * as assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import type { Locator, Page } from 'playwright-core';
+import { repoRoot } from '../paths';
+import { screenshot, waitUntil } from './harness';
+import { codeServerSuite, pickItem, quickPick, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+
+describe('e2e: the Runs view in code-server', function () {
+  this.timeout(300_000);
+  const s = codeServerSuite('runs', () => trainingWorkspace({ trainSize: 2000, testSize: 500, epochs: 1 }));
+  let cli: ChildProcess | undefined;
+  after(() => { cli?.kill('SIGKILL'); });
+
+  /** The Runs view's rows (top level and expanded details alike) as the user reads them. */
+  const runsPane = (p: Page): Locator => p.locator('.pane', { has: p.locator('.pane-header', { hasText: /^\s*Runs/ }) });
+  const rowTexts = async (p: Page): Promise<string[]> => {
+    const rows = runsPane(p).locator('.monaco-list-row');
+    const n = await rows.count();
+    const texts: string[] = [];
+    for (let i = 0; i < n; i++) texts.push((await rows.nth(i).getAttribute('aria-label').catch(() => null) ?? '').replace(/\s+/g, ' ').trim());
+    return texts;
+  };
+
+  async function showRuns(p: Page): Promise<void> {
+    await runCommand(p, 'GPU Workbench: Focus on Runs View');
+    await runsPane(p).locator('.pane-body').waitFor({ timeout: 30_000 });
+  }
+
+  it('starts empty, then shows a gpu-workbench train run from a terminal as it runs and when it is done', async () => {
+    const page = await s.open('mnist-ddp.job.json');
+    await showRuns(page);
+    await runsPane(page).getByText('No runs in this workspace yet').waitFor({ timeout: 30_000 });
+    await screenshot(page, 'runs-empty');
+
+    cli = spawn(process.execPath, [join(repoRoot, 'dist', 'cli.js'), 'train', s.ws.jobFile, '--strategy', 'ddp', '--devices', '2', '--epochs', '2'], { cwd: s.ws.dir, stdio: 'ignore' });
+    await waitUntil('the terminal run to show as running', 120_000, async () => (await rowTexts(page)).find((t) => t.startsWith(`${s.ws.name} running`)), 100);
+    await screenshot(page, 'runs-cli-running');
+    const done = await waitUntil('the terminal run to show as done', 180_000, async () => (await rowTexts(page)).find((t) => t.startsWith(`${s.ws.name} done`)), 250);
+    assert.match(done, /^mnist-ddp done · .+ · test_acc [\d.]+% · test_loss [\d.]+ · loss [\d.]+$/);
+    await screenshot(page, 'runs-cli-done');
+  });
+
+  it('shows a run from Start Training… with where it ran, and both runs are still there after a window reload', async () => {
+    const page = s.page!;
+    await runCommand(page, 'GPU Workbench: Start Training');
+    await quickPick(page, 'Start Training (1/3): job file');
+    await pickItem(page, 'mnist-ddp.job.json');
+    await quickPick(page, 'Start Training (2/3): strategy');
+    await pickItem(page, /^ddp$/);
+    await quickPick(page, 'Start Training (3/3): devices', 30_000);
+    await pickItem(page, '2 CPU workers');
+    // The terminal run's checkpoints are in the job's folder: Start Over moves them aside.
+    const dialog = page.locator('.monaco-dialog-box', { hasText: 'already holds a run of' });
+    await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+    await dialog.getByRole('button', { name: 'Start Over' }).click();
+    await waitForNotification(page, new RegExp(`Training ${s.ws.name} finished: test accuracy`), 240_000);
+    await toastSettled(page, 'finished: test accuracy');
+    await showRuns(page);
+    await waitUntil('two done runs in the Runs view', 30_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
+    // The newest first: the editor's run; its details say where it ran.
+    const first = runsPane(page).locator('.monaco-list-row').first();
+    await first.click();
+    await page.keyboard.press('ArrowRight');
+    const details = await waitUntil('the run\'s details', 30_000, async () => {
+      const rows = await rowTexts(page);
+      return rows.some((t) => t.startsWith('ran on: ddp · wasm · cpu ×2')) ? rows : undefined;
+    }, 200);
+    // The run's row: its status, duration and final metrics.
+    assert.ok(details.some((t) => new RegExp(`^${s.ws.name} done · [\\d.]+ s · test_acc [\\d.]+% · test_loss [\\d.]+ · loss [\\d.]+$`).test(t)), JSON.stringify(details));
+    await screenshot(page, 'runs-two-done');
+
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    // A mark on this page's window: gone once the reloaded window has loaded (waiting on the old page's DOM would race the reload).
+    await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
+    await runCommand(page, 'Developer: Reload Window');
+    await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
+    await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: /mnist-ddp\.job\.json|Runs/ }).first().waitFor({ timeout: 120_000 });
+    await showRuns(page);
+    await waitUntil('both runs listed again after the reload', 60_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
+    await screenshot(page, 'runs-after-reload');
+
+    // Open Log (the row's inline action, also its click) opens the run's log file.
+    // The row by its accessible label (what rowTexts reads; the row's visible text is split over label and description).
+    const doneRow = (await rowTexts(page)).findIndex((t) => t.startsWith(`${s.ws.name} done`));
+    assert.ok(doneRow >= 0);
+    await runsPane(page).locator('.monaco-list-row').nth(doneRow).click();
+    const tab = page.locator('.tabs-container .tab', { hasText: /\.log$/ }).first();
+    await tab.waitFor({ timeout: 30_000 });
+    await page.locator('.editor-instance .view-lines', { hasText: 'done: test accuracy' }).first().waitFor({ timeout: 30_000 });
+    await screenshot(page, 'runs-open-log');
+  });
+});
