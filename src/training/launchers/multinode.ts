@@ -14,15 +14,18 @@ import { hostname } from 'node:os';
 import { nnodesText, type TorchrunNodes } from '../job/torchrunNodes';
 import { exceptionText, type ScriptException } from './pythonErrors';
 
-/** What this module needs of a torchrun job (torchrun.ts's TorchrunSpec). */
+/** What torchrun runs of a job, on each node (torchrun.ts's TorchrunSpec adds the job file's name and its batch-size setting). */
 export interface NodeJob {
+  /** Absolute path of the user's script. */
   readonly script: string;
   readonly args: readonly string[];
   readonly nprocPerNode: number;
+  /** CUDA_VISIBLE_DEVICES for the job, when the job or --devices named devices. */
   readonly devices?: readonly number[];
   readonly python: string;
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
+  /** Several nodes, a rendezvous or restarts of the job's own; absent: one node, its own store. */
   readonly nodes?: TorchrunNodes;
 }
 

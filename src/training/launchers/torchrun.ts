@@ -31,27 +31,16 @@ import { outputLine } from './outputLines';
 import { parseMetricLine, reportMetrics } from './scriptMetrics';
 import { recordRun } from '../job/runRecorder';
 import { torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
-import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, torchVersion } from './multinode';
+import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, torchVersion, type NodeJob } from './multinode';
 import { moduleShapeProblem, moduleShapeText, oomMemoryProblem, summaryLayers, summaryText } from './modelSummary';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
 
-export interface TorchrunSpec {
+export interface TorchrunSpec extends NodeJob {
   readonly file: string;
   readonly name: string;
-  /** Absolute path of the user's script. */
-  readonly script: string;
-  readonly args: readonly string[];
-  readonly nprocPerNode: number;
-  /** CUDA_VISIBLE_DEVICES for the job, when the job or --devices named devices. */
-  readonly devices?: readonly number[];
-  readonly python: string;
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string>>;
   /** How the script takes its batch size (Find Max Batch Size), when the job says. */
   readonly batchSize?: TorchrunBatchSize;
-  /** Several nodes, a rendezvous or restarts of the job's own (see multinode.ts); absent: one node, its own store. */
-  readonly nodes?: TorchrunNodes;
 }
 
 interface RawTorchrun extends RawTorchrunNodes {

@@ -226,13 +226,7 @@ class TrainingController implements vscode.Disposable {
     this.starting = true;
     let lease: Disposable | undefined;
     try {
-      const running = this.runningName;
-      if (running !== undefined) {
-        const stop = 'Stop and Start Another';
-        const answer = await vscode.window.showWarningMessage(`Training ${running} is still running. Stop it and start another job?`, { modal: true }, stop);
-        if (answer !== stop) return;
-        await this.stopRunning();
-      }
+      if (!await this.stopRunningIfAgreed()) return;
       const file = uri?.scheme === 'file' && uri.fsPath.endsWith('.job.json') ? uri.fsPath : await this.pickJobFile();
       if (!file) return;
       if (isTorchrunJob(file)) {
@@ -321,15 +315,20 @@ class TrainingController implements vscode.Disposable {
     };
   }
 
+  /** True when no job runs, or the user agreed to stop the running one (and it has stopped). */
+  private async stopRunningIfAgreed(): Promise<boolean> {
+    const running = this.runningName;
+    if (running === undefined) return true;
+    const stop = 'Stop and Start Another';
+    const answer = await vscode.window.showWarningMessage(`Training ${running} is still running. Stop it and start another job?`, { modal: true }, stop);
+    if (answer !== stop) return false;
+    await this.stopRunning();
+    return true;
+  }
+
   /** Runs a torchrun job file as it is (its own devices), after stopping a running job if the user agrees. */
   private async runTorchrunFile(file: string): Promise<void> {
-    const running = this.runningName;
-    if (running !== undefined) {
-      const stop = 'Stop and Start Another';
-      const answer = await vscode.window.showWarningMessage(`Training ${running} is still running. Stop it and start another job?`, { modal: true }, stop);
-      if (answer !== stop) return;
-      await this.stopRunning();
-    }
+    if (!await this.stopRunningIfAgreed()) return;
     const spec = await this.validateTorchrun(file, {});
     if (spec) await this.torchrun.start(spec, {});
   }
