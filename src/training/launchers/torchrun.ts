@@ -258,7 +258,9 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
     if (!(err instanceof CompanionMissingError)) throw err;
     onEvent({ type: 'job/log', level: 'warning', message: `${err.message}; the script runs without it (no per-rank memory)` });
   }
-  const argv = torchrunCommand(spec, companionPath !== undefined, torchVersion(spec.python));
+  // One node: the underscore spelling every torch takes, so no probe (it imports torch, seconds, synchronously;
+  // and a process the interpreter leaves holding its output would keep the probe waiting).
+  const argv = torchrunCommand(spec, companionPath !== undefined, spec.nodes ? torchVersion(spec.python) : undefined);
   const started = Date.now();
   let badLines = 0;
   let hooksTold = false;

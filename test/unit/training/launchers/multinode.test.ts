@@ -252,7 +252,8 @@ function waiter(): { changed: () => void; until: (what: string, cond: () => bool
   };
 }
 
-const sums = (n: Node, sum: number) => n.logs().filter((l) => new RegExp(`: sum ${sum}$`).test(l));
+/** Each rank's all-reduce line of a node (also when another process's output was glued to it on the way). */
+const sums = (n: Node, sum: number) => n.logs().flatMap((l) => [...l.matchAll(new RegExp(`rank \\d+ of \\d+ on node \\d+ \\(restart \\d+\\): sum ${sum}(?![\\d.])`, 'g'))].map((m) => m[0]));
 
 describe('multi-node torchrun jobs: two nodes on 127.0.0.1', function () {
   // torch's own timing: the elastic agent restarts ~46 s after a node goes (under load, more).
