@@ -32,6 +32,8 @@ const userSettings = {
   'workbench.tips.enabled': false,
   // The workspace lives inside this repository: no "open the parent repository?" toast over the view.
   'git.openRepositoryInParentFolders': 'never',
+  // The terminal tabs list also with one terminal (VS Code hides it then): tests pick a terminal by its name there.
+  'terminal.integrated.tabs.hideCondition': 'never',
 };
 
 /** Elapsed milliseconds since `t0`, for the timings the suite prints. */

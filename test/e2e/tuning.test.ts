@@ -104,6 +104,8 @@ describe('e2e: tuning in code-server', function () {
     await page.locator('.tabs-container .tab', { hasText: 'trial_2.log' }).first().click({ timeout: 30_000 });
     for (const n of [1, 2]) {
       await runCommand(page, 'Tasks: Rerun Last Task');
+      // Its task is silent (trial terminals show only when they fail): open the terminal panel to see it.
+      await runCommand(page, 'Terminal: Focus Terminal');
       // The rerun's terminal (the same one both times: a dedicated task terminal); at its left end: the middle of a narrow tab entry is its Split button.
       await page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${lastId} ·`) }).first().click({ timeout: 30_000, position: { x: 12, y: 8 } });
       // The second message shows that the first rerun ended: VS Code runs no task that is still active.
