@@ -113,13 +113,13 @@ describe('e2e: tuning in code-server', function () {
     }
     assert.equal(await notification(page, /already active/).count(), 0, 'VS Code said a trial task was still active');
     await screenshot(page, 'tuning-trial-rerun');
-    // Back to the results tab for the next tests.
-    await page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().click();
   });
 
   it('Apply Best Config on command trials offers Copy Config JSON', async () => {
     assert.ok(s.page && results && finished, 'needs the results page of the finished experiment');
+    // F1 first (focus is still in the workbench), then back to the results tab (where F1 would go to the page).
     await runCommand(s.page, 'Notifications: Clear All Notifications');
+    await s.page.locator('.tabs-container .tab', { hasText: `Tuning Results: ${s.ws.name}` }).first().click();
     await results.locator('#apply-best').click({ timeout: 30_000 });
     // "The best is trial N (loss …): lr=… batch_size=… Its trials run a command, so there is no job file …"
     const offer = notification(s.page, /Its trials run a command, so there is no job file/);
