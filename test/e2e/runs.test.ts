@@ -5,10 +5,12 @@
  * it in a terminal) appears as it runs and ends as done, through the file watcher alone; a run
  * from "Start Training…" appears too, with where it ran (ddp · wasm) and its test accuracy; both
  * are still listed after Developer: Reload Window, read back from their records, and "Open Log"
- * opens the run's log file.
+ * opens the run's log file. Run Again on a done run runs it again, and again while that one runs: a
+ * modal offers to stop it first, and Stop and Start Another cancels it and runs the new one.
  */
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
@@ -98,5 +100,46 @@ describe('e2e: the Runs view in code-server', function () {
     await tab.waitFor({ timeout: 30_000 });
     await page.locator('.editor-instance .view-lines', { hasText: 'done: test accuracy' }).first().waitFor({ timeout: 30_000 });
     await screenshot(page, 'runs-open-log');
+  });
+
+  it('Run Again on a done run runs it again; Run Again while that one runs asks to stop it first, and Stop and Start Another does', async () => {
+    const page = s.page!;
+    // The Runs view is still in front from the last test (no palette here: with the log file just
+    // opened from the view, F1's palette closed again at once and the typing went into the log).
+    await runsPane(page).locator('.pane-body').waitFor({ timeout: 30_000 });
+    const onRow = async (label: RegExp, action: string): Promise<void> => {
+      const index = (await rowTexts(page)).findIndex((t) => label.test(t));
+      assert.ok(index >= 0, `a row ${label}: ${JSON.stringify(await rowTexts(page))}`);
+      await runsPane(page).locator('.monaco-list-row').nth(index).click({ button: 'right' });
+      const menu = page.locator('.context-view .monaco-menu');
+      await menu.waitFor({ timeout: 30_000 });
+      // While a run is listed as running, its row refreshes every epoch, and a click on the menu can
+      // be lost while the menu is drawn again (seen: the menu stayed open, the item highlighted):
+      // click until the menu has closed, which is what running its item does.
+      await waitUntil(`"${action}" chosen from the menu`, 30_000, async () => {
+        if (!await menu.isVisible()) return true;
+        await menu.locator('.action-label', { hasText: action }).click({ timeout: 5000 }).catch(() => undefined);
+        return menu.waitFor({ state: 'hidden', timeout: 2000 }).then(() => true, () => false);
+      }, 0);
+    };
+    const count = async (status: string): Promise<number> => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} ${status}`)).length;
+
+    // Long enough to be still running whatever the machine's load: Run Again reads the job file with
+    // the run's own overrides (the newest done run, from Start Training, overrode no epochs).
+    const job = JSON.parse(readFileSync(s.ws.jobFile, 'utf8')) as { epochs: number };
+    writeFileSync(s.ws.jobFile, `${JSON.stringify({ ...job, epochs: 1000 }, null, 2)}\n`);
+    const done = new RegExp(`^${s.ws.name} done`);
+    await onRow(done, 'Run Again');
+    await waitUntil('the run again to show as running', 120_000, async () => await count('running') === 1, 100);
+    // While it runs: Run Again offers to stop it (as Start Training does) instead of refusing.
+    await onRow(done, 'Run Again');
+    const dialog = page.locator('.monaco-dialog-box', { hasText: `Training ${s.ws.name} is still running. Stop it and start another job?` });
+    await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+    await screenshot(page, 'runs-run-again-while-running');
+    await dialog.getByRole('button', { name: 'Stop and Start Another' }).click();
+    await waitUntil('the first run again cancelled and the second one running', 120_000, async () => await count('cancelled') === 1 && await count('running') === 1, 250);
+    await onRow(new RegExp(`^${s.ws.name} running`), 'Stop Run');
+    await waitUntil('both runs again cancelled, the two done runs untouched', 120_000, async () => await count('cancelled') === 2 && await count('running') === 0 && await count('done') === 2, 250);
+    await screenshot(page, 'runs-run-again-stopped');
   });
 });

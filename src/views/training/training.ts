@@ -273,13 +273,10 @@ class TrainingController implements vscode.Disposable {
   /** The Runs view's Re-run and Resume: a recorded run's job file with the overrides it ran with, no pickers. */
   async startAgain(file: string, overrides: JobOverrides, resume: boolean): Promise<void> {
     if (!trusted('start training') || this.starting) return;
-    const running = this.runningName;
-    if (running !== undefined) {
-      void vscode.window.showErrorMessage(`Training ${running} is still running. Stop it first (GPU Workbench: Stop Training).`);
-      return;
-    }
     this.starting = true;
     try {
+      // As Start Training does: offer to stop the running job rather than refuse.
+      if (!await this.stopRunningIfAgreed()) return;
       if (isTorchrunJob(file)) {
         const spec = await this.validateTorchrun(file, overrides);
         if (spec) await this.torchrun.start(spec, overrides);
