@@ -2,11 +2,11 @@
  * The PyTorch-first way in (issue 17 item 4) in a real VS Code (code-server 4.100.3 + Debian
  * chromium), on a throwaway workspace holding only a PyTorch script (a copy of
  * examples/torchrun/ddp_mnist_like.py as train.py) and no job file:
- * - train.py in the editor, F1 → "Run with torchrun…" → "2 CPU workers" (no
+ * - right-click train.py in the explorer → "Run with torchrun…" → "2 CPU workers" (no
  *   nvidia-smi here) → the first interpreter offered, which is one with torch (Debian's
  *   python3-torch on /usr/bin/python3): train.job.json appears next to the script, and the job
  *   runs as the torchrun task to its end;
- * - the same command again (palette, the script in the editor) asks before touching the existing
+ * - the same command again (the editor title's button) asks before touching the existing
  *   job file: "Run It" runs it unchanged;
  * - "GPU Workbench: Get Started" opens the walkthrough with its four steps.
  * Skipped, with the reason in its title, when /usr/bin/python3 has no torch.
@@ -42,14 +42,23 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
   const s = codeServerSuite('torchfirst', scriptWorkspace);
   let jobText = '';
 
-  it('Run with torchrun… on train.py (palette, the script in the editor) writes train.job.json next to it and runs it to its end', async () => {
+  it('Run with torchrun… on train.py (the explorer\'s context menu) writes train.job.json next to it and runs it to its end', async () => {
     const t0 = performance.now();
     const page = await s.open('train.py');
     assert.ok(!existsSync(s.ws.jobFile), 'no job file before');
-    // From the palette with the script in the editor. (The explorer's context menu did not list the
-    // command in code-server 4.100.3 in this session's run, cause not found yet: see the report.)
+    // From the explorer's context menu. Its items come from the manifest once the remote extension
+    // host has registered the extension: a right-click before that shows VS Code's own items only
+    // (this test's first version found none for that reason). The editor title's button, which
+    // has the same source, shows that they are in.
     await openFileFromExplorer(page, 'train.py');
-    await runCommand(page, 'GPU Workbench: Run with torchrun');
+    await page.locator('.editor-actions .action-label[aria-label="Run with torchrun…"]').waitFor({ timeout: 60_000 });
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'train.py' }).first();
+    await row.click({ button: 'right' });
+    const menu = page.locator('.context-view .monaco-menu');
+    await menu.waitFor({ timeout: 30_000 });
+    const items = await menu.locator('.action-label').allInnerTexts();
+    assert.ok(items.includes('Create Tune Spec for Script…'), `the explorer's context menu of train.py: ${JSON.stringify(items)}`);
+    await menu.locator('.action-label', { hasText: 'Run with torchrun…' }).click();
 
     // No nvidia-smi here: CPU processes.
     await quickPick(page, 'Run with torchrun (1/2): processes for train', 60_000);
@@ -76,12 +85,13 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
     assert.equal(processesWith(s.ws.script).length, 0, 'torchrun and its workers ended with the job');
   });
 
-  it('run again from the palette, it asks before touching the existing job file; Run It runs it unchanged', async () => {
+  it('run again from the editor title\'s button, it asks before touching the existing job file; Run It runs it unchanged', async () => {
     assert.ok(s.page && jobText, 'needs the job file of the first test');
     const page = s.page;
     await runCommand(page, 'Notifications: Clear All Notifications');
+    // The editor title's button this time.
     await openFileFromExplorer(page, 'train.py');
-    await runCommand(page, 'GPU Workbench: Run with torchrun');
+    await page.locator('.editor-actions .action-label[aria-label="Run with torchrun…"]').click();
     const dialog = page.locator('.monaco-dialog-box', { hasText: 'train.job.json exists already' });
     await dialog.waitFor({ state: 'visible', timeout: 30_000 });
     await screenshot(page, 'torchfirst-exists');
