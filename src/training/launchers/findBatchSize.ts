@@ -119,6 +119,24 @@ export interface TrialRun {
   cancel(): void;
 }
 
+/** The trial under way of a search, and the search's cancel: it stops that trial, and no trial starts after it. */
+export function trialSlot(): { run(start: () => TrialRun): Promise<Awaited<TrialRun['report']> | undefined>; cancel(): void } {
+  let current: TrialRun | undefined;
+  let cancelled = false;
+  return {
+    /** `start()`'s trial's report; undefined, with no trial started, after a cancel. */
+    run: async (start) => {
+      if (cancelled) return undefined;
+      current = start();
+      return current.report;
+    },
+    cancel: () => {
+      cancelled = true;
+      current?.cancel();
+    },
+  };
+}
+
 export function runTrial(file: string, overrides: JobOverrides, device: number, batchSize: number, steps: number, workerScript?: string): TrialRun {
   let started: Extract<JobEvent, { type: 'job/started' }> | undefined;
   const handle: JobHandle = runJob({
@@ -241,8 +259,7 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
   if (isTorchrunJob(o.file)) throw new NotSearchableError(`${basename(o.file)} is a torchrun job: findTorchrunBatchSize searches it`);
   if (o.memoryLimitMiB !== undefined) throw new NotSearchableError(`--memory-limit applies to torchrun jobs only: ${basename(o.file)} is a TF.js job, whose trials run out of their backend's own memory`);
   const spec = loadJobFile(o.file, o.overrides);
-  let current: TrialRun | undefined;
-  let cancelled = false;
+  const slot = trialSlot();
   const steps = o.steps ?? 2;
   const perDeviceStart = Math.max(1, Math.floor(spec.strategy === 'dp' || spec.strategy === 'ddp' ? spec.batchSize / spec.devices.length : spec.batchSize));
   const finished = (async (): Promise<FindBatchSizeResult> => {
@@ -260,9 +277,8 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
         start: perDeviceStart,
         max,
         trial: async (batch) => {
-          if (cancelled) return { outcome: { kind: 'cancelled' } };
-          current = runTrial(spec.file, o.overrides ?? {}, device, batch, steps, o.workerScript);
-          const r = await current.report;
+          const r = await slot.run(() => runTrial(spec.file, o.overrides ?? {}, device, batch, steps, o.workerScript));
+          if (!r) return { outcome: { kind: 'cancelled' } };
           label ??= r.deviceLabel;
           backend ??= r.backend;
           trainSamples ??= r.trainSamples;
@@ -288,13 +304,7 @@ export function findMaxBatchSize(o: FindBatchSizeOptions): FindBatchSizeHandle {
     o.onEvent?.({ type: 'batch/done', result: out });
     return out;
   })();
-  return {
-    finished,
-    cancel: () => {
-      cancelled = true;
-      current?.cancel();
-    },
-  };
+  return { finished, cancel: slot.cancel };
 }
 
 /** What stopped the search of a device that fit its bound: all the data one device gets, or the --max-batch-size given. */

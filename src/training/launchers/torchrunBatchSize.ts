@@ -22,7 +22,7 @@ import { basename } from 'node:path';
 import type { CompanionMessage } from '../../common/companionProtocol';
 import type { JobOverrides } from '../job/spec';
 import { companionPythonPath, CompanionMissingError } from './companionChannel';
-import { findMaxBatchSize, NotSearchableError, searchBatchSize, type DeviceResult, type FindBatchSizeEvent, type FindBatchSizeHandle, type FindBatchSizeOptions, type FindBatchSizeResult, type TrialReport, type TrialRun } from './findBatchSize';
+import { findMaxBatchSize, NotSearchableError, searchBatchSize, trialSlot, type DeviceResult, type FindBatchSizeEvent, type FindBatchSizeHandle, type FindBatchSizeOptions, type FindBatchSizeResult, type TrialReport, type TrialRun } from './findBatchSize';
 import { isTorchrunJob, loadTorchrunJob, runTorchrun, type TorchrunSpec } from './torchrun';
 import { withBatchSize } from './torchrunBatchArg';
 
@@ -124,8 +124,7 @@ export function findTorchrunBatchSize(o: TorchrunSearchOptions): FindBatchSizeHa
   const steps = o.steps ?? 2;
   const max = Math.max(1, o.maxBatchSize ?? torchrunDefaultMaxBatchSize);
   const memoryLimitBytes = o.memoryLimitMiB !== undefined ? (o.memoryLimitMiB > 0 ? o.memoryLimitMiB * 2 ** 20 : undefined) : hostHasGpu() ? undefined : defaultMemoryLimitBytes(spec.nprocPerNode);
-  let current: TrialRun | undefined;
-  let cancelled = false;
+  const slot = trialSlot();
   const finished = (async (): Promise<FindBatchSizeResult> => {
     let label: string | undefined;
     let backend: string | undefined;
@@ -133,9 +132,8 @@ export function findTorchrunBatchSize(o: TorchrunSearchOptions): FindBatchSizeHa
       start: setting.current ?? torchrunDefaultStart,
       max,
       trial: async (batch) => {
-        if (cancelled) return { outcome: { kind: 'cancelled' } };
-        current = runTorchrunTrial(spec, batch, { steps, ...(memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}) });
-        const r = await current.report;
+        const r = await slot.run(() => runTorchrunTrial(spec, batch, { steps, ...(memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}) }));
+        if (!r) return { outcome: { kind: 'cancelled' } };
         label ??= r.deviceLabel;
         backend ??= r.backend;
         return { outcome: r.outcome };
@@ -158,13 +156,7 @@ export function findTorchrunBatchSize(o: TorchrunSearchOptions): FindBatchSizeHa
     o.onEvent?.({ type: 'batch/done', result: out });
     return out;
   })();
-  return {
-    finished,
-    cancel: () => {
-      cancelled = true;
-      current?.cancel();
-    },
-  };
+  return { finished, cancel: slot.cancel };
 }
 
 /** Find Max Batch Size for any job file: a torchrun job's search, else the TF.js one (`findMaxBatchSize`). */

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatBatchEvent, parseTrainArgs } from '../../../../src/cli/train';
-import { runTrial, searchBatchSize, suggestBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../../src/training/launchers/findBatchSize';
+import { runTrial, searchBatchSize, suggestBatchSize, trialSlot, type TrialRun, type FindBatchSizeEvent, type FindBatchSizeResult, type TrialReport } from '../../../../src/training/launchers/findBatchSize';
 import { parseJob } from '../../../../src/training/job/spec';
 import type { Tf } from '../../../../src/training/backends/types';
 import { classifyWasmTrap, guardWasmHeap, isOutOfMemory, OutOfMemoryError, wasmCrashAsOutOfMemory, wasmHeapMaxBytes } from '../../../../src/training/backends/oom';
@@ -89,6 +89,26 @@ describe('find max batch size: the search', () => {
     assert.deepEqual(d.tried, [16, 32, 64]);
     assert.deepEqual([r.batchSize, r.limit], [32, 'error']);
     assert.deepEqual(r.error, { reason: "Kernel 'Conv2DBackpropFilter' not registered for backend 'wasm'", hint: 'set "backend": "cpu"' });
+  });
+
+  it('a cancel stops the trial under way, and no trial starts after it (both searches, TF.js and torchrun, cancel this way)', async () => {
+    const slot = trialSlot();
+    const stopped: number[] = [];
+    let started = 0;
+    const trial = (n: number): TrialRun => {
+      started++;
+      let end!: (r: Awaited<TrialRun['report']>) => void;
+      const report = new Promise<Awaited<TrialRun['report']>>((resolve) => { end = resolve; });
+      return { report, cancel: () => { stopped.push(n); end({ outcome: { kind: 'cancelled' } }); } };
+    };
+    const first = slot.run(() => trial(1));
+    slot.cancel();
+    assert.deepEqual(await first, { outcome: { kind: 'cancelled' } }, 'the trial under way ends as cancelled');
+    assert.deepEqual(stopped, [1]);
+    assert.equal(await slot.run(() => trial(2)), undefined, 'after the cancel: no report');
+    assert.equal(started, 1, 'and no second trial started');
+    const r = await searchBatchSize({ start: 16, max: 1000, trial: async () => (await slot.run(() => trial(3))) ?? { outcome: { kind: 'cancelled' } } });
+    assert.deepEqual([r.batchSize, r.limit, started], [0, 'cancelled', 1]);
   });
 
   it('turns the largest batch per device into the job\'s batchSize for its strategy', () => {
