@@ -120,7 +120,7 @@ export interface TrialRun {
 }
 
 /** The trial under way of a search, and the search's cancel: it stops that trial, and no trial starts after it. */
-export function trialSlot(): { run(start: () => TrialRun): Promise<Awaited<TrialRun['report']> | undefined>; cancel(): void } {
+export function trialSlot(): { run: (start: () => TrialRun) => Promise<Awaited<TrialRun['report']> | undefined>; cancel: () => void } {
   let current: TrialRun | undefined;
   let cancelled = false;
   return {
