@@ -21,7 +21,9 @@ the companion, in the environment:
 
 An uncaught out-of-memory error (``torch.cuda.OutOfMemoryError``, the older ``RuntimeError: CUDA
 out of memory``, the CPU allocator's failure, Python's ``MemoryError``) is sent as an ``oom``
-message before Python prints it, so the extension need not read it from stderr.
+message before Python prints it, so the extension need not read it from stderr. It carries the
+memory at the failure (CUDA: allocated, reserved and the peak since the last step; CPU: the RSS and
+its peak), since a trial that fails in its first step has sent no memory message before.
 """
 import os
 import re
@@ -116,4 +118,12 @@ def report_failure(err):
     batch = _whole(BATCH_SIZE_ENV)
     if batch is not None:
         message["batchSize"] = batch
+    try:
+        # The memory it had when it failed: a trial that ran out before its first optimizer step sent none.
+        from . import _memory
+
+        torch = sys.modules.get("torch")
+        message["memory"] = (_memory._cuda_records(torch) if torch is not None else None) or [_memory._cpu_record()]
+    except Exception:  # never hide the script's own error
+        pass
     channel.send(message)

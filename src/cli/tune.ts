@@ -5,6 +5,7 @@
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { formatBytes, outOfMemoryStatus, type TrialMemory } from '../common/tuningProtocol';
 import { sampleOnce } from '../gpu/monitor';
 import type { TuneEvent } from '../tuning/events';
 import { Experiment, ExperimentError, type TrialView } from '../tuning/experiment';
@@ -16,7 +17,10 @@ const help = `usage: gpu-workbench tune SPEC.json [--json] [--resume] [--name NA
 
 Runs the trials of a tune spec (*.tune.json): each trial is the spec's command with the config in
 GPU_WORKBENCH_CONFIG and \${config.<name>} placeholders, reporting lines such as
-::report::{"loss": 0.42} on stdout. The journal and each trial's output (trial_<n>.log) go to
+::report::{"loss": 0.42} on stdout. A command that runs a Python script (python3 train.py,
+torchrun train.py) runs it under the companion: gpu_workbench.report(...) reports, the table
+shows each trial's peak memory, and a trial that runs out of memory reads
+OUT OF MEMORY (batch size N). The journal and each trial's output (trial_<n>.log) go to
 .gpu-workbench/experiments/<name>/ under the current folder.
 
 options:
@@ -70,19 +74,21 @@ const statusWord: Record<TrialView['status'], string> = {
 /** The status table, as Ray's CLIReporter lays it out. */
 export function renderTable(spec: TuneSpec, name: string, total: number, trials: readonly TrialView[], maxRows = 20): string {
   const counts = new Map<string, number>();
-  const word = (t: TrialView): string => (t.status === 'stopped' && t.stopReason === 'maxT' ? 'TERMINATED' : statusWord[t.status]);
+  const word = (t: TrialView): string => (t.status === 'stopped' && t.stopReason === 'maxT' ? 'TERMINATED' : t.outOfMemory ? 'OUT OF MEMORY' : statusWord[t.status]);
+  const statusCell = (t: TrialView): string => (t.outOfMemory ? outOfMemoryStatus(t.outOfMemory).toUpperCase().replace('(BATCH SIZE', '(batch size') : word(t));
   for (const t of trials) counts.set(word(t), (counts.get(word(t)) ?? 0) + 1);
+  const withMemory = trials.some((t) => t.memory);
   const paramNames = spec.space.dims.filter((d) => d.kind !== 'grid' || d.size > 1).map((d) => d.path);
   const flat = trials.map((t) => spec.space.flatConfig(t.params));
   const shownParams = paramNames.filter((p) => flat.some((f) => p in f));
   const timeAttr = spec.scheduler.type === 'asha' ? spec.scheduler.timeAttr : 'training_iteration';
-  const header = ['Trial name', 'status', ...shownParams, 'iter', spec.metric];
+  const header = ['Trial name', 'status', ...shownParams, 'iter', spec.metric, ...(withMemory ? ['peak memory'] : [])];
   const metricOf = (t: TrialView): unknown => t.reports[t.reports.length - 1]?.[spec.metric];
   let rows = trials.map((t, i) => {
     const last = t.reports[t.reports.length - 1];
     const m = metricOf(t);
-    return [`trial_${String(t.trialId).padStart(5, '0')}`, word(t), ...shownParams.map((p) => (p in flat[i] ? formatValue(flat[i][p]) : '')),
-      last ? formatValue(last[timeAttr] ?? t.reports.length) : '', typeof m === 'number' ? formatValue(m) : ''];
+    return [`trial_${String(t.trialId).padStart(5, '0')}`, statusCell(t), ...shownParams.map((p) => (p in flat[i] ? formatValue(flat[i][p]) : '')),
+      last ? formatValue(last[timeAttr] ?? t.reports.length) : '', typeof m === 'number' ? formatValue(m) : '', ...(withMemory ? [t.memory ? memoryCell(t.memory) : ''] : [])];
   });
   let more = '';
   if (rows.length > maxRows) {
@@ -105,6 +111,11 @@ export function renderTable(spec: TuneSpec, name: string, total: number, trials:
     rule('-'), line(header), rule('-'), ...rows.map(line), rule('-'),
     ...(more ? [more] : []),
   ].join('\n');
+}
+
+/** A trial's peak memory in a cell: `1.2 GiB allocated / 1.5 GiB reserved` on CUDA, `312.4 MiB RSS` on a CPU. */
+function memoryCell(m: TrialMemory): string {
+  return m.device === 'cuda' ? `${formatBytes(m.peakAllocatedBytes)} allocated / ${formatBytes(m.peakReservedBytes)} reserved` : `${formatBytes(m.peakRssBytes)} RSS`;
 }
 
 function bestLine(spec: TuneSpec, trials: readonly TrialView[]): string | null {

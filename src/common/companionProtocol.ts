@@ -131,7 +131,11 @@ export type CompanionMessage =
   /** A Find Max Batch Size trial: the process reached GPU_WORKBENCH_MAX_STEPS optimizer steps and ends with exit status 0. */
   | (RankIdentity & { readonly type: 'stopped'; readonly step: number; readonly maxSteps: number })
   /** The script's uncaught out-of-memory error (CUDA's, or the CPU allocator's under the trial's memory limit), before Python prints it. */
-  | (RankIdentity & { readonly type: 'oom'; readonly device: 'cuda' | 'cpu'; readonly error: string; readonly message: string; readonly batchSize?: number })
+  | (RankIdentity & {
+      readonly type: 'oom'; readonly device: 'cuda' | 'cpu'; readonly error: string; readonly message: string; readonly batchSize?: number;
+      /** The process's memory when it failed (absent from companions before it): each CUDA device's allocator (its peak since the last step), else the RSS and its peak. */
+      readonly memory?: ReadonlyArray<CudaStepMemory | CpuStepMemory>;
+    })
   /** After the first optimizer step: the model's modules (torchinfo-style), its parameter counts and memory. */
   | (RankIdentity & { readonly type: 'modelSummary'; readonly rows: readonly ModelSummaryRow[]; readonly totalParams: number; readonly trainableParams: number; readonly memory: ModelMemory; /** Rows left out to fit one line of the channel. */ readonly rowsOmitted?: number })
   /**
@@ -179,6 +183,21 @@ function isModelMemory(v: unknown): v is ModelMemory {
     && allBytes(v.halfParams, ['params', 'grads', 'optimizerState', 'activations', 'totalBytes']);
 }
 
+/** A device's memory record (of a memory message, or of an oom message's `memory`); a string says what is wrong with it. */
+function deviceRecord(value: Obj): CudaStepMemory | CpuStepMemory | string {
+  if (value.kind === 'cuda') {
+    if (typeof value.device !== 'string' || !/^cuda:\d+$/.test(value.device)) return 'a cuda device is cuda:N';
+    if (!isBytes(value.allocatedBytes) || !isBytes(value.reservedBytes) || !isBytes(value.peakAllocatedBytes)) return 'allocatedBytes, reservedBytes and peakAllocatedBytes must be byte counts';
+    return { kind: 'cuda', device: value.device, allocatedBytes: value.allocatedBytes, reservedBytes: value.reservedBytes, peakAllocatedBytes: value.peakAllocatedBytes };
+  }
+  if (value.kind === 'cpu') {
+    if (value.device !== 'cpu') return 'a cpu record has device "cpu"';
+    if (!isBytes(value.rssBytes) || !isBytes(value.peakRssBytes)) return 'rssBytes and peakRssBytes must be byte counts';
+    return { kind: 'cpu', device: 'cpu', rssBytes: value.rssBytes, peakRssBytes: value.peakRssBytes, ...(value.peakSinceStart === true ? { peakSinceStart: true as const } : {}) };
+  }
+  return `kind must be cuda or cpu, got ${JSON.stringify(value.kind)}`;
+}
+
 /** Parses and validates one line of the channel; `error` says what is wrong with it. */
 export function parseCompanionLine(line: string): CompanionParse {
   let value: unknown;
@@ -204,17 +223,8 @@ export function parseCompanionLine(line: string): CompanionParse {
       if (typeof value.stepSeconds !== 'number' || !Number.isFinite(value.stepSeconds) || value.stepSeconds < 0) return bad('stepSeconds must be a number of seconds');
       if (value.pid !== undefined && (!Number.isSafeInteger(value.pid) || (value.pid as number) < 1)) return bad('pid must be a process id');
       const step = { step: value.step as number, stepSeconds: value.stepSeconds, ...(value.pid !== undefined ? { pid: value.pid as number } : {}) };
-      if (value.kind === 'cuda') {
-        if (typeof value.device !== 'string' || !/^cuda:\d+$/.test(value.device)) return bad('a cuda device is cuda:N');
-        if (!isBytes(value.allocatedBytes) || !isBytes(value.reservedBytes) || !isBytes(value.peakAllocatedBytes)) return bad('allocatedBytes, reservedBytes and peakAllocatedBytes must be byte counts');
-        return { ok: true, message: { type: 'memory', ...id, ...step, kind: 'cuda', device: value.device, allocatedBytes: value.allocatedBytes, reservedBytes: value.reservedBytes, peakAllocatedBytes: value.peakAllocatedBytes } };
-      }
-      if (value.kind === 'cpu') {
-        if (value.device !== 'cpu') return bad('a cpu record has device "cpu"');
-        if (!isBytes(value.rssBytes) || !isBytes(value.peakRssBytes)) return bad('rssBytes and peakRssBytes must be byte counts');
-        return { ok: true, message: { type: 'memory', ...id, ...step, kind: 'cpu', device: 'cpu', rssBytes: value.rssBytes, peakRssBytes: value.peakRssBytes, ...(value.peakSinceStart === true ? { peakSinceStart: true as const } : {}) } };
-      }
-      return bad(`kind must be cuda or cpu, got ${JSON.stringify(value.kind)}`);
+      const record = deviceRecord(value);
+      return typeof record === 'string' ? bad(record) : { ok: true, message: { type: 'memory', ...id, ...step, ...record } };
     }
     case 'report': {
       if (!isObj(value.metrics)) return bad('metrics must be an object');
@@ -235,7 +245,13 @@ export function parseCompanionLine(line: string): CompanionParse {
       if (value.device !== 'cuda' && value.device !== 'cpu') return bad(`device must be cuda or cpu, got ${JSON.stringify(value.device)}`);
       if (typeof value.error !== 'string' || typeof value.message !== 'string') return bad('needs error and message');
       if (value.batchSize !== undefined && (!Number.isSafeInteger(value.batchSize) || (value.batchSize as number) < 1)) return bad('batchSize must be a whole number of at least 1');
-      return { ok: true, message: { type: 'oom', ...id, device: value.device, error: value.error, message: value.message, ...(value.batchSize !== undefined ? { batchSize: value.batchSize as number } : {}) } };
+      if (value.memory !== undefined && !Array.isArray(value.memory)) return bad('memory must be a list of device records');
+      {
+        const records = ((value.memory ?? []) as unknown[]).map((r) => (isObj(r) ? deviceRecord(r) : 'a memory record must be an object'));
+        const wrong = records.find((r): r is string => typeof r === 'string');
+        if (wrong !== undefined) return bad(`memory: ${wrong}`);
+        return { ok: true, message: { type: 'oom', ...id, device: value.device, error: value.error, message: value.message, ...(value.batchSize !== undefined ? { batchSize: value.batchSize as number } : {}), ...(value.memory !== undefined ? { memory: records as Array<CudaStepMemory | CpuStepMemory> } : {}) } };
+      }
     case 'modelSummary': {
       if (!Array.isArray(value.rows) || !value.rows.every(isSummaryRow)) return bad('rows must be a list of {name, className, depth, outputShape, params}');
       if (!isCount(value.totalParams) || !isCount(value.trainableParams)) return bad('totalParams and trainableParams must be whole numbers');

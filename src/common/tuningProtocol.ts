@@ -11,6 +11,22 @@ export type ResultsTrialStatus = 'pending' | 'running' | 'done' | 'stopped' | 'f
 /** Why the experiment stopped a trial: ASHA's cutoff, the scheduler's maxT, the whole experiment, or the user (terminated its task). */
 export type ResultsStopReason = 'asha' | 'maxT' | 'experiment' | 'user';
 
+/** A trial's peak memory so far, from the companion's messages of all its processes. */
+export type TrialMemory =
+  /** Some process used CUDA: the largest step peak of allocated (live tensors) and of reserved (the caching allocator's hold) of any process and device. */
+  | { readonly device: 'cuda'; readonly peakAllocatedBytes: number; readonly peakReservedBytes: number; readonly processes: number; readonly steps: number }
+  /** No CUDA: the largest resident set size of any process (the whole process's memory, not a GPU's). */
+  | { readonly device: 'cpu'; readonly peakRssBytes: number; readonly processes: number; readonly steps: number };
+
+/** Why a trial ended: it ran out of memory (the companion's `oom` message, or torch's words on stderr). */
+export interface TrialOutOfMemory {
+  readonly device: 'cuda' | 'cpu' | 'unknown';
+  /** The trial's batch size, from its config (its one parameter named batch_size, batchSize, batch or bs). */
+  readonly batchSize?: number;
+  /** The error's first line, e.g. `RuntimeError: ... DefaultCPUAllocator: can't allocate memory ...`. */
+  readonly message: string;
+}
+
 export interface ResultsTrial {
   readonly trialId: number;
   readonly status: ResultsTrialStatus;
@@ -20,6 +36,10 @@ export interface ResultsTrial {
   readonly values: Readonly<Record<string, unknown>>;
   /** The learning curve: [time attribute (training_iteration unless the scheduler says otherwise), metric] per report that had the metric. */
   readonly curve: ReadonlyArray<readonly [number, number]>;
+  /** The trial's peak memory, from the companion (command trials running a Python script; torchrun job trials). */
+  readonly memory?: TrialMemory;
+  /** Set when the trial failed by running out of memory (status 'failed'). */
+  readonly outOfMemory?: TrialOutOfMemory;
   /** Reports received (the "iterations" column). */
   readonly iterations: number;
   /** The last reported metric, or null before the first. */
@@ -82,6 +102,31 @@ export type ResultsToHostMessage =
   | { readonly type: 'results/openLog'; readonly trialId: number };
 
 // Formatting shared by the trial task names (host) and the results page.
+
+/** `1.5 GiB`, `312.4 MiB`. */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+/** `1.2 GiB allocated / 1.5 GiB reserved (CUDA)`, `312.4 MiB RSS (CPU)`: a trial's peak, labelled what it is. */
+export function formatTrialMemory(m: TrialMemory): string {
+  const each = m.processes > 1 ? ', largest of its processes' : '';
+  return m.device === 'cuda'
+    ? `${formatBytes(m.peakAllocatedBytes)} allocated / ${formatBytes(m.peakReservedBytes)} reserved (CUDA${each})`
+    : `${formatBytes(m.peakRssBytes)} RSS (CPU${each})`;
+}
+
+/** `out of memory (batch size 512)`, `out of memory`. */
+export function outOfMemoryStatus(oom: TrialOutOfMemory): string {
+  return `out of memory${oom.batchSize !== undefined ? ` (batch size ${oom.batchSize})` : ''}`;
+}
 
 /** A number as short as reads well in a tab title: `3.2e-3`, `0.032`, `64`, `1.5e5`. */
 export function compactNumber(v: number): string {

@@ -3,6 +3,7 @@
  * VS Code layer (tasks, results view) and to its journal (one record per line). Sent by
  * `Experiment` in src/tuning/experiment.ts.
  */
+import type { TrialMemory, TrialOutOfMemory } from '../common/tuningProtocol';
 import type { Config, Params } from './space';
 
 export type TrialResult = Readonly<Record<string, unknown>>;
@@ -35,8 +36,16 @@ export type TuneEvent =
   | { readonly type: 'trial/stopped'; readonly trialId: number; readonly reason: StopReason; readonly message: string; readonly at: number }
   /** The trial's process exited with status 0 by itself. */
   | { readonly type: 'trial/done'; readonly trialId: number; readonly at: number }
-  /** The trial could not start, exited non-zero or was killed by a signal it was not sent. */
-  | { readonly type: 'trial/failed'; readonly trialId: number; readonly error: string; readonly at: number }
+  /**
+   * The trial's peak memory so far, from the companion's messages after each optimizer step: when it
+   * first comes, when it grows (at most every few seconds) and once more when the trial ends.
+   */
+  | { readonly type: 'trial/memory'; readonly trialId: number; readonly memory: TrialMemory; readonly at: number }
+  /**
+   * The trial could not start, exited non-zero or was killed by a signal it was not sent. `outOfMemory`:
+   * it ran out of memory (the companion's oom message, or torch's words on its stderr), with its batch size.
+   */
+  | { readonly type: 'trial/failed'; readonly trialId: number; readonly error: string; readonly outOfMemory?: TrialOutOfMemory; readonly at: number }
   /** Written on resume for a trial that was running when the experiment died; it will be re-run. */
   | { readonly type: 'trial/interrupted'; readonly trialId: number; readonly at: number }
   /** Every trial has ended (or the experiment was stopped: `stopped: true`). `best` by the last reported metric. */

@@ -6,7 +6,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
+import { outOfMemoryStatus, type TrialMemory, type TrialOutOfMemory } from '../common/tuningProtocol';
+import { CompanionMissingError, companionPythonPath, openCompanionChannel, type CompanionChannel } from '../training/launchers/companionChannel';
+import type { CompanionMessage } from '../common/companionProtocol';
 import { AshaScheduler, FifoScheduler, type Scheduler } from './asha';
 import type { BestTrial, StopReason, TrialResult, TuneEvent } from './events';
 import { JournalWriter, readJournal } from './journal';
@@ -16,6 +19,7 @@ import { createSearcher } from './search';
 import { toLoss, type Observation, type Searcher } from './searcher';
 import type { Config, Params } from './space';
 import { totalTrials, type TuneSpec } from './spec';
+import { companionCommand, configBatchSize, outOfMemoryInText, TrialMemoryPeak } from './trialCompanion';
 
 export type TrialStatus = 'pending' | 'running' | 'done' | 'stopped' | 'failed' | 'interrupted';
 
@@ -30,6 +34,10 @@ export interface TrialView {
   readonly error?: string;
   /** The last attempt's log file, relative to the experiment's folder. */
   readonly log?: string;
+  /** Its peak memory, from the companion (absent when none came). */
+  readonly memory?: TrialMemory;
+  /** Set when it failed by running out of memory. */
+  readonly outOfMemory?: TrialOutOfMemory;
 }
 
 export interface ExperimentOptions {
@@ -51,7 +59,12 @@ export interface ExperimentOptions {
   readonly output?: (trialId: number, text: string) => void;
   /** Job trials: the gpu-workbench CLI script run with `train` (default: cli.js next to this code). */
   readonly trainCli?: string;
+  /** Where python/gpu_workbench is (default: found above this code); null: command trials run without the companion. */
+  readonly companionPath?: string | null;
 }
+
+/** The fewest milliseconds between two trial/memory events of a trial while it runs (the last one comes at its end). */
+const memoryEventMs = 5000;
 
 export class ExperimentError extends Error {}
 
@@ -82,6 +95,16 @@ interface Trial {
   logFile?: string;
   /** The last attempt's log file, relative to `dir` (from the journal for a restored trial). */
   log?: string;
+  /** The attempt's peak memory from the companion's (or the job's) memory messages. */
+  memoryPeak?: TrialMemoryPeak;
+  /** The peak last sent as trial/memory (or restored from the journal). */
+  memory?: TrialMemory;
+  memoryTimer?: NodeJS.Timeout;
+  memorySentAt?: number;
+  /** The attempt ran out of memory (the companion's oom message). */
+  outOfMemory?: TrialOutOfMemory;
+  /** Its process has exited; the experiment is reading the last of its channel. */
+  exited?: boolean;
 }
 
 /**
@@ -156,6 +179,8 @@ export class Experiment {
     return [...this.trials.values()].map((t) => ({
       trialId: t.trialId, config: t.config, params: t.params, status: t.status, reports: t.reports, stopReason: t.stopReason, error: t.error,
       ...(t.log ? { log: t.log } : {}),
+      ...(t.memory ? { memory: t.memory } : {}),
+      ...(t.outOfMemory && t.status === 'failed' ? { outOfMemory: t.outOfMemory } : {}),
     }));
   }
 
@@ -207,7 +232,7 @@ export class Experiment {
    */
   cancelTrial(trialId: number, message = 'stopped by the user'): boolean {
     const t = this.trials.get(trialId);
-    if (!t || t.status !== 'running' || t.stopping || !t.proc) return false;
+    if (!t || t.status !== 'running' || t.stopping || !t.proc || t.exited) return false;
     this.stopTrial(t, 'user', message);
     return true;
   }
@@ -277,7 +302,8 @@ export class Experiment {
         case 'trial/report': { const t = this.trials.get(r.trialId); if (t) { t.reports.push(r.result); replay.push(r); } break; }
         case 'trial/stopped': { const t = this.trials.get(r.trialId); if (t) { t.status = r.reason === 'experiment' ? 'interrupted' : 'stopped'; t.stopReason = r.reason; } break; }
         case 'trial/done': { const t = this.trials.get(r.trialId); if (t) t.status = 'done'; break; }
-        case 'trial/failed': { const t = this.trials.get(r.trialId); if (t) { t.status = 'failed'; t.error = r.error; } break; }
+        case 'trial/failed': { const t = this.trials.get(r.trialId); if (t) { t.status = 'failed'; t.error = r.error; t.outOfMemory = r.outOfMemory; } break; }
+        case 'trial/memory': { const t = this.trials.get(r.trialId); if (t) t.memory = r.memory; break; }
         case 'trial/interrupted': { const t = this.trials.get(r.trialId); if (t) t.status = 'interrupted'; break; }
         default: break;
       }
@@ -299,6 +325,7 @@ export class Experiment {
         t.status = 'interrupted';
         t.reports = [];
         t.stopReason = undefined;
+        t.memory = undefined;
         this.rerun.push(t);
       }
     }
@@ -382,6 +409,11 @@ export class Experiment {
     t.reports = [];
     t.stopping = false;
     t.stopReason = undefined;
+    t.exited = false;
+    t.memory = undefined;
+    t.memoryPeak = new TrialMemoryPeak();
+    t.memorySentAt = undefined;
+    t.outOfMemory = undefined;
     const cuda = this.gpuFree.length > 0 ? gpus.join(',') : null;
     const childEnv: NodeJS.ProcessEnv = {
       ...(this.opts.env ?? process.env), ...env,
@@ -395,9 +427,12 @@ export class Experiment {
     t.jobFailure = undefined;
     let args: string[];
     let cwd: string;
+    let channel: CompanionChannel | undefined;
     if (trial.kind === 'command') {
       args = trial.command.map((a) => substitute(a, t.config));
       cwd = trial.cwd;
+      channel = this.withCompanion(t, args, childEnv);
+      if (channel) args = [...companionCommand(args).args];
     } else {
       try {
         const prepared = prepareJobTrial({ job: trial.job, config: t.config, trialDir: join(this.dir, `trial_${t.trialId}`), cli: this.opts.trainCli });
@@ -416,6 +451,7 @@ export class Experiment {
       // Its own process group, so that stopping it also ends whatever it started (data loaders, torchrun workers).
       proc = spawn(args[0], args.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     } catch (err) {
+      void channel?.close(0);
       this.fail(t, `cannot start ${args[0]}: ${(err as Error).message}`);
       return;
     }
@@ -445,8 +481,7 @@ export class Experiment {
     proc.on('error', (err) => { spawnError = err; });
     proc.on('exit', () => { if (t.killSent) this.drainAfterExit(t, proc); });
     proc.on('close', (code, signal) => {
-      if (buffered) this.onLine(t, buffered);
-      buffered = '';
+      t.exited = true;
       clearTimeout(t.drainTimer);
       t.drainTimer = undefined;
       t.killSent = false;
@@ -454,38 +489,146 @@ export class Experiment {
       if (!(t.stopping && t.tree && snapshotAlive(t.tree))) clearTimeout(t.killTimer);
       t.tree = undefined;
       if (proc.pid !== undefined) signalGroup(proc.pid, 'SIGKILL'); // anything the trial left behind in its group
-      this.release(t);
-      t.proc = undefined;
-      if (spawnError) {
-        const e = spawnError as NodeJS.ErrnoException;
-        this.fail(t, e.code === 'ENOENT' ? `command not found: ${args[0]} (cwd ${cwd})` : `cannot start ${args[0]}: ${e.message}`);
-      } else if (t.stopping) {
-        t.status = t.stopReason === 'experiment' ? 'interrupted' : 'stopped';
-        if (t.status === 'stopped') this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
-        else this.scheduler.onTrialRemove(t.trialId);
-      } else if (t.jobFailure !== undefined) {
-        this.fail(t, t.jobFailure);
-        return;
-      } else if (code === 0) {
-        t.status = 'done';
-        this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
-        this.emit({ type: 'trial/done', trialId: t.trialId, at: Date.now() });
-      } else {
-        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-        this.fail(t, `${args[0]} ${how}${stderrTail.length ? `: ${stderrTail.join(' | ')}` : ''}`);
-        return;
-      }
-      this.fill();
+      // The companion's last messages (an out-of-memory error, the last step's memory) may still be on their way.
+      if (channel) void channel.close(1000).then(() => this.closed(t, code, signal, { buffered, stderrTail, spawnError, args, cwd }));
+      else this.closed(t, code, signal, { buffered, stderrTail, spawnError, args, cwd });
     });
   }
 
-  private fail(t: Trial, error: string): void {
+  private closed(t: Trial, code: number | null, signal: NodeJS.Signals | null, s: { buffered: string; stderrTail: string[]; spawnError: Error | null; args: string[]; cwd: string }): void {
+    const { stderrTail, spawnError, args, cwd } = s;
+    if (s.buffered) this.onLine(t, s.buffered);
+    this.release(t);
+    t.proc = undefined;
+    this.flushMemory(t);
+    if (spawnError) {
+      const e = spawnError as NodeJS.ErrnoException;
+      this.fail(t, e.code === 'ENOENT' ? `command not found: ${args[0]} (cwd ${cwd})` : `cannot start ${args[0]}: ${e.message}`);
+    } else if (t.stopping) {
+      t.status = t.stopReason === 'experiment' ? 'interrupted' : 'stopped';
+      if (t.status === 'stopped') this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
+      else this.scheduler.onTrialRemove(t.trialId);
+    } else if (t.jobFailure !== undefined) {
+      const oom = t.outOfMemory ?? this.outOfMemoryFromText(t, [t.jobFailure]);
+      this.fail(t, oom ? `${outOfMemoryStatus(oom)}: ${t.jobFailure}` : t.jobFailure, oom);
+      return;
+    } else if (code === 0) {
+      t.status = 'done';
+      this.scheduler.onTrialComplete(t.trialId, t.reports[t.reports.length - 1]);
+      this.emit({ type: 'trial/done', trialId: t.trialId, at: Date.now() });
+    } else {
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+      const oom = t.outOfMemory ?? this.outOfMemoryFromText(t, stderrTail);
+      this.fail(t, oom ? `${outOfMemoryStatus(oom)}: ${oom.message}` : `${args[0]} ${how}${stderrTail.length ? `: ${stderrTail.join(' | ')}` : ''}`, oom);
+      return;
+    }
+    this.fill();
+  }
+
+  private fail(t: Trial, error: string, outOfMemory?: TrialOutOfMemory): void {
     t.status = 'failed';
     t.error = error;
+    t.outOfMemory = outOfMemory;
     this.release(t);
     this.scheduler.onTrialRemove(t.trialId);
-    this.emit({ type: 'trial/failed', trialId: t.trialId, error, at: Date.now() });
+    this.emit({ type: 'trial/failed', trialId: t.trialId, error, ...(outOfMemory ? { outOfMemory } : {}), at: Date.now() });
     this.fill();
+  }
+
+  /** torch's out-of-memory words in the trial's failure (a script the companion did not run). */
+  private outOfMemoryFromText(t: Trial, lines: readonly string[]): TrialOutOfMemory | undefined {
+    const found = outOfMemoryInText(lines);
+    if (!found) return undefined;
+    const batchSize = configBatchSize(t.config);
+    return { device: found.device, ...(batchSize !== undefined ? { batchSize } : {}), message: found.message };
+  }
+
+  /**
+   * A command trial that runs a Python script (`python script.py`, `torchrun script.py`) gets the
+   * companion: python/gpu_workbench first on PYTHONPATH, a channel of its own, and its batch size in
+   * GPU_WORKBENCH_BATCH_SIZE; returns the channel (the caller puts `-m gpu_workbench.run` in the
+   * command). Any other command gets the companion on PYTHONPATH only, so that a script it runs may
+   * still `import gpu_workbench` and report (its ::report:: lines on stdout).
+   */
+  private withCompanion(t: Trial, args: readonly string[], env: NodeJS.ProcessEnv): CompanionChannel | undefined {
+    let path = this.opts.companionPath;
+    if (path === undefined) {
+      try {
+        path = companionPythonPath();
+      } catch (err) {
+        if (!(err instanceof CompanionMissingError)) throw err;
+        this.out(t.trialId, `gpu-workbench: ${err.message}; the trial runs without it (no memory or out of memory per trial)\n`);
+        path = null;
+      }
+    }
+    if (path === null) return undefined;
+    env.PYTHONPATH = env.PYTHONPATH ? `${path}${delimiter}${env.PYTHONPATH}` : path;
+    const batchSize = configBatchSize(t.config);
+    if (batchSize !== undefined && env.GPU_WORKBENCH_BATCH_SIZE === undefined) env.GPU_WORKBENCH_BATCH_SIZE = String(batchSize);
+    const command = companionCommand(args);
+    if (!command.wrapped) {
+      if (command.note) this.out(t.trialId, `gpu-workbench: ${command.note}, so the trial runs without the companion's hooks (no memory or out of memory per trial)\n`);
+      return undefined;
+    }
+    if (process.platform === 'win32') return undefined; // no Unix sockets for CPython there: the companion stays off
+    let badLines = 0;
+    const channel = openCompanionChannel({
+      onMessage: (m) => this.onCompanion(t, m),
+      onBadLine: (error, line) => {
+        if (++badLines <= 5) this.out(t.trialId, `gpu-workbench: skipped a line of the companion's channel (${error})${line ? `: ${line}` : ''}\n`);
+      },
+    });
+    Object.assign(env, channel.env);
+    return channel;
+  }
+
+  private onCompanion(t: Trial, m: CompanionMessage): void {
+    switch (m.type) {
+      case 'report':
+        // Every rank of a torchrun trial may report; rank 0's are the trial's (as for a torchrun job).
+        if (m.rank !== 0 || t.stopping || t.status !== 'running') break;
+        this.out(t.trialId, `gpu_workbench.report: ${JSON.stringify(m.metrics)}\n`);
+        this.report(t, { ...m.metrics }, `gpu_workbench.report(${JSON.stringify(m.metrics)})`);
+        break;
+      case 'memory':
+        this.memoryMessage(t, m);
+        break;
+      case 'oom': {
+        const batchSize = m.batchSize ?? configBatchSize(t.config);
+        t.outOfMemory ??= { device: m.device, ...(batchSize !== undefined ? { batchSize } : {}), message: `${m.error}: ${m.message}` };
+        for (const record of m.memory ?? []) this.memoryMessage(t, { rank: m.rank, localRank: m.localRank, worldSize: m.worldSize, ...record });
+        this.out(t.trialId, `gpu-workbench: ${m.worldSize > 1 ? `rank ${m.rank} ` : ''}ran out of ${m.device === 'cuda' ? 'GPU' : 'CPU'} memory${batchSize !== undefined ? ` at batch size ${batchSize}` : ''}\n`);
+        break;
+      }
+      case 'dropped':
+        this.out(t.trialId, `gpu-workbench: rank ${m.rank} dropped ${m.count} companion messages that were not read in time\n`);
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** A memory record of the trial (the companion's, or a torchrun job trial's job/rankMemory): its peak, sent at most every few seconds. */
+  private memoryMessage(t: Trial, m: Parameters<TrialMemoryPeak['add']>[0]): void {
+    if (!t.memoryPeak?.add(m) || t.memoryTimer) return;
+    const wait = t.memorySentAt === undefined ? 0 : t.memorySentAt + memoryEventMs - Date.now();
+    if (wait <= 0) this.sendMemory(t);
+    else t.memoryTimer = setTimeout(() => this.sendMemory(t), wait);
+  }
+
+  private sendMemory(t: Trial): void {
+    clearTimeout(t.memoryTimer);
+    t.memoryTimer = undefined;
+    const memory = t.memoryPeak?.value();
+    if (!memory || JSON.stringify(memory) === JSON.stringify(t.memory)) return;
+    t.memory = memory;
+    t.memorySentAt = Date.now();
+    this.emit({ type: 'trial/memory', trialId: t.trialId, memory, at: Date.now() });
+  }
+
+  /** At the trial's end: the peak not yet sent goes out before the trial's last event. */
+  private flushMemory(t: Trial): void {
+    this.sendMemory(t);
   }
 
   private onLine(t: Trial, line: string): void {
@@ -496,6 +639,7 @@ export class Experiment {
       if (parsed.text && !(parsed.kind === 'failed' && t.stopping)) this.out(t.trialId, parsed.text);
       if (parsed.kind === 'failed' && !t.stopping) t.jobFailure = parsed.reason;
       if (parsed.kind === 'report' && !t.stopping) this.report(t, parsed.result, line);
+      if (parsed.kind === 'memory') this.memoryMessage(t, parsed.memory);
       return;
     }
     const at = line.indexOf('::report::');
@@ -526,7 +670,7 @@ export class Experiment {
   }
 
   private stopTrial(t: Trial, reason: StopReason, message: string): void {
-    if (t.stopping || !t.proc) return;
+    if (t.stopping || !t.proc || t.exited) return;
     t.stopping = true;
     t.stopReason = reason;
     this.emit({ type: 'trial/stopped', trialId: t.trialId, reason, message, at: Date.now() });
@@ -553,7 +697,7 @@ export class Experiment {
     const tree = t.tree;
     t.killTimer = setTimeout(() => {
       killTree(pid, tree);
-      if (t.proc !== proc) return; // it closed already: only its leftovers were due
+      if (t.proc !== proc || t.exited) return; // it closed already: only its leftovers were due
       t.killSent = true;
       if (proc.exitCode !== null || proc.signalCode !== null) this.drainAfterExit(t, proc);
     }, ms);

@@ -13,6 +13,7 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import type { RankMemory } from '../common/companionProtocol';
 import { readJsonFile } from '../common/jsonFile';
 import type { JobEvent } from '../training/job/events';
 import { JobFileError, parseJob } from '../training/job/spec';
@@ -132,6 +133,8 @@ export function prepareJobTrial(opts: { job: string; config: Config; trialDir: s
 export type JobLine =
   | { readonly kind: 'report'; readonly result: TrialResult; readonly text: string }
   | { readonly kind: 'failed'; readonly reason: string; readonly text: string }
+  /** A torchrun job's rank memory after an optimizer step (the companion's): the trial's peak. */
+  | { readonly kind: 'memory'; readonly memory: RankMemory; readonly text: string }
   | { readonly kind: 'other'; readonly text: string }
   | null;
 
@@ -145,6 +148,10 @@ export function parseJobLine(line: string): JobLine {
     return null;
   }
   if (!isObject(e) || typeof e.type !== 'string') return null;
+  if ((e.type as string) === 'job/rankMemory') {
+    const { type: _type, ...memory } = e as unknown as Extract<JobEvent, { type: 'job/rankMemory' }>;
+    return { kind: 'memory', memory, text: '' };
+  }
   switch (e.type) {
     case 'job/epoch':
       return {

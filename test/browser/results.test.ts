@@ -303,6 +303,43 @@ describe('Tuning Results webview (headless Chromium)', function () {
     assert.deepEqual(await p.page.locator('tr.best').evaluateAll((rows) => rows.map((r) => (r as unknown as { dataset: { trialId: string } }).dataset.trialId)), ['1']);
   });
 
+  it('shows each trial\'s peak memory (allocated / reserved on CUDA, RSS on a CPU) once a trial has one, and a trial that ran out of memory says so with its batch size', async () => {
+    const p = await results();
+    await p.send(init());
+    await p.page.locator('tr[data-trial-id="8"]').waitFor();
+    assert.equal(await p.page.locator('th[data-key="memory"]').count(), 0, 'no trial has a memory yet: no column');
+    const GiB = 2 ** 30;
+    const MiB = 2 ** 20;
+    // As the host sends them: a CUDA trial's peak, and the trial of batch 128 that ran out of memory in its first step.
+    await p.send({ type: 'results/trial', trial: trial(1, 0.0042, 64, 'adam', 0.31, 12, { memory: { device: 'cuda', peakAllocatedBytes: 1.25 * GiB, peakReservedBytes: 2 * GiB, processes: 1, steps: 120 } }) });
+    await p.send({
+      type: 'results/trial',
+      trial: trial(4, 0.0002, 128, 'sgd', 0.9, 0, {
+        status: 'failed', error: 'out of memory (batch size 128): torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB',
+        outOfMemory: { device: 'cuda', batchSize: 128, message: 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' },
+        memory: { device: 'cuda', peakAllocatedBytes: 7.5 * GiB, peakReservedBytes: 7.75 * GiB, processes: 1, steps: 0 },
+      }),
+    });
+    await p.send({ type: 'results/trial', trial: trial(5, 0.011, 32, 'adam', 0.45, 12, { memory: { device: 'cpu', peakRssBytes: 312.4 * MiB, processes: 2, steps: 36 } }) });
+    await p.page.locator('tr[data-trial-id="5"] td.memory', { hasText: 'RSS' }).waitFor();
+    assert.deepEqual(await p.page.locator('table.trials thead th').allTextContents(), ['Trial', 'Status', 'loss', 'Iterations', 'Peak memory', 'lr', 'batch_size', 'optimizer', 'Log']);
+    const cells = (id: number): Promise<string[]> => p.page.locator(`tr[data-trial-id="${id}"] td`).allTextContents();
+    assert.deepEqual(await cells(4), ['4', 'Out of memory (batch size 128)', '—', '0', '7.5 GiB / 7.8 GiB', '2e-4', '128', 'sgd', 'trial_4.log']);
+    assert.deepEqual(await cells(1), ['1', 'Done', '0.3208', '12', '1.3 GiB / 2.0 GiB', '4.2e-3', '64', 'adam', 'trial_1.log']);
+    assert.equal((await cells(5))[4], '312.4 MiB RSS');
+    assert.equal((await cells(2))[4], '—', 'a trial without a memory');
+    assert.equal(await p.page.locator('tr[data-trial-id="4"] td.status').getAttribute('title'), 'out of memory (batch size 128): torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB');
+    assert.equal(await p.page.locator('tr[data-trial-id="1"] td.memory').getAttribute('title'), 'Peak memory: 1.3 GiB allocated / 2.0 GiB reserved (CUDA)');
+    assert.equal(await p.page.locator('tr[data-trial-id="5"] td.memory').getAttribute('title'), 'Peak memory: 312.4 MiB RSS (CPU, largest of its processes)');
+    // A failure that was not out of memory still reads Failed.
+    assert.equal((await cells(6))[1], 'Failed');
+    // The column sorts by the peak (allocated on CUDA, RSS on a CPU), trials without one last.
+    await p.page.locator('th[data-key="memory"] button').click();
+    assert.deepEqual((await ids(p)).slice(0, 3), ['5', '1', '4']);
+    mkdirSync(resultsDir, { recursive: true });
+    await p.page.screenshot({ path: join(resultsDir, 'tuning-results-memory.png'), fullPage: true });
+  });
+
   it('plots the metric against the parameter picked, by category for words, and remembers the pick', async () => {
     const p = await results();
     await p.send(init());

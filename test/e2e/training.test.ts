@@ -19,7 +19,9 @@
  * tasks.json runs through Tasks: Run Task. Last, the job runs a script with a shape error on rank 1:
  * the failure message names that RuntimeError and the Problems panel has it at the user's line. Then a CNN whose Linear
  * layer gets the wrong number of features on both ranks: the companion's problem is at the line where that layer
- * is made, and GPU Workbench: Show Model Summary shows the first step's summary. Skipped, saying why, when /usr/bin/python3 has no torch.
+ * is made, and GPU Workbench: Show Model Summary shows the first step's summary. Last, the recorded CUDA OOM's problem
+ * carries the model's memory, and its autocast quick fix, ticked in the Refactor Preview and applied, puts the
+ * training step under torch.autocast in the saved script. Skipped, saying why, when /usr/bin/python3 has no torch.
  * With UPDATE_SCREENSHOTS=1 the task terminal + Problems panel picture is also saved to
  * docs/images/torchrun-problems.png.
  */
@@ -30,8 +32,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page, Request } from 'playwright-core';
 import { repoRoot } from '../paths';
-import { openGpuView, problemRows, screenshot, since, waitUntil } from './harness';
-import { codeServerSuite, notification, pickItem, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { openFileFromExplorer, openGpuView, problemRows, screenshot, since, waitUntil } from './harness';
+import { codeServerSuite, notification, pickItem, pressInEditor, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
   this.timeout(300_000);
@@ -462,5 +464,55 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     assert.match(summary, /features\.0 +Conv2d +\[4, 8, 28, 28\] +80/);
     assert.match(summary, /with torch\.autocast \(bf16\/fp16\), estimated:/);
     await screenshot(page, 'torchrun-model-summary');
+  });
+
+  it('a CUDA out-of-memory problem carries the model\'s memory, and its quick fix puts the training step under torch.autocast after a preview', async () => {
+    // Runs alone too (mocha --grep): then it opens the workbench itself.
+    const page = s.page ?? await s.open('recorded-cuda-oom.job.json');
+    writeFileSync(s.ws.jobFile, s.ws.jobText); // the recorded OOM on rank 1 at step 3
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await startJob(page);
+    await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank 1`, 120_000);
+    await page.keyboard.press('Control+Shift+M');
+    await waitUntil('the CUDA OOM in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /CUDA out of memory \(rank 1\)/.test(r.text)), 250);
+    const panel = (await page.locator('.markers-panel').innerText()).replace(/\s+/g, ' ');
+    assert.match(panel, /The model's memory, measured after its first step: memory as it is, measured from the tensors: parameters 272 B/, 'the companion\'s memory with the OOM (nn.Linear(16, 4): 68 parameters)');
+    await waitUntil('torchrun and its workers to exit', 30_000, () => scriptProcesses().length === 0, 250);
+
+    await openFileFromExplorer(page, 'recorded_cuda_error.py');
+    await page.locator('.tabs-container .tab.active').first().click({ timeout: 15_000 });
+    await page.keyboard.press('Control+G');
+    await page.locator('.quick-input-widget input').fill(`:${s.ws.raiseLine}:13`);
+    await page.keyboard.press('Enter');
+    await page.locator('.statusbar-item', { hasText: `Ln ${s.ws.raiseLine}, Col 13` }).first().waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Control+.');
+    const title = 'Run the forward pass and the loss under torch.autocast';
+    await page.locator('.action-widget .monaco-list-row', { hasText: title }).first().waitFor({ state: 'visible', timeout: 30_000 });
+    await screenshot(page, 'torchrun-autocast-quick-fix-menu');
+    const focused = page.locator('.action-widget .monaco-list-row.action.focused', { hasText: title });
+    for (let i = 0; i < 10 && !(await focused.isVisible()); i++) await page.keyboard.press('ArrowDown');
+    await focused.waitFor({ timeout: 5_000 });
+    await page.keyboard.press('Enter');
+    // The change needs confirmation: VS Code's Refactor Preview shows it first.
+    const apply = page.locator('.refactor-preview-view .monaco-button, .bulk-edit-panel .monaco-button, .monaco-button', { hasText: /^Apply$/ }).first();
+    await apply.waitFor({ state: 'visible', timeout: 30_000 });
+    await screenshot(page, 'torchrun-autocast-preview');
+    // A change that needs confirmation is listed unticked: the user ticks it (the file's box ticks its edits), then applies.
+    await page.locator('.edit-checkbox').first().check({ timeout: 15_000 });
+    await waitUntil('every edit of the preview ticked', 15_000, async () => {
+      const boxes = page.locator('.edit-checkbox');
+      const n = await boxes.count();
+      for (let i = 0; i < n; i++) if (!await boxes.nth(i).isChecked()) return false;
+      return n > 0;
+    }, 100);
+    await apply.click();
+    await page.locator('.editor-instance .view-line', { hasText: /with\storch\.autocast\(device_type="cuda",\sdtype=torch\.bfloat16\):/ }).first().waitFor({ timeout: 30_000 });
+    await pressInEditor(page, 'Control+S');
+    const saved = await waitUntil('the script to hold the autocast block after Ctrl+S', 30_000, () => {
+      const text = readFileSync(s.ws.script, 'utf8');
+      return text.includes('torch.autocast') ? text : undefined;
+    });
+    assert.match(saved, /\n {8}with torch\.autocast\(device_type="cuda", dtype=torch\.bfloat16\):\n {12}loss = nn\.functional\.cross_entropy\(model\(x\), y\)\n {8}loss\.backward\(\)\n/);
+    await screenshot(page, 'torchrun-autocast-applied');
   });
 });

@@ -108,6 +108,13 @@ class CpuOutOfMemory(Case):
         self.assertEqual(len(oom), 1, oom)
         self.assertEqual({k: oom[0][k] for k in ("device", "error", "batchSize", "rank")}, {"device": "cpu", "error": "RuntimeError", "batchSize": 2048, "rank": 0})
         self.assertIn("DefaultCPUAllocator: can't allocate memory", oom[0]["message"])
+        # It failed before its first step (no memory message): the oom message carries the memory it had.
+        self.assertEqual([m for m in self.server.messages() if m["type"] == "memory"], [])
+        (record,) = oom[0]["memory"]
+        self.assertEqual((record["kind"], record["device"]), ("cpu", "cpu"))
+        self.assertGreater(record["rssBytes"], 50 * MIB, "torch alone takes more")
+        self.assertLess(record["peakRssBytes"], self.LIMIT)
+        self.assertGreaterEqual(record["peakRssBytes"], record["rssBytes"])
 
     def test_a_batch_that_fits_under_the_same_limit_runs_and_sends_no_out_of_memory(self):
         path = self.script("grow.py", self.GROW)
@@ -142,6 +149,54 @@ class CpuOutOfMemory(Case):
         self.assertEqual(ours.returncode, 1)
         self.assertIn(b"mat1 and mat2 shapes cannot be multiplied", ours.stderr)
         self.assertEqual([m for m in self.server.messages() if m["type"] == "oom"], [])
+
+
+class CudaOutOfMemoryMemory(unittest.TestCase):
+    """A CUDA out-of-memory error's message carries the allocator's numbers (a stand-in torch.cuda: no GPU here)."""
+
+    def test_the_oom_message_has_allocated_reserved_and_the_peak_of_each_device_in_use(self):
+        sent = []
+
+        class Channel:
+            @staticmethod
+            def send(message):
+                sent.append(message)
+
+        class Cuda:
+            def is_available(self): return True
+            def is_initialized(self): return True
+            def device_count(self): return 1
+            def current_device(self): return 0
+            def memory_reserved(self, i): return 6 << 30
+            def memory_allocated(self, i): return 5 << 30
+            def max_memory_allocated(self, i): return (5 << 30) + (1 << 29)
+            def reset_peak_memory_stats(self, i): pass
+
+        class Torch:
+            cuda = Cuda()
+
+        class OutOfMemoryError(RuntimeError):
+            pass
+
+        saved = (_trial._channel.get, sys.modules.get("torch"), os.environ.get(_trial.BATCH_SIZE_ENV))
+        _trial._channel.get = lambda: Channel
+        sys.modules["torch"] = Torch
+        os.environ[_trial.BATCH_SIZE_ENV] = "512"
+        try:
+            _trial.report_failure(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        finally:
+            _trial._channel.get = saved[0]
+            if saved[1] is None:
+                del sys.modules["torch"]
+            else:
+                sys.modules["torch"] = saved[1]
+            if saved[2] is None:
+                del os.environ[_trial.BATCH_SIZE_ENV]
+            else:
+                os.environ[_trial.BATCH_SIZE_ENV] = saved[2]
+        (oom,) = sent
+        self.assertEqual((oom["type"], oom["device"], oom["batchSize"]), ("oom", "cuda", 512))
+        self.assertEqual(oom["memory"], [{"kind": "cuda", "device": "cuda:0", "allocatedBytes": 5 << 30, "reservedBytes": 6 << 30, "peakAllocatedBytes": (5 << 30) + (1 << 29)}])
 
 
 class Classify(unittest.TestCase):

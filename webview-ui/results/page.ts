@@ -1,9 +1,9 @@
-import { asResultsHostMessage, compactValue, formatMetric, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
+import { asResultsHostMessage, compactValue, formatBytes, formatMetric, formatTrialMemory, outOfMemoryStatus, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { CurvesChart, readPalette, ScatterChart } from './charts';
 
 /** What the page remembers across hide/show and reloads (VS Code keeps it for us). */
 export interface ResultsState {
-  /** `trial`, `status`, `metric`, `iterations`, or `param:<name>`. */
+  /** `trial`, `status`, `metric`, `iterations`, `memory`, or `param:<name>`. */
   readonly sortKey: string;
   readonly sortDir: 'asc' | 'desc';
   /** The parameter on the scatter's x axis. */
@@ -30,7 +30,11 @@ export function statusText(t: ResultsTrial): string {
     case 'pending': return 'Pending';
     case 'running': return t.attempt > 1 ? `Running (attempt ${t.attempt})` : 'Running';
     case 'done': return 'Done';
-    case 'failed': return 'Failed';
+    case 'failed': {
+      if (!t.outOfMemory) return 'Failed';
+      const words = outOfMemoryStatus(t.outOfMemory);
+      return words.charAt(0).toUpperCase() + words.slice(1);
+    }
     case 'interrupted': return 'Interrupted';
     case 'stopped':
       switch (t.stopReason) {
@@ -53,6 +57,18 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: { className?: 
   if (props.title) e.title = props.title;
   e.append(...children);
   return e;
+}
+
+/** The largest memory of a trial: allocated on CUDA, RSS on a CPU (what the Peak memory column sorts by). */
+function peakBytes(t: ResultsTrial): number | null {
+  if (!t.memory) return null;
+  return t.memory.device === 'cuda' ? t.memory.peakAllocatedBytes : t.memory.peakRssBytes;
+}
+
+/** The Peak memory cell: `1.2 GiB / 1.5 GiB` (allocated / reserved) on CUDA, `312.4 MiB RSS` on a CPU. */
+function memoryText(t: ResultsTrial): string {
+  if (!t.memory) return '—';
+  return t.memory.device === 'cuda' ? `${formatBytes(t.memory.peakAllocatedBytes)} / ${formatBytes(t.memory.peakReservedBytes)}` : `${formatBytes(t.memory.peakRssBytes)} RSS`;
 }
 
 function configText(values: Readonly<Record<string, unknown>>): string {
@@ -165,6 +181,7 @@ export class ResultsPage {
       if (sortKey === 'status') return statusOrder[t.status];
       if (sortKey === 'metric') return t.metric;
       if (sortKey === 'iterations') return t.iterations;
+      if (sortKey === 'memory') return peakBytes(t);
       if (sortKey.startsWith('param:')) {
         const v = t.values[sortKey.slice('param:'.length)];
         return v === undefined ? null : typeof v === 'number' ? v : compactValue(v);
@@ -234,11 +251,14 @@ export class ResultsPage {
   }
 
   private renderTable(table: HTMLTableElement, e: ResultsExperiment): void {
+    // Only trials the companion watched have a memory (command trials running a Python script, torchrun jobs).
+    const withMemory = [...this.trials.values()].some((t) => t.memory);
     const columns: Array<{ key: string; label: string; numeric: boolean }> = [
       { key: 'trial', label: 'Trial', numeric: false },
       { key: 'status', label: 'Status', numeric: false },
       { key: 'metric', label: e.metric, numeric: true },
       { key: 'iterations', label: 'Iterations', numeric: true },
+      ...(withMemory ? [{ key: 'memory', label: 'Peak memory', numeric: true }] : []),
       ...e.params.map((p) => ({ key: `param:${p.name}`, label: p.name, numeric: false })),
       { key: 'log', label: 'Log', numeric: false },
     ];
@@ -276,6 +296,7 @@ export class ResultsPage {
         status,
         el('td', { className: 'num metric', text: t.metric === null ? '—' : formatMetric(t.metric), title: t.metric === null ? 'no report yet' : String(t.metric) }),
         el('td', { className: 'num iterations', text: String(t.iterations) }),
+        ...(withMemory ? [el('td', { className: 'num memory', text: memoryText(t), title: t.memory ? `Peak memory: ${formatTrialMemory(t.memory)}` : 'no memory reported (no optimizer step seen)' })] : []),
         ...e.params.map((p) => el('td', { className: 'param', text: p.name in t.values ? compactValue(t.values[p.name]) : '—' })),
         el('td', { className: 'log' }, this.logLink(t)),
       );

@@ -18,7 +18,7 @@ import { Experiment, ExperimentError, experimentDir } from '../../tuning/experim
 import { readJournal } from '../../tuning/journal';
 import { loadSpec, parseSpec, SpecError, totalTrials, type TuneSpec } from '../../tuning/spec';
 import { ApplyConfigError, describeDifferences, planBestConfig, type BestConfigPlan } from '../../tuning/applyConfig';
-import { compactValue, formatMetric, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
+import { compactValue, formatMetric, formatTrialMemory, type ResultsExperiment, type ResultsParam } from '../../common/tuningProtocol';
 import { ResultsModel, setupFromSpec, trialLogPath, trialTaskName, type ResultsSetup } from './tuningModel';
 import { ResultsPanel, type ResultsSource } from './tuningResults';
 import { restoreTarget, type JournalEntry } from './tuningRestore';
@@ -149,12 +149,12 @@ class TuningSession implements ResultsSource {
     const row = this.model.apply(e);
     const panel = ResultsPanel.forKey(this.key);
     if (row) panel?.postTrial(row);
-    if (e.type !== 'trial/report') panel?.postExperiment();
+    if (e.type !== 'trial/report' && e.type !== 'trial/memory') panel?.postExperiment();
     switch (e.type) {
       case 'trial/started': this.startTask(e.trialId, e.attempt, e.cudaVisibleDevices); break;
       case 'trial/done': {
         const r = this.model.row(e.trialId);
-        this.endTask(e.trialId, 0, `\x1b[32mTrial ${e.trialId} finished\x1b[0m${r?.metric != null ? `: ${this.spec.metric} ${formatMetric(r.metric)} after ${r.iterations} report${r.iterations === 1 ? '' : 's'}` : ''}.`);
+        this.endTask(e.trialId, 0, `\x1b[32mTrial ${e.trialId} finished\x1b[0m${r?.metric != null ? `: ${this.spec.metric} ${formatMetric(r.metric)} after ${r.iterations} report${r.iterations === 1 ? '' : 's'}` : ''}${r?.memory ? `; peak memory ${formatTrialMemory(r.memory)}` : ''}.`);
         break;
       }
       case 'trial/stopped': {
@@ -165,7 +165,11 @@ class TuningSession implements ResultsSource {
         this.endTask(e.trialId, e.reason === 'experiment' ? 130 : 0, `\x1b[33m${why}\x1b[0m`);
         break;
       }
-      case 'trial/failed': this.endTask(e.trialId, 1, `\x1b[31mTrial ${e.trialId} failed: ${e.error}\x1b[0m`); break;
+      case 'trial/failed': {
+        const memory = this.model.row(e.trialId)?.memory;
+        this.endTask(e.trialId, 1, `\x1b[31mTrial ${e.trialId} ${e.outOfMemory ? 'ran out of memory' : 'failed'}: ${e.error}\x1b[0m${memory ? `\r\nPeak memory before it ended: ${formatTrialMemory(memory)}.` : ''}`);
+        break;
+      }
       default: break;
     }
   }

@@ -4,7 +4,7 @@
  * the rows the results page draws.
  */
 import { join } from 'node:path';
-import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial } from '../../common/tuningProtocol';
+import { compactValue, type ResultsExperiment, type ResultsParam, type ResultsTrial, type TrialMemory, type TrialOutOfMemory } from '../../common/tuningProtocol';
 import type { TuneEvent } from '../../tuning/events';
 import { legacyTrialLog, type TrialView } from '../../tuning/experiment';
 import type { JournalRecord } from '../../tuning/journal';
@@ -76,6 +76,8 @@ interface MutableTrial {
   error?: string;
   attempt: number;
   log: string;
+  memory?: TrialMemory;
+  outOfMemory?: TrialOutOfMemory;
 }
 
 /** The results of one experiment, folded from its events; each `apply` says which trial changed. */
@@ -96,6 +98,7 @@ export class ResultsModel {
       this.trials.set(v.trialId, {
         trialId: v.trialId, status: v.status, config: v.config, values: this.setup.values(v.params, v.config), reports: [...v.reports],
         stopReason: v.stopReason, error: v.error, attempt: 1, log: v.log ?? legacyTrialLog(v.trialId),
+        ...(v.memory ? { memory: v.memory } : {}), ...(v.outOfMemory ? { outOfMemory: v.outOfMemory } : {}),
       });
     }
   }
@@ -115,6 +118,7 @@ export class ResultsModel {
         this.finalBest = e.best ? { trialId: e.best.trialId, metric: e.best.metric } : null;
         return null;
       case 'trial/started': {
+        // A new attempt starts afresh: its memory and its end are its own.
         const t: MutableTrial = { trialId: e.trialId, status: 'running', config: e.config, values: this.setup.values(e.params, e.config), reports: [], attempt: e.attempt, log: e.log ?? legacyTrialLog(e.trialId) };
         this.trials.set(e.trialId, t);
         return this.row(t);
@@ -132,7 +136,8 @@ export class ResultsModel {
         t.stopMessage = e.message;
         break;
       case 'trial/done': t.status = 'done'; break;
-      case 'trial/failed': t.status = 'failed'; t.error = e.error; break;
+      case 'trial/failed': t.status = 'failed'; t.error = e.error; t.outOfMemory = e.outOfMemory; break;
+      case 'trial/memory': t.memory = e.memory; break;
       case 'trial/interrupted': t.status = 'interrupted'; break;
       default: {
         const unreachable: never = e;
@@ -172,6 +177,8 @@ export class ResultsModel {
       ...(t.stopReason ? { stopReason: t.stopReason } : {}),
       ...(t.stopMessage ? { stopMessage: t.stopMessage } : {}),
       ...(t.error ? { error: t.error } : {}),
+      ...(t.memory ? { memory: t.memory } : {}),
+      ...(t.outOfMemory && t.status === 'failed' ? { outOfMemory: t.outOfMemory } : {}),
     };
   }
 
