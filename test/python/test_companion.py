@@ -102,6 +102,18 @@ class Case(unittest.TestCase):
         return self.run_py(["-m", "gpu_workbench.run"] + argv, env, cwd)
 
 
+class ChannelCase(Case):
+    """A Case with the extension's end of the channel listening (`self.server`)."""
+
+    def setUp(self):
+        super().setUp()
+        self.server = Server(self.dir)
+
+    def tearDown(self):
+        self.server.close()
+        super().tearDown()
+
+
 class RunWrapper(Case):
     """python -m gpu_workbench.run script.py args behaves as python script.py args."""
 
@@ -161,7 +173,7 @@ class RunWrapper(Case):
 
 
 @unittest.skipIf(TORCH, TORCH)
-class StepMemory(Case):
+class StepMemory(ChannelCase):
     MLP = """\
         import os, sys
         os.environ["OMP_NUM_THREADS"] = "1"
@@ -182,14 +194,6 @@ class StepMemory(Case):
             opt.step()
             print("step", step + 1, "loss", round(loss.item(), 3))
         """
-
-    def setUp(self):
-        super().setUp()
-        self.server = Server(self.dir)
-
-    def tearDown(self):
-        self.server.close()
-        super().tearDown()
 
     def test_every_optimizer_step_sends_the_ranks_memory_and_the_scripts_stdout_is_untouched(self):
         path = self.script("mlp.py", self.MLP)

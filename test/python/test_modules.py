@@ -5,7 +5,7 @@ shape errors named by module and definition line, the first step's summary, and 
 import json
 import unittest
 
-from test_companion import TORCH, Case, Server
+from test_companion import TORCH, ChannelCase
 
 CNN = """\
     import sys
@@ -117,15 +117,7 @@ def user_lines(stderr):
 
 
 @unittest.skipIf(TORCH, TORCH)
-class ModuleCase(Case):
-    def setUp(self):
-        super().setUp()
-        self.server = Server(self.dir)
-
-    def tearDown(self):
-        self.server.close()
-        super().tearDown()
-
+class ModuleCase(ChannelCase):
     def run_script(self, name, text, *args, compare=True):
         path = self.script(name, text)
         ours = self.wrapped([path] + list(args), self.env(self.server))

@@ -8,7 +8,7 @@ import os
 import sys
 import unittest
 
-from test_companion import COMPANION, TORCH, Case, Server
+from test_companion import COMPANION, TORCH, ChannelCase
 
 sys.path.insert(0, COMPANION)
 from gpu_workbench import _trial  # noqa: E402
@@ -17,7 +17,7 @@ MIB = 1 << 20
 
 
 @unittest.skipIf(TORCH, TORCH)
-class StepLimit(Case):
+class StepLimit(ChannelCase):
     LOOP = """\
         import torch
         from torch import nn
@@ -34,14 +34,6 @@ class StepLimit(Case):
         finally:
             print("finally ran", flush=True)
         """
-
-    def setUp(self):
-        super().setUp()
-        self.server = Server(self.dir)
-
-    def tearDown(self):
-        self.server.close()
-        super().tearDown()
 
     def test_the_run_ends_with_status_0_right_after_the_nth_step_and_says_so_on_the_channel(self):
         path = self.script("loop.py", self.LOOP)
@@ -72,7 +64,7 @@ class StepLimit(Case):
 
 
 @unittest.skipIf(TORCH, TORCH)
-class CpuOutOfMemory(Case):
+class CpuOutOfMemory(ChannelCase):
     # batch x 1 MiB of activations, written (so the pages are really used), then one step.
     GROW = """\
         import resource, sys
@@ -87,14 +79,6 @@ class CpuOutOfMemory(Case):
         opt.step()  # the trial's only step: the run ends here
         """
     LIMIT = 700 * MIB  # Debian's torch 1.13 takes about 282 MB of data once imported
-
-    def setUp(self):
-        super().setUp()
-        self.server = Server(self.dir)
-
-    def tearDown(self):
-        self.server.close()
-        super().tearDown()
 
     def test_under_the_limit_the_cpu_allocator_fails_cleanly_and_the_channel_says_out_of_memory_with_the_batch(self):
         path = self.script("grow.py", self.GROW)
