@@ -148,7 +148,7 @@ export class Workspace implements WorkspaceFacts {
   private setWhole(model: FileModel, chunks?: readonly ChunkIndex[]): void {
     this.remove(model.path);
     this.files.set(model.path, model);
-    this.holderOf(model);
+    const file = this.holderOf(model);
     const names: Record<Kind, Set<string>> = { functions: new Set(), classes: new Set(), sites: new Set(), refs: new Set() };
     if (chunks) {
       for (const chunk of chunks) {
@@ -170,11 +170,11 @@ export class Workspace implements WorkspaceFacts {
         names.classes.add(cls.name);
       }
       for (const { name, call } of model.callSiteNames()) {
-        add(this.sites, name, model.path, new SiteEntry(this.holderOf(model), call));
+        add(this.sites, name, model.path, new SiteEntry(file, call));
         names.sites.add(name);
       }
       for (const { name, node } of model.valueReferenceNames()) {
-        add(this.refs, name, model.path, new RefEntry(this.holderOf(model), node));
+        add(this.refs, name, model.path, new RefEntry(file, node));
         names.refs.add(name);
       }
     }
