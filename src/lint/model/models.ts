@@ -137,10 +137,9 @@ export abstract class ModelModels extends ModelGuards {
     }
     if (this.isClassName(expr, at)) return false;
     // `model.module(x)`: the model a DataParallel / DDP wrapper holds; calling it runs its forward.
-    if (expr.type === 'attribute') {
+    if (expr.type === 'attribute' && text.endsWith('.module')) {
       const object = child(expr, 'object');
-      const attr = child(expr, 'attribute');
-      if (object && attr && this.src(attr) === 'module' && object.type !== 'call' && this.isModelExpr(object, at)) return true;
+      if (object && object.type !== 'call' && this.isModelExpr(object, at)) return true;
     }
     // `def evaluate(Model, envs): model = Model(envs)`: a class passed in; calling it builds the module.
     if (expr.type === 'identifier' && /^[A-Z]/.test(text) && this.isParam(this.scopeOf(at), text) && this.bindingsIn(this.scopeOf(at), text).length === 0) return false;
