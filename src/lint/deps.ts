@@ -8,6 +8,8 @@
  */
 
 let frame: Set<string> | undefined;
+/** The key sets `replay` already added to `frame`. */
+let replayed = new Set<ReadonlySet<string>>();
 
 /** Records a lookup key in the analysis being recorded, if any. */
 export function track(key: string): void {
@@ -26,40 +28,51 @@ export function recordingNow(): boolean {
 export function recorded<T>(compute: () => T): { value: T; deps: Set<string> | undefined } {
   const outer = frame;
   if (!outer) return { value: compute(), deps: undefined };
+  const outerReplayed = replayed;
   const mine = new Set<string>();
   frame = mine;
+  replayed = new Set();
   try {
     return { value: compute(), deps: mine };
   } finally {
     frame = outer;
+    replayed = outerReplayed;
     for (const k of mine) outer.add(k);
   }
 }
 
-/** Adds a memoised fact's keys to the analysis being recorded. */
+/** Adds a memoised fact's keys to the analysis being recorded (once per recording: a fact is often asked many times in one). */
 export function replay(deps: ReadonlySet<string> | undefined): void {
-  if (frame && deps) for (const k of deps) frame.add(k);
+  if (!frame || !deps || deps.size === 0) return;
+  if (replayed.has(deps)) return;
+  replayed.add(deps);
+  for (const k of deps) frame.add(k);
 }
 
 /** Runs `compute` as the root of a recording and returns its keys. */
 export function recordRoot<T>(compute: () => T): { value: T; deps: Set<string> } {
   const outer = frame;
+  const outerReplayed = replayed;
   const mine = new Set<string>();
   frame = mine;
+  replayed = new Set();
   try {
     return { value: compute(), deps: mine };
   } finally {
     frame = outer;
+    replayed = outerReplayed;
   }
 }
 
 /** Runs `compute` with no recording (facts every chunk shares, compared by value instead). */
 export function unrecorded<T>(compute: () => T): T {
   const outer = frame;
+  const outerReplayed = replayed;
   frame = undefined;
   try {
     return compute();
   } finally {
     frame = outer;
+    replayed = outerReplayed;
   }
 }

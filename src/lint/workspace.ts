@@ -59,12 +59,41 @@ function classAccumulates(cls: ClassInfo, method: string): readonly number[] | u
   return result;
 }
 
-/** What one statement of a file puts in the index, by name: call sites and references carry the file's model, rebound when a new version reuses the statement. */
+/** The current version of one file, shared by that file's index entries: a new version updates it once, not every entry. */
+interface FileHolder {
+  model: FileModel | undefined;
+}
+
+/** A call site in the index: its model is the file's current version (a statement's entries are reused by later versions). */
+class SiteEntry {
+  constructor(
+    private readonly file: FileHolder,
+    readonly call: SyntaxNode,
+  ) {}
+
+  get model(): FileModel {
+    return this.file.model as FileModel;
+  }
+}
+
+/** A reference in the index, with its file's current version like `SiteEntry`. */
+class RefEntry {
+  constructor(
+    private readonly file: FileHolder,
+    readonly node: SyntaxNode,
+  ) {}
+
+  get model(): FileModel {
+    return this.file.model as FileModel;
+  }
+}
+
+/** What one statement of a file puts in the index, by name. */
 interface ChunkEntries {
   readonly functions: readonly [string, FunctionInfo][];
   readonly classes: readonly [string, ClassInfo][];
-  readonly sites: readonly [string, { model: FileModel; call: SyntaxNode }][];
-  readonly refs: readonly [string, { model: FileModel; node: SyntaxNode }][];
+  readonly sites: readonly [string, SiteEntry][];
+  readonly refs: readonly [string, RefEntry][];
 }
 
 type Kind = 'functions' | 'classes' | 'sites' | 'refs';
@@ -74,6 +103,8 @@ export class Workspace implements WorkspaceFacts {
   /** Bumped on every change; FileModels drop facts computed under an older generation. */
   generation = 0;
   private readonly files = new Map<string, FileModel>();
+  /** Per path ever indexed, its current model (none once removed), read by its index entries. */
+  private readonly holders = new Map<string, FileHolder>();
   private readonly functions: ByName<FunctionInfo> = new Map();
   private readonly classes: ByName<ClassInfo> = new Map();
   private readonly sites: ByName<CallSite> = new Map();
@@ -117,6 +148,7 @@ export class Workspace implements WorkspaceFacts {
   private setWhole(model: FileModel, chunks?: readonly ChunkIndex[]): void {
     this.remove(model.path);
     this.files.set(model.path, model);
+    const file = this.holderOf(model);
     const names: Record<Kind, Set<string>> = { functions: new Set(), classes: new Set(), sites: new Set(), refs: new Set() };
     if (chunks) {
       for (const chunk of chunks) {
@@ -138,15 +170,23 @@ export class Workspace implements WorkspaceFacts {
         names.classes.add(cls.name);
       }
       for (const { name, call } of model.callSiteNames()) {
-        add(this.sites, name, model.path, { model, call });
+        add(this.sites, name, model.path, new SiteEntry(file, call));
         names.sites.add(name);
       }
       for (const { name, node } of model.valueReferenceNames()) {
-        add(this.refs, name, model.path, { model, node });
+        add(this.refs, name, model.path, new RefEntry(file, node));
         names.refs.add(name);
       }
     }
     this.namesByFile.set(model.path, names);
+  }
+
+  /** The path's holder, pointed at `model`: every entry of the file (reused statements' too) now answers with it. */
+  private holderOf(model: FileModel): FileHolder {
+    let file = this.holders.get(model.path);
+    if (!file) this.holders.set(model.path, (file = { model }));
+    file.model = model;
+    return file;
   }
 
   private index(kind: Kind): ByName<unknown> {
@@ -157,17 +197,15 @@ export class Workspace implements WorkspaceFacts {
   private entriesOf(model: FileModel, chunk: ChunkIndex): ChunkEntries {
     let entries = this.chunkEntries.get(chunk);
     if (!entries) {
+      const file = this.holderOf(model);
       entries = {
         functions: chunk.functions.map((f) => [f.name, f]),
         classes: chunk.classes.map((c) => [c.name, c]),
-        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, { model, call }]),
-        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, { model, node }]),
+        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, new SiteEntry(file, call)]),
+        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, new RefEntry(file, node)]),
       };
       for (const kind of kinds) for (const [, e] of entries[kind]) this.entryChunk.set(e, chunk);
       this.chunkEntries.set(chunk, entries);
-    } else {
-      for (const [, site] of entries.sites) site.model = model;
-      for (const [, ref] of entries.refs) ref.model = model;
     }
     return entries;
   }
@@ -188,13 +226,8 @@ export class Workspace implements WorkspaceFacts {
     const removed = before.filter((c) => !now.has(c));
     const added = chunks.filter((c) => !was.has(c));
     const position = new Map<ChunkIndex, number>(chunks.map((c, i) => [c, i]));
-    for (const c of chunks) {
-      if (!was.has(c)) continue;
-      const entries = this.chunkEntries.get(c) as ChunkEntries;
-      for (const [, s] of entries.sites) s.model = model;
-      for (const [, r] of entries.refs) r.model = model;
-    }
     this.files.set(model.path, model);
+    this.holderOf(model);
     for (const kind of kinds) {
       const affected = new Map<string, unknown[]>();
       for (const c of removed) for (const [name] of (this.chunkEntries.get(c) as ChunkEntries)[kind]) if (!affected.has(name)) affected.set(name, []);
@@ -261,6 +294,8 @@ export class Workspace implements WorkspaceFacts {
     drop(this.refs, names.refs, path);
     this.namesByFile.delete(path);
     this.files.delete(path);
+    const file = this.holders.get(path);
+    if (file) file.model = undefined;
     this.generation++;
     this.noteChange(path);
   }

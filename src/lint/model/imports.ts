@@ -5,7 +5,7 @@
  */
 import { child, childrenOf, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { flatCopy } from '../text';
-import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, lastName, type ScopeData, torchFamily, type WorkspaceFacts } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, lastName, type ScopeData, type StaleLog, staleLogLength, torchFamily, type WorkspaceFacts } from './types';
 
 export abstract class ModelImports {
   readonly aliases = new Map<string, string>();
@@ -29,8 +29,12 @@ export abstract class ModelImports {
   protected readonly chunks = new Map<SyntaxNode, ChunkIndex>();
   protected readonly lines: string[];
   protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
+  /** The shared facts (`shared`) of this version, by their own key. */
+  protected sharedCache = new Map<string, { v: unknown }>();
   /** `functionFact`s, kept across edits while their function's statement is reused and no lookup they made is stale. */
   protected functionFacts = new Map<FunctionInfo, Map<string, KeptFact>>();
+  /** The stale keys of this file's versions, for the kept facts (`functionFacts`, the statements' `kept`) to check when asked. */
+  protected staleLog: StaleLog = { seq: 0, allBefore: 0, batches: [] };
   protected factsGeneration = -1;
 
   constructor(
@@ -497,14 +501,12 @@ export abstract class ModelImports {
     for (const [node, chunk] of this.chunks) {
       if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
     }
-    const keys = [...stale];
-    // Taken over in place: the previous version is not linted again.
-    for (const [fn, facts] of previous.functionFacts) {
-      if (this.functionByNode.get(fn.node) !== fn) continue;
-      if (keys.length) for (const [k, f] of facts) if (hasAny(f.deps, keys)) facts.delete(k);
-      if (facts.size) this.functionFacts.set(fn, facts);
-    }
+    // Taken over in place: the previous version is not linted again. Facts whose lookups the
+    // changed statements answer are found stale when asked (`staleLog`).
+    for (const [fn, facts] of previous.functionFacts) if (this.functionByNode.get(fn.node) === fn) this.functionFacts.set(fn, facts);
     previous.functionFacts = new Map();
+    this.staleLog = previous.staleLog;
+    logStale(this.staleLog, [...stale]);
   }
 
   // Defined by the later layers (scopes.ts, models.ts), used by the index.
@@ -512,4 +514,23 @@ export abstract class ModelImports {
   abstract callee(call: SyntaxNode): SyntaxNode | undefined;
   protected abstract setsAttributeToNone(b: Binding): boolean;
   protected abstract constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined;
+}
+
+/** Notes a batch of stale keys in the log. */
+export function logStale(log: StaleLog, keys: readonly string[]): void {
+  if (keys.length === 0) return;
+  log.seq++;
+  log.batches.push({ seq: log.seq, keys });
+  if (log.batches.length > staleLogLength) log.batches.splice(0, log.batches.length - staleLogLength);
+}
+
+/** Whether a kept fact is still free of stale lookups; marks it checked up to now when it is. */
+export function checkStale(log: StaleLog, fact: KeptFact): boolean {
+  if (fact.checked === log.seq) return true;
+  if (fact.checked < log.allBefore) return false;
+  const first = log.batches[0];
+  if (!first || first.seq > fact.checked + 1) return false;
+  for (let i = log.batches.length - 1; i >= 0 && log.batches[i].seq > fact.checked; i--) if (hasAny(fact.deps, log.batches[i].keys)) return false;
+  fact.checked = log.seq;
+  return true;
 }

@@ -1,6 +1,6 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot, track } from '../deps';
-import { unparen, type SyntaxNode } from '../syntax';
+import { child, unparen, type SyntaxNode } from '../syntax';
 import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily } from './types';
 import { ModelGuards } from './guards';
 
@@ -136,6 +136,11 @@ export abstract class ModelModels extends ModelGuards {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
+    // `model.module(x)`: the model a DataParallel / DDP wrapper holds; calling it runs its forward.
+    if (expr.type === 'attribute' && text.endsWith('.module')) {
+      const object = child(expr, 'object');
+      if (object && object.type !== 'call' && this.isModelExpr(object, at)) return true;
+    }
     // `def evaluate(Model, envs): model = Model(envs)`: a class passed in; calling it builds the module.
     if (expr.type === 'identifier' && /^[A-Z]/.test(text) && this.isParam(this.scopeOf(at), text) && this.bindingsIn(this.scopeOf(at), text).length === 0) return false;
     track(`mt:${text}`);

@@ -5,8 +5,11 @@
 import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
 import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { ScopeFlow, statementsOf } from './flow';
-import { type Binding, type Flow, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
-import { ModelImports } from './imports';
+import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
+import { checkStale, logStale, ModelImports } from './imports';
+
+/** `callFact`s being computed (a cycle guard), and how many cycles were cut so far. */
+const callFacts = { asking: new WeakMap<SyntaxNode, Set<string>>(), cycles: 0 };
 
 /** A `cyclicFact` in progress: its place in Tarjan's search, and what its `compute` gave. */
 interface PendingFact {
@@ -192,10 +195,7 @@ export abstract class ModelScopes extends ModelImports {
   // ---------------------------------------------------------------- facts cache
 
   protected memo<T>(key: string, compute: () => T): T {
-    if (this.factsGeneration !== this.facts.generation) {
-      this.factsCache = new Map();
-      this.factsGeneration = this.facts.generation;
-    }
+    this.freshCaches();
     const hit = this.factsCache.get(key);
     // A fact computed outside any recording has no keys to replay: compute it again inside one.
     if (hit && (hit.deps || !recordingNow())) {
@@ -295,11 +295,14 @@ export abstract class ModelScopes extends ModelImports {
   /**
    * A kept `cyclicFact`/`functionFact` of `fn`, if still valid: made under the same shared
    * facts, the same names bound to models among those it looked up, and no other file changed
-   * since. (The incremental linter also drops those whose lookups a changed statement answers.)
+   * since, and no lookup it made is answered by a statement changed since (`checkStale`).
    */
   private keptFact(fn: FunctionInfo, key: string): KeptFact | undefined {
-    const hit = this.functionFacts.get(fn)?.get(key);
-    if (!hit || hit.shared !== this.sharedFacts() || hit.outside !== this.facts.changedOutside(this.path)) return undefined;
+    return this.stillValid(this.functionFacts.get(fn)?.get(key));
+  }
+
+  private stillValid(hit: KeptFact | undefined): KeptFact | undefined {
+    if (!hit || !checkStale(this.staleLog, hit) || hit.shared !== this.sharedFacts() || hit.outside !== this.facts.changedOutside(this.path)) return undefined;
     const modules = this.moduleNames();
     if (hit.modules !== modules) {
       const then = hit.modules as ReturnType<ModelScopes['moduleNames']>;
@@ -315,17 +318,62 @@ export abstract class ModelScopes extends ModelImports {
   private keepFact(fn: FunctionInfo, key: string, v: unknown, deps: Set<string>): void {
     let facts = this.functionFacts.get(fn);
     if (!facts) this.functionFacts.set(fn, (facts = new Map<string, KeptFact>()));
+    facts.set(key, this.kept(v, deps));
+  }
+
+  private kept(v: unknown, deps: Set<string>): KeptFact {
     const moduleKeys: string[] = [];
     for (const k of deps) if (k.startsWith('mt:')) moduleKeys.push(k);
-    facts.set(key, { v, deps, shared: this.sharedFacts(), outside: this.facts.changedOutside(this.path), modules: this.moduleNames(), moduleKeys });
+    return { v, deps, shared: this.sharedFacts(), outside: this.facts.changedOutside(this.path), modules: this.moduleNames(), moduleKeys, checked: this.staleLog.seq };
+  }
+
+  /**
+   * A fact of one call (which function it reaches) that the incremental linter keeps across
+   * edits with the call's top-level statement, under the same conditions as `functionFact`: the
+   * statement is reused, no lookup it recorded is answered by a statement changed since, and
+   * the shared facts, the model names it looked up and the other files are the same. Without a
+   * recording (the CLI) it is an ordinary `fact`, once per file version. Only for facts that
+   * cannot see themselves in a cycle.
+   */
+  callFact<T>(call: SyntaxNode, key: string, compute: () => T): T | undefined {
+    if (!recordingNow()) return this.fact(`${key}:${call.order}`, compute);
+    let top = call;
+    while (top.parent?.parent) top = top.parent;
+    const chunk = this.chunks.get(top);
+    if (!chunk) return this.fact(`${key}:${call.order}`, compute);
+    const hit = this.stillValid(chunk.kept?.get(call)?.get(key));
+    if (hit) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    // A fact that asks itself (through other calls' facts) gets the per-version memo's answer
+    // to a cycle (undefined), and what was computed while a cycle was cut is not kept.
+    if (callFacts.asking.get(call)?.has(key)) {
+      callFacts.cycles++;
+      return undefined;
+    }
+    let asking = callFacts.asking.get(call);
+    if (!asking) callFacts.asking.set(call, (asking = new Set()));
+    asking.add(key);
+    const cyclesBefore = callFacts.cycles;
+    let r: { value: T; deps: Set<string> | undefined };
+    try {
+      r = recorded(compute);
+    } finally {
+      asking.delete(key);
+      if (asking.size === 0) callFacts.asking.delete(call);
+    }
+    if (callFacts.cycles !== cyclesBefore) return r.value;
+    chunk.kept ??= new Map();
+    let facts = chunk.kept.get(call);
+    if (!facts) chunk.kept.set(call, (facts = new Map<string, KeptFact>()));
+    facts.set(key, this.kept(r.value, r.deps ?? new Set()));
+    return r.value;
   }
 
   /** A `cyclicFact` computed for this file version outside a recording. */
   private versionFact(fn: FunctionInfo, family: string): { v: unknown; deps: Set<string> | undefined } | undefined {
-    if (this.factsGeneration !== this.facts.generation) {
-      this.factsCache = new Map();
-      this.factsGeneration = this.facts.generation;
-    }
+    this.freshCaches();
     return this.factsCache.get(`cyclic:${family}:${fn.node.order}`);
   }
 
@@ -338,13 +386,13 @@ export abstract class ModelScopes extends ModelImports {
   dropKeptFacts(keys: readonly string[] | 'all'): void {
     if (keys === 'all') {
       this.functionFacts.clear();
+      for (const chunk of this.chunks.values()) chunk.kept = undefined;
+      this.staleLog.seq++;
+      this.staleLog.allBefore = this.staleLog.seq;
       return;
     }
-    if (keys.length === 0) return;
-    for (const [fn, facts] of this.functionFacts) {
-      for (const [k, f] of facts) if (hasAny(f.deps, keys)) facts.delete(k);
-      if (facts.size === 0) this.functionFacts.delete(fn);
-    }
+    // Each kept fact checks these keys when it is next asked (`checkStale`).
+    logStale(this.staleLog, keys);
   }
 
   /** A fact a rule computes once per file version (undefined while it is being computed: a cycle). */
@@ -358,16 +406,22 @@ export abstract class ModelScopes extends ModelImports {
    * linter compares it by value after each edit (`sharedFacts`) and starts over when it changed.
    */
   protected shared<T>(key: string, compute: () => T): T {
-    if (this.factsGeneration !== this.facts.generation) {
-      this.factsCache = new Map();
-      this.factsGeneration = this.facts.generation;
-    }
-    const hit = this.factsCache.get(`shared:${key}`);
+    this.freshCaches();
+    // Asked thousands of times per lint (every kept fact compares them): a small map of literal keys.
+    const hit = this.sharedCache.get(key);
     if (hit) return hit.v as T;
-    this.factsCache.set(`shared:${key}`, { v: undefined, deps: undefined });
+    this.sharedCache.set(key, { v: undefined });
     const v = unrecorded(compute);
-    this.factsCache.set(`shared:${key}`, { v, deps: undefined });
+    this.sharedCache.set(key, { v });
     return v;
+  }
+
+  /** Starts the per-version caches over when the workspace changed since they were filled. */
+  private freshCaches(): void {
+    if (this.factsGeneration === this.facts.generation) return;
+    this.factsCache = new Map();
+    this.sharedCache = new Map();
+    this.factsGeneration = this.facts.generation;
   }
 
   /**

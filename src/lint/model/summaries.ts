@@ -152,7 +152,7 @@ function attributeBinding(model: FileModel, key: string, atNode: SyntaxNode): Bi
  */
 export function resolveCall(model: FileModel, call: SyntaxNode): Callee | undefined {
   // Once per call and file version: every rule asks about the same calls.
-  return model.fact(`resolve:${call.order}`, () => resolve(model, call) ?? null) ?? undefined;
+  return model.callFact(call, 'resolve', () => resolve(model, call) ?? null) ?? undefined;
 }
 
 /** A file version's module-level and nested functions (not methods) by name, built once (its function list never changes). */
@@ -183,7 +183,7 @@ export function topLevelNamed(model: FileModel, name: string): FunctionInfo[] {
  * `m`. Once per call and file version.
  */
 export function calleesOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
-  return model.fact(`callees:${call.order}`, () => callees(model, call)) ?? [];
+  return model.callFact(call, 'callees', () => callees(model, call)) ?? [];
 }
 
 function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {

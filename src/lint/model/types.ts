@@ -154,7 +154,25 @@ export interface KeptFact {
   /** The model names then (`moduleNames`), moved on to a later version's once its looked-up names are found the same. */
   modules: object;
   readonly moduleKeys: readonly string[];
+  /** The `StaleLog` sequence number up to which the fact is known not stale. */
+  checked: number;
 }
+
+/**
+ * The lookup keys made stale by edits, in batches, shared by the versions of one file: a kept
+ * fact checks the batches logged since it was last checked when it is asked again, instead of
+ * every kept fact being checked against every batch at every edit.
+ */
+export interface StaleLog {
+  seq: number;
+  /** Facts checked before this are stale (everything was dropped then). */
+  allBefore: number;
+  /** The latest batches, oldest first; a fact last checked before the oldest one kept is stale. */
+  readonly batches: { readonly seq: number; readonly keys: readonly string[] }[];
+}
+
+/** How many batches a `StaleLog` keeps. */
+export const staleLogLength = 256;
 
 export interface ChunkIndex {
   readonly node: SyntaxNode;
@@ -171,6 +189,8 @@ export interface ChunkIndex {
   contribution?: Contribution;
   sites?: { name: string; call: SyntaxNode }[];
   valueRefs?: { name: string; node: SyntaxNode }[];
+  /** `callFact`s of the statement's calls, kept with the statement across edits while no lookup they made is stale. */
+  kept?: Map<SyntaxNode, Map<string, KeptFact>>;
 }
 
 export const noGradNames = new Set(['torch.no_grad', 'torch.autograd.no_grad', 'torch.autograd.grad_mode.no_grad']);

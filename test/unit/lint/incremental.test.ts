@@ -10,6 +10,7 @@ import { join, relative } from 'node:path';
 import { corpusLib } from '../../../bench/lint/_realMatch';
 import { repoRoot } from '../../paths';
 import { createLinter, type Linter } from '../../../src/lint/linter';
+import { Workspace } from '../../../src/lint/workspace';
 import { lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
 
@@ -289,6 +290,33 @@ describe('incremental re-analysis', function () {
       fresh.removeFile('/incremental/many.py');
     }
     assert.equal(scans, 1);
+  });
+
+  it('keeps which function each call reaches for the statements an edit re-analyses without changing them', () => {
+    // Every train_<i> looks `update` up, so an edit of Meter re-analyses them all; their other calls reach what they did.
+    const trains = Array.from({ length: 20 }, (_, i) => `def train_${i}(model, loader, meter, helper, optimizer):\n    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        meter.update(loss)\n        helper.frobnicate(x, loss)\n`).join('\n\n');
+    const text = `import torch\n\n\nclass Meter:\n    def __init__(self):\n        self.total = 0\n\n    def update(self, value):\n        self.total += value\n\n\nclass Helper:\n    def frobnicate(self, x):\n        return x\n\n\n${trains}`;
+    const path = '/incremental/resolutions.py';
+    incremental.lintFile(path, text);
+    let asked = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const functionsNamed = Workspace.prototype.functionsNamed;
+    Workspace.prototype.functionsNamed = function (this: Workspace, name: string) {
+      if (name === 'frobnicate') asked++;
+      return functionsNamed.call(this, name);
+    };
+    let edited: string;
+    try {
+      edited = text.replace('self.total = 0', 'self.totals = 0');
+      incremental.lintFile(path, edited);
+    } finally {
+      Workspace.prototype.functionsNamed = functionsNamed;
+    }
+    fresh.removeFile(path);
+    assert.deepEqual(incremental.lintFile(path), fresh.lintFile(path, edited));
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    assert.equal(asked, 0);
   });
 
   it('equals a fresh analysis when another file of the workspace changes', () => {
