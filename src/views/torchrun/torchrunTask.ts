@@ -25,6 +25,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
+import { slurmSettings } from '../common/slurmSettings';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { JobEvent } from '../../training/job/events';
 import type { JobOverrides } from '../../training/job/spec';
@@ -265,7 +266,7 @@ export class TorchrunTasks implements vscode.Disposable {
         problems.push(e.problem);
         this.channel.warn(e.message);
         this.showProblems(problems, spec);
-      } else if (e.type === 'job/log' && e.rank === undefined && e.message.startsWith('torchrun: ')) {
+      } else if (e.type === 'job/log' && e.rank === undefined && /^(?:torchrun|Slurm): /.test(e.message)) {
         this.channel.info(e.message);
       } else if (e.type === 'job/report' && curve.add(e)) {
         panel = { ...panel, ...curve.panel() };
@@ -274,7 +275,7 @@ export class TorchrunTasks implements vscode.Disposable {
     };
     let handle: TorchrunHandle;
     try {
-      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides });
+      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides, ...(spec.nodes?.launcher === 'slurm' ? { slurm: slurmSettings(vscode.Uri.file(spec.file)) } : {}) });
     } catch (err) {
       lease.dispose();
       memory.dispose();
