@@ -26,6 +26,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import { slurmSettings } from '../common/slurmSettings';
+import { probeTorchVersion } from '../../training/launchers/multinode';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { JobEvent } from '../../training/job/events';
 import type { JobOverrides } from '../../training/job/spec';
@@ -344,6 +345,9 @@ function lineRange(file: string, line: number): vscode.Range {
 export function specLoader(interpreter: (file: string) => Promise<InterpreterChoice>): SpecLoader {
   return async (file, overrides) => {
     const choice = await interpreter(file);
-    return { spec: loadTorchrunJob(file, overrides, choice.python), interpreter: choice };
+    const spec = loadTorchrunJob(file, overrides, choice.python);
+    // A multi-node (or Slurm) job spells torchrun's flags for its torch: asked here without blocking, so runTorchrun finds it cached.
+    if (spec.nodes) await probeTorchVersion(spec.python);
+    return { spec, interpreter: choice };
   };
 }
