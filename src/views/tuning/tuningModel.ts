@@ -134,6 +134,7 @@ export class ResultsModel {
       case 'trial/done': t.status = 'done'; break;
       case 'trial/failed': t.status = 'failed'; t.error = e.error; break;
       case 'trial/interrupted': t.status = 'interrupted'; break;
+      case 'trial/slurm': return null; // its job id is in the log and the journal
       default: {
         const unreachable: never = e;
         return unreachable;
