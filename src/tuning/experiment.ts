@@ -501,7 +501,7 @@ export class Experiment {
       const slurmJob = t.slurmJob;
       t.slurmJob = undefined;
       if (spawnError && slurmJob) {
-        this.fail(t, (spawnError as Error).message); // Slurm's own words (sbatch: error: ..., a tool not installed)
+        this.fail(t, spawnError.message); // Slurm's own words (sbatch: error: ..., a tool not installed)
         return;
       } else if (spawnError) {
         const e = spawnError as NodeJS.ErrnoException;
