@@ -188,6 +188,18 @@ describe('slurm: torchrun jobs on a real two-node cluster', function () {
     assert.deepEqual(cluster!.jobProcesses(), []);
   });
 
+  it('cancels its jobs when the process that follows them exits (the window closes)', async () => {
+    // A process that submits a job, then exits as the extension host does when the window closes.
+    const child = spawnSync(process.execPath, ['-e', `
+      const { SlurmJob } = require(${JSON.stringify(join(repoRoot, 'out', 'src', 'training', 'launchers', 'slurm.js'))});
+      const job = SlurmJob.submit({ dir: ${JSON.stringify(join(tmp, 'out'))}, name: 'held', body: 'sleep 600', sbatch: ['--nodes=1'], options: { pollMs: 100 } });
+      job.on('note', (n) => { if (/RUNNING/.test(n.message)) { console.log(job.jobId); process.exit(0); } });
+    `], { encoding: 'utf8', env: process.env, timeout: 60_000 });
+    const id = child.stdout.trim();
+    assert.match(id, /^\d+$/, child.stderr);
+    assert.equal((await querySlurmJob(id))?.state, 'CANCELLED');
+  });
+
   it('tells sbatch\'s error in its own words, and a job that waits with its reason', async () => {
     const bad = start(job({ slurm: { partition: 'nope' } }));
     const end = await bad.handle.finished;
