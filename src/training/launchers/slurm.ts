@@ -266,6 +266,7 @@ export class SlurmJob extends EventEmitter {
   private cancelAsked = false;
   private readonly onProcessExit = () => this.cancelSync();
   private lastSaid = '';
+  private lastError = '';
 
   private constructor(private readonly env: NodeJS.ProcessEnv, private readonly pollMs: number) {
     super();
@@ -403,7 +404,8 @@ export class SlurmJob extends EventEmitter {
       if (this.done) return;
       // squeue can fail for a moment (slurmctld busy): tell it and try again; a tool that is not there ends the follow.
       if (/not installed/.test(err.message)) return this.fail(err);
-      this.note('warning', `Slurm: ${err.message}`);
+      if (err.message !== this.lastError) this.note('warning', `Slurm: ${err.message}`); // told once, not every poll
+      this.lastError = err.message;
       this.timer = setTimeout(() => this.poll(), this.pollMs * 2);
     });
   }

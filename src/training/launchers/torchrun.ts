@@ -172,6 +172,16 @@ export function slurmBatchText(spec: TorchrunSpec, torch: string | undefined, de
 
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
 
+/** Ends of a Slurm job that are Slurm's doing, not the script's, with what to do about each. */
+const slurmEnds: Record<string, string> = {
+  TIMEOUT: 'The job reached its time limit: give a longer "time" in the job\'s "slurm" field (or gpuWorkbench.slurm.time), within the partition\'s MaxTime.',
+  NODE_FAIL: 'A node of the job failed: sinfo -N shows which are down or drained; run again (with "maxRestarts", torchrun restarts on the nodes left).',
+  OUT_OF_MEMORY: 'A node ran out of host memory for the job: ask for more with "sbatchArgs": ["--mem=..."], or use fewer data-loader workers.',
+  PREEMPTED: 'A job of higher priority took the nodes: run again, or use a partition or QOS that is not preempted.',
+  BOOT_FAIL: 'Slurm could not boot the job\'s nodes: ask the cluster\'s admins, or exclude the nodes with "sbatchArgs": ["--exclude=..."].',
+  DEADLINE: 'The job could not end before its deadline.',
+};
+
 export interface TorchrunHandle {
   readonly finished: Promise<Final>;
   readonly pids: () => number[];
@@ -537,6 +547,10 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems + modelProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
+      } else if (slurmJob?.info && slurmEnds[slurmJob.info.state]) {
+        // Slurm ended it (time limit, node failure, memory, preemption): that, in Slurm's words, is the cause.
+        const info = slurmJob.info;
+        event = { type: 'job/failed', reason: `Slurm job ${info.id} ended ${info.state}${info.reason ? ` (${info.reason})` : ''}${info.nodes ? ` on ${info.nodes}` : ''}`, hint: slurmEnds[info.state] };
       } else if (ofNodes) {
         event = { type: 'job/failed', ...ofNodes };
       } else if (failure) {

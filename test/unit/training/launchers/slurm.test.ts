@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobEvent } from '../../../../src/training/job/events';
@@ -107,6 +107,33 @@ describe('slurm: the job file and the batch script', () => {
     assert.equal(out.status, 0, out.stderr);
     assert.match(out.stdout, /^#SBATCH --partition=gpu$/m);
     assert.match(out.stdout, /^srun .* -m torch\.distributed\.run --nnodes 2 /m);
+  });
+});
+
+describe('slurm: a job Slurm ends itself (Slurm tools faked on PATH)', () => {
+  it('fails with Slurm\'s state and reason (TIMEOUT), read from squeue -o where squeue has no --json', async () => {
+    const bin = join(tmp, 'bin');
+    const out = join(tmp, 'out');
+    mkdirSync(bin);
+    mkdirSync(out);
+    const tool = (name: string, body: string) => writeFileSync(join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+    // An old squeue: no --json. The job runs once, then has timed out; its output file has a line.
+    tool('sbatch', `echo "gpu_workbench: Slurm job 77 on 2 node(s)" > ${out}/gw-slurm-77.out; echo 77`);
+    tool('squeue', `case "$*" in *--json*) echo "squeue: unrecognized option '--json'" >&2; exit 1;; esac
+if [ -e ${tmp}/polled ]; then echo "77|TIMEOUT|TimeLimit|2|n[1-2]"; else touch ${tmp}/polled; echo "77|RUNNING|None|2|n[1-2]"; fi`);
+    tool('scontrol', `echo "JobId=77 JobName=gw-slurm JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 NodeList=n[1-2]"`);
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path ?? ''}`;
+    try {
+      const run = start(job({ slurm: { outputDir: out, gpusPerNode: 0 } }));
+      const end = await run.handle.finished;
+      assert.equal(end.type, 'job/failed');
+      assert.equal(end.type === 'job/failed' ? end.reason : '', 'Slurm job 77 ended TIMEOUT (TimeLimit) on n[1-2]');
+      assert.match(end.type === 'job/failed' ? end.hint ?? '' : '', /time limit: give a longer "time"/);
+      assert.ok(logs(run.events).includes('gpu_workbench: Slurm job 77 on 2 node(s)'), 'its output file was streamed');
+    } finally {
+      process.env.PATH = path;
+    }
   });
 });
 
