@@ -224,7 +224,13 @@ describe('slurm: torchrun jobs on a real two-node cluster', function () {
     `], { encoding: 'utf8', env: process.env, timeout: 60_000 });
     const id = child.stdout.trim();
     assert.match(id, /^\d+$/, child.stderr);
-    assert.equal((await querySlurmJob(id))?.state, 'CANCELLED');
+    // scancel went out before the exit; Slurm then ends the job (COMPLETING for a moment).
+    let info = await querySlurmJob(id);
+    while (info && !isEndState(info.state)) {
+      await new Promise((r) => setTimeout(r, 100));
+      info = await querySlurmJob(id);
+    }
+    assert.equal(info?.state, 'CANCELLED');
   });
 
   it('tells sbatch\'s error in its own words, and a job that waits with its reason', async () => {
