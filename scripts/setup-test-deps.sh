@@ -5,8 +5,9 @@
 #   bash scripts/setup-test-deps.sh [apt] [browser] [e2e]
 #
 #   apt      every Debian package any test layer needs, python3-torch for the torchrun tests
-#            and a Mesa with lavapipe new enough for Dawn for the webgpu tests included (CI
-#            runs this once, before `npm ci`)
+#            and a Mesa with lavapipe new enough for Dawn for the webgpu tests included, and
+#            Slurm with munge for the Slurm launcher/executor tests (CI runs this once, before
+#            `npm ci`)
 #   browser  Debian chromium (driven by playwright-core; never `playwright install`)
 #   e2e      chromium, libkrb5-dev and ripgrep from Debian, then code-server into
 #            .e2e-cache/code-server/ (git-ignored, kept between runs)
@@ -24,11 +25,11 @@ ripgrep_tarball=ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz
 
 # `apt` means "the Debian part of every layer", so that CI does all its apt work in one go
 # before `npm ci`; code-server comes only with an explicit `e2e`.
-want_browser=0 want_e2e=0 want_torch=0 want_vulkan=0 install_code_server=0
+want_browser=0 want_e2e=0 want_torch=0 want_vulkan=0 want_slurm=0 install_code_server=0
 [ $# -eq 0 ] && set -- apt
 for arg in "$@"; do
   case "$arg" in
-    apt) want_browser=1 want_e2e=1 want_torch=1 want_vulkan=1 ;;
+    apt) want_browser=1 want_e2e=1 want_torch=1 want_vulkan=1 want_slurm=1 ;;
     browser) want_browser=1 ;;
     e2e) want_browser=1 want_e2e=1 install_code_server=1 ;;
     *) echo "setup-test-deps: unknown argument '$arg' (expected apt, browser or e2e)" >&2; exit 2 ;;
@@ -43,6 +44,10 @@ packages=()
 # PyTorch for /usr/bin/python3; without it they skip and say why. OpenBLAS (pthread) because the
 # reference BLAS python3-torch pulls in by default is about 9x slower.
 [ "$want_torch" = 1 ] && packages+=(python3-torch libopenblas0-pthread)
+# The Slurm tests (test/support/slurmCluster.ts) start a real two-node cluster on this host as
+# root: munged, slurmctld and two slurmd with fake GPUs. The munge package makes
+# /etc/munge/munge.key. Not root, or these missing: those tests skip and say why.
+[ "$want_slurm" = 1 ] && packages+=(slurm-wlm slurmctld slurmd slurm-client munge)
 # code-server's native modules (kerberos, node-pty, spdlog, ...) are compiled by node-gyp.
 if [ "$want_e2e" = 1 ]; then
   for tool in make g++ python3; do

@@ -13,7 +13,7 @@ import { findJobBatchSize } from '../training/launchers/torchrunBatchSize';
 import { metricsText } from '../training/launchers/scriptMetrics';
 import { runsFolder } from '../training/job/runRecord';
 import { launchCommands, torchVersion } from '../training/launchers/multinode';
-import { isTorchrunJob, loadTorchrunJob } from '../training/launchers/torchrun';
+import { isTorchrunJob, loadTorchrunJob, slurmBatchText } from '../training/launchers/torchrun';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 
@@ -314,7 +314,7 @@ function printLaunch(opts: Options): number {
   }
   try {
     const spec = loadTorchrunJob(opts.file, opts.overrides, opts.overrides.python);
-    process.stdout.write(`${launchCommands(spec, torchVersion(spec.python))}\n`);
+    process.stdout.write(`${spec.nodes?.launcher === 'slurm' ? slurmBatchText(spec, torchVersion(spec.python)) : launchCommands(spec, torchVersion(spec.python))}\n`);
     return 0;
   } catch (err) {
     if (!(err instanceof JobFileError)) throw err;

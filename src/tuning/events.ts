@@ -34,6 +34,8 @@ export type TuneEvent =
   | { readonly type: 'trial/report'; readonly trialId: number; readonly result: TrialResult; readonly at: number }
   /** The experiment stopped the trial (SIGTERM, then SIGKILL after the grace period). */
   | { readonly type: 'trial/stopped'; readonly trialId: number; readonly reason: StopReason; readonly message: string; readonly at: number }
+  /** The trial's Slurm job (the slurm executor): a resume re-attaches to it while Slurm still runs it. */
+  | { readonly type: 'trial/slurm'; readonly trialId: number; readonly jobId: string; readonly output: string; readonly at: number }
   /** The trial's process exited with status 0 by itself. */
   | { readonly type: 'trial/done'; readonly trialId: number; readonly at: number }
   /**

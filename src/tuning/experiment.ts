@@ -4,7 +4,9 @@
  * scheduler, stops the trials ASHA gives up on, journals everything, and on `resume` continues a
  * journal where it ended. No vscode here: the CLI and the VS Code layer both drive this class.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { shellWord } from '../training/launchers/multinode';
+import { SlurmJob, type ProcessLike, type SlurmNote } from '../training/launchers/slurm';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { outOfMemoryStatus, type TrialMemory, type TrialOutOfMemory } from '../common/tuningProtocol';
@@ -77,7 +79,11 @@ interface Trial {
   attempt: number;
   stopReason?: StopReason;
   error?: string;
-  proc?: ChildProcess;
+  proc?: ProcessLike;
+  /** The slurm executor: the trial's job. */
+  slurmJob?: SlurmJob;
+  /** A resumed experiment's trial whose Slurm job was still known: followed again instead of started again. */
+  reattach?: { readonly jobId: string; readonly output: string };
   gpus?: number[];
   /** Set once the trial was told to stop; later reports are ignored. */
   stopping?: boolean;
@@ -143,6 +149,8 @@ export class Experiment {
   private readonly gpuFree: number[];
   private readonly trials = new Map<number, Trial>();
   private readonly rerun: Trial[] = [];
+  /** Trials of a resumed experiment whose Slurm jobs are followed again. */
+  private readonly reattached: Trial[] = [];
   private readonly listeners = new Set<(e: TuneEvent) => void>();
   private journal: JournalWriter | null = null;
   private stopped = false;
@@ -161,12 +169,14 @@ export class Experiment {
     this.total = totalTrials(spec);
     this.searcher = createSearcher(spec);
     this.scheduler = spec.scheduler.type === 'asha' ? new AshaScheduler(spec.scheduler, spec.metric, spec.mode, spec.search.seed) : new FifoScheduler();
-    const gpus = Math.max(0, Math.floor(opts.gpuCount));
+    // On Slurm the cluster hands out GPUs (--gres per trial); this machine's do not count.
+    const slurm = spec.executor.kind === 'slurm';
+    const gpus = slurm ? 0 : Math.max(0, Math.floor(opts.gpuCount));
     this.gpusPerTrial = spec.gpusPerTrial ?? (gpus > 0 ? 1 : 0);
-    if (gpus > 0 && this.gpusPerTrial > gpus) throw new ExperimentError(`gpusPerTrial is ${this.gpusPerTrial} but this machine has ${gpus} GPU${gpus === 1 ? '' : 's'}`);
+    if (!slurm && gpus > 0 && this.gpusPerTrial > gpus) throw new ExperimentError(`gpusPerTrial is ${this.gpusPerTrial} but this machine has ${gpus} GPU${gpus === 1 ? '' : 's'}`);
     this.gpuFree = new Array<number>(gpus).fill(1);
     const byGpus = gpus > 0 && this.gpusPerTrial > 0 ? Math.floor(gpus / this.gpusPerTrial + 1e-9) : 2;
-    this.maxConcurrent = spec.maxConcurrent ?? byGpus;
+    this.maxConcurrent = spec.maxConcurrent ?? (slurm ? this.total : byGpus);
   }
 
   onEvent(listener: (e: TuneEvent) => void): { dispose(): void } {
@@ -199,6 +209,7 @@ export class Experiment {
     }
     const done = new Promise<void>((resolve) => { this.finish = resolve; });
     this.emit({ type: 'experiment/started', name: this.name, dir: this.dir, totalTrials: this.total, maxConcurrent: this.maxConcurrent, gpus: this.gpuFree.length, resumed: exists, at: Date.now() });
+    for (const t of this.reattached.splice(0)) this.start(t, []);
     this.fill();
     await done;
     return this.best();
@@ -292,10 +303,14 @@ export class Experiment {
     type Replayed = Extract<TuneEvent, { type: 'trial/started' | 'trial/report' }>;
     const replay: Replayed[] = [];
     const lastStart = new Map<number, number>();
+    /** Each trial's Slurm job of its last attempt. */
+    const slurmJobs = new Map<number, { jobId: string; output: string }>();
     for (const r of records) {
       switch (r.type) {
+        case 'trial/slurm': slurmJobs.set(r.trialId, { jobId: r.jobId, output: r.output }); break;
         case 'trial/started':
           this.trials.set(r.trialId, { trialId: r.trialId, params: r.params, config: r.config, status: 'running', reports: [], attempt: r.attempt, log: r.log ?? legacyTrialLog(r.trialId) });
+          slurmJobs.delete(r.trialId);
           lastStart.set(r.trialId, replay.length);
           replay.push(r);
           break;
@@ -320,6 +335,14 @@ export class Experiment {
     }
     this.journal = new JournalWriter(this.journalPath, validBytes);
     for (const t of this.trials.values()) {
+      const job = slurmJobs.get(t.trialId);
+      if (t.status === 'running' && job && this.spec.executor.kind === 'slurm') {
+        // Its Slurm job outlived the experiment: follow it again (its output from the start, its reports journaled again after a new trial/started).
+        t.reattach = job;
+        t.reports = [];
+        this.reattached.push(t);
+        continue;
+      }
       if (t.status === 'running' || t.status === 'interrupted') {
         if (t.status === 'running') this.journal.append({ type: 'trial/interrupted', trialId: t.trialId, at: Date.now() });
         t.status = 'interrupted';
@@ -431,7 +454,8 @@ export class Experiment {
     if (trial.kind === 'command') {
       args = trial.command.map((a) => substitute(a, t.config));
       cwd = trial.cwd;
-      channel = this.withCompanion(t, args, childEnv);
+      // A Slurm trial runs on a node that cannot reach this machine's channel: its reports come as ::report:: lines in its output.
+      channel = this.spec.executor.kind === 'slurm' ? undefined : this.withCompanion(t, args, childEnv);
       if (channel) args = [...companionCommand(args).args];
     } else {
       try {
@@ -446,14 +470,33 @@ export class Experiment {
       }
     }
 
-    let proc: ChildProcess;
-    try {
-      // Its own process group, so that stopping it also ends whatever it started (data loaders, torchrun workers).
-      proc = spawn(args[0], args.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    } catch (err) {
-      void channel?.close(0);
-      this.fail(t, `cannot start ${args[0]}: ${(err as Error).message}`);
-      return;
+    let proc: ProcessLike;
+    const executor = this.spec.executor;
+    if (executor.kind === 'slurm') {
+      delete childEnv.CUDA_VISIBLE_DEVICES; // Slurm sets it from the job's --gres
+      const reattach = t.reattach;
+      t.reattach = undefined;
+      const job = reattach
+        ? SlurmJob.attach(reattach.jobId, reattach.output, { env: childEnv, ...(executor.options.pollMs ? { pollMs: executor.options.pollMs } : {}) })
+        : SlurmJob.submit({
+          dir: join(this.dir, 'slurm'), name: `${this.name}-trial_${t.trialId}${t.attempt > 1 ? `.attempt-${t.attempt}` : ''}`,
+          body: [`cd ${shellWord(cwd)}`, `exec ${args.map(shellWord).join(' ')}`].join('\n'),
+          sbatch: ['--nodes=1', '--ntasks=1'], options: { ...executor.options, gpusPerNode: Math.ceil(this.gpusPerTrial) }, env: childEnv,
+        });
+      if (reattach) this.out(t.trialId, `gpu-workbench: following Slurm job ${reattach.jobId} again (the trial was running when the experiment ended)\n`);
+      else job.on('submitted', (jobId: string, output: string) => this.emit({ type: 'trial/slurm', trialId: t.trialId, jobId, output, at: Date.now() }));
+      job.on('note', (n: SlurmNote) => this.out(t.trialId, `${n.message}\n`));
+      t.slurmJob = job;
+      proc = job;
+    } else {
+      try {
+        // Its own process group, so that stopping it also ends whatever it started (data loaders, torchrun workers).
+        proc = spawn(args[0], args.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      } catch (err) {
+        void channel?.close(0);
+        this.fail(t, `cannot start ${args[0]}: ${(err as Error).message}`);
+        return;
+      }
     }
     t.proc = proc;
     // A listener of trial/started may have stopped the experiment already.
@@ -489,19 +532,25 @@ export class Experiment {
       if (!(t.stopping && t.tree && snapshotAlive(t.tree))) clearTimeout(t.killTimer);
       t.tree = undefined;
       if (proc.pid !== undefined) signalGroup(proc.pid, 'SIGKILL'); // anything the trial left behind in its group
+      const slurmJob = t.slurmJob;
+      t.slurmJob = undefined;
+      const finish = (): void => this.closed(t, code, signal, { buffered, stderrTail, spawnError, args, cwd, slurmJob });
       // The companion's last messages (an out-of-memory error, the last step's memory) may still be on their way.
-      if (channel) void channel.close(1000).then(() => this.closed(t, code, signal, { buffered, stderrTail, spawnError, args, cwd }));
-      else this.closed(t, code, signal, { buffered, stderrTail, spawnError, args, cwd });
+      if (channel) void channel.close(1000).then(finish);
+      else finish();
     });
   }
 
-  private closed(t: Trial, code: number | null, signal: NodeJS.Signals | null, s: { buffered: string; stderrTail: string[]; spawnError: Error | null; args: string[]; cwd: string }): void {
-    const { stderrTail, spawnError, args, cwd } = s;
+  private closed(t: Trial, code: number | null, signal: NodeJS.Signals | null, s: { buffered: string; stderrTail: string[]; spawnError: Error | null; args: string[]; cwd: string; slurmJob: SlurmJob | undefined }): void {
+    const { stderrTail, spawnError, args, cwd, slurmJob } = s;
     if (s.buffered) this.onLine(t, s.buffered);
     this.release(t);
     t.proc = undefined;
     this.flushMemory(t);
-    if (spawnError) {
+    if (spawnError && slurmJob) {
+      this.fail(t, spawnError.message); // Slurm's own words (sbatch: error: ..., a tool not installed)
+      return;
+    } else if (spawnError) {
       const e = spawnError as NodeJS.ErrnoException;
       this.fail(t, e.code === 'ENOENT' ? `command not found: ${args[0]} (cwd ${cwd})` : `cannot start ${args[0]}: ${e.message}`);
     } else if (t.stopping) {
@@ -519,7 +568,9 @@ export class Experiment {
     } else {
       const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
       const oom = t.outOfMemory ?? this.outOfMemoryFromText(t, stderrTail);
-      this.fail(t, oom ? `${outOfMemoryStatus(oom)}: ${oom.message}` : `${args[0]} ${how}${stderrTail.length ? `: ${stderrTail.join(' | ')}` : ''}`, oom);
+      const info = slurmJob?.info;
+      const what = slurmJob ? `Slurm job ${slurmJob.jobId} (${args[0]}) ended ${info?.state ?? '?'}${info?.reason ? ` (${info.reason})` : ''} and` : args[0];
+      this.fail(t, oom ? `${outOfMemoryStatus(oom)}: ${oom.message}` : `${what} ${how}${stderrTail.length ? `: ${stderrTail.join(' | ')}` : ''}`, oom);
       return;
     }
     this.fill();
@@ -674,6 +725,10 @@ export class Experiment {
     t.stopping = true;
     t.stopReason = reason;
     this.emit({ type: 'trial/stopped', trialId: t.trialId, reason, message, at: Date.now() });
+    if (t.slurmJob) {
+      t.slurmJob.cancel(); // scancel: Slurm ends the job's processes on its node (SIGTERM, SIGKILL after its KillWait)
+      return;
+    }
     if (t.proc.pid !== undefined) {
       // Seen before the SIGTERM: a trial that exits at once orphans its children in other groups.
       t.tree = snapshot(t.proc.pid);
@@ -693,7 +748,7 @@ export class Experiment {
     if (pid === undefined) return;
     clearTimeout(t.killTimer);
     t.killAt = Date.now() + ms;
-    const proc = t.proc as ChildProcess;
+    const proc = t.proc as ProcessLike;
     const tree = t.tree;
     t.killTimer = setTimeout(() => {
       killTree(pid, tree);
@@ -708,7 +763,7 @@ export class Experiment {
    * trial started in a session of its own after we looked) may still hold its stdout, and 'close'
    * would never come, nor stop(). So shortly after 'exit' the pipes are closed from our side.
    */
-  private drainAfterExit(t: Trial, proc: ChildProcess): void {
+  private drainAfterExit(t: Trial, proc: ProcessLike): void {
     if (t.drainTimer !== undefined) return;
     t.drainTimer = setTimeout(() => {
       if (t.proc !== proc) return; // 'close' came

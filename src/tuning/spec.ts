@@ -9,6 +9,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { stripBom } from '../common/jsonFile';
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import { primitives, Space, SpaceError } from './space';
+import type { SlurmOptions } from '../training/launchers/slurm';
 
 export type Algorithm = 'grid' | 'random' | 'tpe' | 'gp';
 export type Mode = 'min' | 'max';
@@ -27,6 +28,9 @@ export type TrialSpec =
   | { readonly kind: 'command'; readonly command: readonly string[]; readonly cwd: string; readonly env: Readonly<Record<string, string>> }
   | { readonly kind: 'job'; readonly job: string };
 
+/** Where trials run: processes here, or one sbatch job each (`"executor": {"slurm": {...}}`). */
+export type Executor = { readonly kind: 'local' } | { readonly kind: 'slurm'; readonly options: SlurmOptions };
+
 export interface TuneSpec {
   /** Absolute path of the spec file ('' when built in memory). */
   readonly file: string;
@@ -41,6 +45,7 @@ export interface TuneSpec {
   readonly gpusPerTrial: number | null;
   readonly scheduler: SchedulerOptions;
   readonly trial: TrialSpec;
+  readonly executor: Executor;
   readonly stopGraceMs: number;
   /** The parsed JSON as written, kept in the journal to check a resumed run uses the same spec. */
   readonly raw: Record<string, unknown>;
@@ -179,6 +184,9 @@ export function parseSpec(raw: unknown, file = ''): TuneSpec {
     trial = { kind: 'job', job: resolve(base, t.job as string) };
   }
 
+  const ex = (r.executor as { slurm?: { partition?: string; time?: string; account?: string; qos?: string; sbatchArgs?: string[]; pollSeconds?: number } } | undefined)?.slurm;
+  if (ex?.sbatchArgs) for (const [i, a] of ex.sbatchArgs.entries()) if (/^--?(?:output|o|job-name|J|gres|array)\b/.test(a)) fail(`/executor/slurm/sbatchArgs/${i}`, `${JSON.stringify(a)} is set by GPU Workbench (the output file and name its own, GPUs from gpusPerTrial)`);
+  const executor: Executor = ex ? { kind: 'slurm', options: { ...(ex.partition ? { partition: ex.partition } : {}), ...(ex.time ? { time: ex.time } : {}), ...(ex.account ? { account: ex.account } : {}), ...(ex.qos ? { qos: ex.qos } : {}), ...(ex.sbatchArgs ? { sbatchArgs: ex.sbatchArgs } : {}), pollMs: (ex.pollSeconds ?? 1) * 1000 } } : { kind: 'local' };
   const name = typeof r.name === 'string' ? r.name : file ? basename(file).replace(/\.tune\.json$|\.json$/, '') : 'experiment';
   return {
     file, name, space,
@@ -190,6 +198,7 @@ export function parseSpec(raw: unknown, file = ''): TuneSpec {
     gpusPerTrial,
     scheduler,
     trial,
+    executor,
     stopGraceMs: ((r.stopGraceSeconds as number | undefined) ?? 5) * 1000,
     raw: r,
   };

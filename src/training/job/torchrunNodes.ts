@@ -39,9 +39,29 @@ export interface TorchrunNodes {
   readonly rendezvous: Rendezvous;
   /** Restarts of the worker group the elastic agent may make (torchrun's default: 0). */
   readonly maxRestarts: number;
-  /** `local`: this machine runs one agent (one node); the others are started by hand (Copy Launch Commands). */
-  readonly launcher: 'local';
+  /**
+   * `local`: this machine runs one agent (one node); the others are started by hand (Copy Launch Commands).
+   * `slurm`: one sbatch job; srun starts an agent on every node, the c10d store on the first (launchers/slurm.ts).
+   */
+  readonly launcher: 'local' | 'slurm';
+  /** The job's `slurm` field (launcher slurm). */
+  readonly slurm?: SlurmJobFields;
 }
+
+/** The job file's `slurm` field (the schema checked the types). */
+export interface SlurmJobFields {
+  readonly partition?: string;
+  readonly time?: string;
+  readonly account?: string;
+  readonly qos?: string;
+  readonly gpusPerNode?: number;
+  readonly sbatchArgs?: readonly string[];
+  readonly port?: number;
+  readonly outputDir?: string;
+}
+
+/** The c10d endpoint of a slurm job: the first node of the allocation, found in the batch script (launchers/slurm.ts). */
+export const slurmFirstNode = '$GW_RDZV_ENDPOINT';
 
 /** The multi-node fields as the job file has them (the schema checked their types). */
 export interface RawTorchrunNodes {
@@ -49,6 +69,7 @@ export interface RawTorchrunNodes {
   rendezvous?: { backend?: string; endpoint?: string; id?: string; conf?: Record<string, string | number | boolean>; masterAddr?: string; masterPort?: number; nodeRank?: number };
   maxRestarts?: number;
   launcher?: string;
+  slurm?: SlurmJobFields;
 }
 
 /** The result of reading the fields: the nodes (undefined: a plain one-node job, as before) or the problems. */
@@ -75,10 +96,11 @@ export function newRendezvousId(): string {
  * given: no nodes (the one-node command of before). `makeId` gives the c10d id when the job has none.
  */
 export function torchrunNodes(raw: RawTorchrunNodes, makeId: () => string = newRendezvousId): NodesOrProblems {
-  if (raw.nnodes === undefined && raw.rendezvous === undefined && raw.maxRestarts === undefined && raw.launcher === undefined) return { problems: [] };
+  if (raw.nnodes === undefined && raw.rendezvous === undefined && raw.maxRestarts === undefined && raw.launcher === undefined && raw.slurm === undefined) return { problems: [] };
   const problems: string[] = [];
-  if (raw.launcher === 'slurm') problems.push('/launcher "slurm" is not supported yet: use "local" (this machine runs one node\'s agent; GPU Workbench: Copy Launch Commands gives the other nodes\' commands)');
-  else if (raw.launcher !== undefined && raw.launcher !== 'local') problems.push(`/launcher must be "local", got ${JSON.stringify(raw.launcher)}`);
+  const slurm = raw.launcher === 'slurm';
+  if (raw.launcher !== undefined && raw.launcher !== 'local' && !slurm) problems.push(`/launcher must be "local" or "slurm", got ${JSON.stringify(raw.launcher)}`);
+  if (raw.slurm !== undefined && !slurm) problems.push('/slurm is read only with "launcher": "slurm"');
   let minNodes = 1;
   let maxNodes = 1;
   if (typeof raw.nnodes === 'number') {
@@ -93,6 +115,16 @@ export function torchrunNodes(raw: RawTorchrunNodes, makeId: () => string = newR
     }
   }
   const r = raw.rendezvous;
+  if (slurm) {
+    // The store goes on the allocation's first node, known only once Slurm picked the nodes.
+    if (r?.backend === 'static' || r?.masterAddr !== undefined || r?.masterPort !== undefined || r?.nodeRank !== undefined) problems.push('/rendezvous: with "launcher": "slurm" the rendezvous is c10d on the job\'s first node; leave out backend "static", masterAddr, masterPort and nodeRank');
+    if (r?.endpoint !== undefined) problems.push('/rendezvous/endpoint: with "launcher": "slurm" the store is on the job\'s first node, which Slurm picks; leave it out (its port: "slurm": {"port": N})');
+    if (raw.slurm?.sbatchArgs) for (const a of raw.slurm.sbatchArgs) if (/^--?(?:N\b|nodes\b|output\b|o\b|job-name\b|J\b)/.test(a)) problems.push(`/slurm/sbatchArgs: ${JSON.stringify(a)} is set by GPU Workbench (nodes from "nnodes", the output file and name its own)`);
+    if (problems.length) return { problems };
+    const conf: Record<string, string> = {};
+    for (const [k, v] of Object.entries(r?.conf ?? {})) conf[k] = typeof v === 'boolean' ? (v ? '1' : '0') : String(v);
+    return { nodes: { minNodes, maxNodes, rendezvous: { backend: 'c10d', endpoint: slurmFirstNode, id: r?.id ?? 'gw-$SLURM_JOB_ID', conf }, maxRestarts: raw.maxRestarts ?? 0, launcher: 'slurm', slurm: raw.slurm ?? {} }, problems: [] };
+  }
   let rendezvous: Rendezvous | undefined;
   const backend = r?.backend ?? (r && r.endpoint === undefined && (r.masterAddr !== undefined || r.masterPort !== undefined || r.nodeRank !== undefined) ? 'static' : 'c10d');
   if (!r) {

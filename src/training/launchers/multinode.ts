@@ -55,7 +55,9 @@ export function probeTorchVersion(python: string): Promise<string | undefined> {
 /**
  * The torch version of an interpreter (`1.13.0a0+gitunknown`, `2.5.1+cu121`), asked once per
  * interpreter and kept; undefined when it has no torch or cannot be run. Reads the package's
- * metadata (no import of torch: milliseconds, not seconds), else torch.__version__.
+ * metadata (no import of torch: milliseconds, not seconds), else torch.__version__. Blocks while
+ * it asks: the extension host calls `probeTorchVersion` first (the task's spec loader), so that
+ * runTorchrun finds the answer cached here; the CLI may block.
  */
 export function torchVersion(python: string): string | undefined {
   if (versions.has(python)) return versions.get(python);

@@ -20,7 +20,7 @@
  * the job.
  */
 import { spawn } from 'node:child_process';
-import { basename, delimiter, dirname, isAbsolute, resolve } from 'node:path';
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { rankMemoryOf, type CompanionMessage } from '../../common/companionProtocol';
 import { readJsonFile } from '../../common/jsonFile';
 import { CompanionMissingError, companionPythonPath, openCompanionChannel, type CompanionChannel } from './companionChannel';
@@ -30,8 +30,9 @@ import { JobFileError, jobProblems, type JobOverrides } from '../job/spec';
 import { outputLine } from './outputLines';
 import { parseMetricLine, reportMetrics } from './scriptMetrics';
 import { recordRun } from '../job/runRecorder';
-import { torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
-import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, torchVersion, type NodeJob } from './multinode';
+import { slurmFirstNode, torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
+import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, shellWord, torchVersion, type NodeJob } from './multinode';
+import { batchScript, SlurmJob, type ProcessLike, type SlurmOptions } from './slurm';
 import { moduleShapeProblem, moduleShapeText, oomMemoryProblem, summaryLayers, summaryText } from './modelSummary';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
@@ -131,11 +132,61 @@ export function torchrunCommand(spec: TorchrunSpec, companion = true, torch?: st
   return [spec.python, '-m', 'torch.distributed.run', ...launch, '--redirects', '2', '--tee', '2', ...(companion ? companionModule : []), spec.script, ...spec.args];
 }
 
+/**
+ * The sbatch job of a `"launcher": "slurm"` torchrun job: `--nodes` from nnodes, one task per node,
+ * `--gres=gpu:N`, then `srun` of torchrun on every node, the c10d store on the allocation's first
+ * node (its NodeAddr as `scontrol show node` has it) on a port of the job's (29500 + the job id
+ * modulo 1000 unless the job gives one), the rendezvous id the Slurm job's. `defaults`: the
+ * settings gpuWorkbench.slurm.*, under the job's own `slurm` field.
+ */
+export function slurmTorchrunBatch(spec: TorchrunSpec, torch: string | undefined, defaults: SlurmOptions = {}): { dir: string; name: string; body: string; sbatch: string[]; options: SlurmOptions; argv: string[] } {
+  const n = spec.nodes;
+  if (!n || n.launcher !== 'slurm') throw new Error('not a slurm job');
+  const fields = n.slurm ?? {};
+  const { port, outputDir, ...asked } = fields;
+  const options: SlurmOptions = { ...defaults, ...asked, gpusPerNode: asked.gpusPerNode ?? defaults.gpusPerNode ?? spec.nprocPerNode };
+  const argv = torchrunCommand(spec, false, torch);
+  // The words Slurm fills in: the endpoint and the id expand in the batch script; everything else is quoted as it is.
+  const word = (w: string) => (w === slurmFirstNode ? `"$GW_RDZV_ENDPOINT"` : w === 'gw-$SLURM_JOB_ID' ? `"gw-$SLURM_JOB_ID"` : shellWord(w));
+  const env = { PYTHON_COLORS: '0', LOGLEVEL: 'INFO', ...spec.env, PYTHONUNBUFFERED: '1' };
+  const body = [
+    'set -u',
+    '# The c10d store on the first node of the allocation (its address as Slurm knows it).',
+    'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+    'addr=$(scontrol show node -o "$first" | grep -o "NodeAddr=[^ ]*" | cut -d= -f2)',
+    `GW_RDZV_ENDPOINT="\${addr:-$first}:${port ?? '$((29500 + SLURM_JOB_ID % 1000))'}"`,
+    'echo "gpu_workbench: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous store on $first ($GW_RDZV_ENDPOINT)"',
+    `cd ${shellWord(spec.cwd)}`,
+    ...Object.entries(env).map(([k, v]) => `export ${k}=${shellWord(v)}`),
+    // One agent per node; a node whose agent fails ends the others (no 300 s wait in torch's exit barrier).
+    `srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 ${argv.map(word).join(' ')}`,
+  ].join('\n');
+  const nodes = n.minNodes === n.maxNodes ? String(n.minNodes) : `${n.minNodes}-${n.maxNodes}`;
+  return { dir: outputDir ? resolve(dirname(spec.file), outputDir) : join(dirname(spec.file), '.gpu-workbench', 'slurm'), name: `gw-${spec.name}`, body, sbatch: [`--nodes=${nodes}`, '--ntasks-per-node=1'], options, argv };
+}
+
+/** What Copy Launch Commands and `--print-launch` give for a slurm job: the batch script GPU Workbench submits (`sbatch FILE`). */
+export function slurmBatchText(spec: TorchrunSpec, torch: string | undefined, defaults: SlurmOptions = {}): string {
+  return `# flags spelt for torch ${torch ?? '(version unknown: the underscore spelling every torchrun takes)'}; submit with: sbatch FILE\n${batchScript(slurmTorchrunBatch(spec, torch, defaults)).text}`;
+}
+
 type Final = Extract<JobEvent, { type: 'job/done' | 'job/failed' }>;
+
+/** Ends of a Slurm job that are Slurm's doing, not the script's, with what to do about each. */
+const slurmEnds: Record<string, string> = {
+  TIMEOUT: 'The job reached its time limit: give a longer "time" in the job\'s "slurm" field (or gpuWorkbench.slurm.time), within the partition\'s MaxTime.',
+  NODE_FAIL: 'A node of the job failed: sinfo -N shows which are down or drained; run again (with "maxRestarts", torchrun restarts on the nodes left).',
+  OUT_OF_MEMORY: 'A node ran out of host memory for the job: ask for more with "sbatchArgs": ["--mem=..."], or use fewer data-loader workers.',
+  PREEMPTED: 'A job of higher priority took the nodes: run again, or use a partition or QOS that is not preempted.',
+  BOOT_FAIL: 'Slurm could not boot the job\'s nodes: ask the cluster\'s admins, or exclude the nodes with "sbatchArgs": ["--exclude=..."].',
+  DEADLINE: 'The job could not end before its deadline.',
+};
 
 export interface TorchrunHandle {
   readonly finished: Promise<Final>;
   readonly pids: () => number[];
+  /** `"launcher": "slurm"`: the Slurm job id, once submitted. */
+  readonly slurmJobId?: () => string | undefined;
   cancel(): void;
 }
 
@@ -236,6 +287,10 @@ export interface RunTorchrunOptions {
   readonly overrides?: JobOverrides;
   /** Every message of the companion's channel, as it comes (Find Max Batch Size reads its `stopped` and `oom`). */
   readonly onMessage?: (m: CompanionMessage) => void;
+  /** `"launcher": "slurm"` jobs: the settings gpuWorkbench.slurm.* (the job's `slurm` field wins). */
+  readonly slurm?: SlurmOptions;
+  /** `"launcher": "slurm"` jobs: the Slurm job id, once sbatch gave it. */
+  readonly onSlurmJob?: (id: string, outputFile: string) => void;
 }
 
 export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => void, options: RunTorchrunOptions = {}): TorchrunHandle {
@@ -251,16 +306,20 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
     Object.assign(lastMetrics, found.metrics);
     onEvent({ type: 'job/report', source, ...(rank !== undefined ? { rank } : {}), metrics: found.metrics, ...(found.epoch !== undefined ? { epoch: found.epoch } : {}), ...(found.step !== undefined ? { step: found.step } : {}) });
   };
+  const slurm = spec.nodes?.launcher === 'slurm';
   let companionPath: string | undefined;
   try {
-    companionPath = companionPythonPath();
+    // On Slurm the ranks run on other machines: the companion's channel (a Unix socket here) does not reach them.
+    if (!slurm) companionPath = companionPythonPath();
   } catch (err) {
     if (!(err instanceof CompanionMissingError)) throw err;
     onEvent({ type: 'job/log', level: 'warning', message: `${err.message}; the script runs without it (no per-rank memory)` });
   }
   // One node: the underscore spelling every torch takes, so no probe (it imports torch, seconds, synchronously;
   // and a process the interpreter leaves holding its output would keep the probe waiting).
-  const argv = torchrunCommand(spec, companionPath !== undefined, spec.nodes ? torchVersion(spec.python) : undefined);
+  const torch = spec.nodes ? torchVersion(spec.python) : undefined;
+  const batch = slurm ? slurmTorchrunBatch(spec, torch, options.slurm) : undefined;
+  const argv = batch ? batch.argv : torchrunCommand(spec, companionPath !== undefined, torch);
   const started = Date.now();
   let badLines = 0;
   let hooksTold = false;
@@ -323,7 +382,12 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   // The companion first on PYTHONPATH, the job's (or our environment's) own after it.
   const userPath = spec.env.PYTHONPATH ?? process.env.PYTHONPATH;
   const companionEnv: Record<string, string> = channel && companionPath ? { ...channel.env, PYTHONPATH: userPath ? `${companionPath}${delimiter}${userPath}` : companionPath } : {};
-  const child = spawn(argv[0], argv.slice(1), {
+  const slurmJob = batch ? SlurmJob.submit({ ...batch }) : undefined;
+  if (slurmJob) {
+    slurmJob.on('note', (n: { level: 'info' | 'warning'; message: string }) => onEvent({ type: 'job/log', level: n.level, message: n.message }));
+    slurmJob.on('submitted', (id: string, output: string) => options.onSlurmJob?.(id, output));
+  }
+  const child: ProcessLike = slurmJob ?? spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,
     // No colour codes in tracebacks (Python ≥ 3.13 honours FORCE_COLOR even into a pipe), unless the job asks for them.
     // LOGLEVEL=INFO: a multi-node job's agent tells its node rank, restarts and failures (multinode.ts reads them).
@@ -332,6 +396,10 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
     detached: true, // its own process group: torchrun and every worker it starts
   });
   const killGroup = (signal: NodeJS.Signals) => {
+    if (slurmJob) {
+      if (signal === 'SIGTERM') slurmJob.cancel(); // scancel: Slurm ends every node's processes
+      return;
+    }
     if (child.pid === undefined) return;
     try {
       process.kill(-child.pid, signal);
@@ -389,6 +457,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   let cancelled = false;
   let spawnError: NodeJS.ErrnoException | undefined;
   onEvent({ type: 'job/log', level: 'info', message: `torchrun: ${argv.join(' ')}` });
+  if (batch) onEvent({ type: 'job/log', level: 'info', message: `Slurm: sbatch of ${batch.sbatch.join(' ')}${batch.options.gpusPerNode ? ` --gres=gpu:${batch.options.gpusPerNode}` : ''}${batch.options.partition ? ` --partition=${batch.options.partition}` : ''}; srun starts torchrun on every node, the rendezvous store on the first; the ranks run without the companion (no per-rank memory)` });
 
   const lineReader = () => {
     let partial = '';
@@ -432,6 +501,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   let closed = false;
   let drain: NodeJS.Timeout | undefined;
   child.on('exit', () => {
+    if (slurmJob) return; // Slurm ended every process; its output file was read to the end
     killGroup('SIGKILL');
     drain = setTimeout(() => {
       if (closed) return;
@@ -463,7 +533,9 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
       const kept = new Set(exceptions.values());
       const failure = failureFromOutput([...kept, ...[...lastOfRank.values()].filter((e) => !kept.has(e))], problems, all, lastLines);
       const ofNodes = spec.nodes && code !== 0 ? nodeFailure({ ...spec, nodes: spec.nodes }, agent, [...kept, ...[...lastOfRank.values()].filter((e) => !kept.has(e))]) : undefined;
-      if (spawnError) {
+      if (spawnError && slurmJob) {
+        event = { type: 'job/failed', reason: spawnError.message, hint: 'Slurm said this (sbatch, squeue or scontrol): check the job\'s "slurm" field and the settings gpuWorkbench.slurm.* (partition, account, time, GPUs).' };
+      } else if (spawnError) {
         event = { type: 'job/failed', reason: `cannot run ${spec.python}: ${spawnError.code === 'ENOENT' ? 'no such program' : spawnError.message}`, hint: 'Set the interpreter that has PyTorch: the job\'s "python" field or --python (e.g. /usr/bin/python3 for Debian\'s python3-torch).' };
       } else if (cancelled) {
         event = { type: 'job/failed', reason: 'cancelled', cancelled: true };
@@ -475,6 +547,10 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
         event = { type: 'job/done', metrics: { testAccuracy, testLoss, trainLoss, epochs: 0, steps: 0, samplesPerSecond: NaN, durationMs, torchrun: { command: argv, exitCode: 0, problems: problems.length + exceptionProblems + modelProblems }, ...(Object.keys(lastMetrics).length ? { reported: { ...lastMetrics } } : {}) } };
       } else if (/No module named '?torch(?![\w.])/.test(all)) {
         event = { type: 'job/failed', reason: `${spec.python} has no torch module (No module named torch)`, hint: 'Pick the interpreter that has PyTorch with the job\'s "python" field or --python: on Debian, python3-torch belongs to /usr/bin/python3.' };
+      } else if (slurmJob?.info && slurmEnds[slurmJob.info.state]) {
+        // Slurm ended it (time limit, node failure, memory, preemption): that, in Slurm's words, is the cause.
+        const info = slurmJob.info;
+        event = { type: 'job/failed', reason: `Slurm job ${info.id} ended ${info.state}${info.reason ? ` (${info.reason})` : ''}${info.nodes ? ` on ${info.nodes}` : ''}`, hint: slurmEnds[info.state] };
       } else if (ofNodes) {
         event = { type: 'job/failed', ...ofNodes };
       } else if (failure) {
@@ -492,6 +568,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   return {
     finished,
     pids: () => (child.pid !== undefined ? [child.pid] : []),
+    ...(slurmJob ? { slurmJobId: () => slurmJob.jobId } : {}),
     cancel: () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       cancelled = true;

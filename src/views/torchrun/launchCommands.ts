@@ -9,7 +9,8 @@
 import * as vscode from 'vscode';
 import { log } from '../../log';
 import { probeTorchVersion, launchCommands } from '../../training/launchers/multinode';
-import { isTorchrunJob, loadTorchrunJob } from '../../training/launchers/torchrun';
+import { isTorchrunJob, loadTorchrunJob, slurmBatchText } from '../../training/launchers/torchrun';
+import { slurmSettings } from '../common/slurmSettings';
 
 export const copyLaunchCommandsId = 'gpuWorkbench.copyLaunchCommands';
 
@@ -43,7 +44,8 @@ async function copyLaunchCommands(arg: unknown): Promise<void> {
   let nodes: number;
   try {
     const spec = loadTorchrunJob(uri.fsPath);
-    text = launchCommands(spec, await probeTorchVersion(spec.python));
+    const torch = await probeTorchVersion(spec.python);
+    text = spec.nodes?.launcher === 'slurm' ? slurmBatchText(spec, torch, slurmSettings()) : launchCommands(spec, torch);
     nodes = spec.nodes?.maxNodes ?? 1;
   } catch (err) {
     void vscode.window.showErrorMessage(`Copy Launch Commands: ${err instanceof Error ? err.message : String(err)}`);

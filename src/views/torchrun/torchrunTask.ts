@@ -25,6 +25,8 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
+import { slurmSettings } from '../common/slurmSettings';
+import { probeTorchVersion } from '../../training/launchers/multinode';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { JobEvent } from '../../training/job/events';
 import type { JobOverrides } from '../../training/job/spec';
@@ -265,7 +267,7 @@ export class TorchrunTasks implements vscode.Disposable {
         problems.push(e.problem);
         this.channel.warn(e.message);
         this.showProblems(problems, spec);
-      } else if (e.type === 'job/log' && e.rank === undefined && e.message.startsWith('torchrun: ')) {
+      } else if (e.type === 'job/log' && e.rank === undefined && /^(?:torchrun|Slurm): /.test(e.message)) {
         this.channel.info(e.message);
       } else if (e.type === 'job/report' && curve.add(e)) {
         panel = { ...panel, ...curve.panel() };
@@ -274,7 +276,7 @@ export class TorchrunTasks implements vscode.Disposable {
     };
     let handle: TorchrunHandle;
     try {
-      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides });
+      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides, ...(spec.nodes?.launcher === 'slurm' ? { slurm: slurmSettings(vscode.Uri.file(spec.file)) } : {}) });
     } catch (err) {
       lease.dispose();
       memory.dispose();
@@ -343,6 +345,9 @@ function lineRange(file: string, line: number): vscode.Range {
 export function specLoader(interpreter: (file: string) => Promise<InterpreterChoice>): SpecLoader {
   return async (file, overrides) => {
     const choice = await interpreter(file);
-    return { spec: loadTorchrunJob(file, overrides, choice.python), interpreter: choice };
+    const spec = loadTorchrunJob(file, overrides, choice.python);
+    // A multi-node (or Slurm) job spells torchrun's flags for its torch: asked here without blocking, so runTorchrun finds it cached.
+    if (spec.nodes) await probeTorchVersion(spec.python);
+    return { spec, interpreter: choice };
   };
 }

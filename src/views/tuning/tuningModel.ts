@@ -139,6 +139,7 @@ export class ResultsModel {
       case 'trial/failed': t.status = 'failed'; t.error = e.error; t.outOfMemory = e.outOfMemory; break;
       case 'trial/memory': t.memory = e.memory; break;
       case 'trial/interrupted': t.status = 'interrupted'; break;
+      case 'trial/slurm': return null; // its job id is in the log and the journal
       default: {
         const unreachable: never = e;
         return unreachable;

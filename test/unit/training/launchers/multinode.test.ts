@@ -58,14 +58,14 @@ describe('multi-node torchrun jobs: the job file', () => {
       [{ nnodes: 2, rendezvous: { endpoint: 'n1:29400', port: 1 } }, /\/rendezvous has an unknown field "port"/],
       [{ nnodes: 2, rendezvous: { endpoint: 'n1:29400', conf: { join_timeout: '1,2' } } }, /\/rendezvous\/conf\/join_timeout must not hold a comma/],
       [{ maxRestarts: -1 }, /\/maxRestarts must be an integer ≥ 0/],
-      [{ launcher: 'slurm' }, /\/launcher "slurm" is not supported yet: use "local"/],
+      [{ nnodes: 2, launcher: 'slurm', rendezvous: { endpoint: 'n1:29400' } }, /\/rendezvous\/endpoint: with "launcher": "slurm" the store is on the job's first node, which Slurm picks/],
       [{ launcher: 'ssh' }, /\/launcher must be one of "local", "slurm"/],
     ];
     for (const [fields, expected] of cases) assert.match(loadProblems(fields), expected, JSON.stringify(fields));
   });
 
   it('shows the same problems in the editor as at the start (jobProblems)', () => {
-    assert.deepEqual(jobProblems({ kind: 'torchrun', script: 's.py', launcher: 'slurm' }).map((p) => p.split(':')[0]), ['/launcher "slurm" is not supported yet']);
+    assert.deepEqual(jobProblems({ kind: 'torchrun', script: 's.py', launcher: 'slurm', rendezvous: { endpoint: 'n1:1' } }).map((p) => p.split(':')[0]), ['/rendezvous/endpoint']);
     assert.deepEqual(jobProblems({ kind: 'torchrun', script: 's.py', nnodes: '1:2', rendezvous: { endpoint: 'n1:29400' }, maxRestarts: 3 }), []);
   });
 
@@ -137,9 +137,9 @@ describe('multi-node torchrun jobs: command lines', () => {
     assert.equal(new Set(ids(a.stdout)).size, 1, a.stdout);
     assert.notEqual(ids(a.stdout)[0], ids(b.stdout)[0]);
     assert.match(a.stdout, new RegExp(`# rendezvous id ${ids(a.stdout)[0]}: made for these commands .*start every node, this one too, with them`));
-    const bad = spawnSync(process.execPath, [cli, 'train', job({ launcher: 'slurm' }, 'slurm.job.json'), '--print-launch'], { encoding: 'utf8', timeout: 60_000 });
+    const bad = spawnSync(process.execPath, [cli, 'train', job({ nnodes: 2, launcher: 'slurm', rendezvous: { endpoint: 'n1:1' } }, 'slurm.job.json'), '--print-launch'], { encoding: 'utf8', timeout: 60_000 });
     assert.equal(bad.status, 1);
-    assert.match(bad.stderr, /slurm\.job\.json: \/launcher "slurm" is not supported yet/);
+    assert.match(bad.stderr, /slurm\.job\.json: \/rendezvous\/endpoint: with "launcher": "slurm"/);
   });
 });
 
