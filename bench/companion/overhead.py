@@ -19,7 +19,6 @@ import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
@@ -47,7 +46,18 @@ def main():
                 return
             received[0] += data.count(b"\n")
 
-    threading.Thread(target=read, daemon=True).start()
+    # The reader is another process, as the extension host is (a reader thread here would share
+    # this process's GIL with the training loop, which the real extension does not).
+    count_r, count_w = os.pipe()
+    reader = os.fork()
+    if reader == 0:
+        try:
+            read()
+            os.write(count_w, str(received[0]).encode())
+        finally:
+            os._exit(0)
+    server.close()
+    os.close(count_w)
     os.environ["GPU_WORKBENCH_CHANNEL"] = "unix:" + path
     import torch
     from torch import nn
@@ -128,7 +138,8 @@ def main():
     print("the module hooks alone: median %.2f us per module call, x %d module calls a step = %.3f %% of the plain step" % (call * 1e6, calls, call * calls / p * 100))
     print("the companion's own time in all: %.3f %% of the plain step" % ((k + call * calls) / p * 100))
     channel.close()
-    print("messages received: %d" % received[0])
+    os.waitpid(reader, 0)
+    print("messages received: %s" % os.read(count_r, 64).decode())
 
 
 if __name__ == "__main__":
