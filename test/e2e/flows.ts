@@ -162,12 +162,13 @@ export interface CodeServerSuite<W extends { dir: string }> {
 
 /**
  * Registers the hooks of a suite that drives one code-server on a throwaway workspace (no fake
- * GPUs unless `server.fakeGpus`; Restricted Mode with `server.restricted`): `before` packages the
+ * GPUs unless `server.fakeGpus`; Restricted Mode with `server.restricted`; `server.env()`, called in
+ * `before` (after the suite's own earlier `before` hooks), adds to the server's environment): `before` packages the
  * vsix, makes the workspace and starts Chromium and the server; `after` closes them, removes both
  * folders and prints the suite's timings; `afterEach` reports a failed test's page and logs.
  * Call it inside the suite's `describe`.
  */
-export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W, server: Pick<ServerOptions, 'fakeGpus' | 'restricted'> = { fakeGpus: false }): CodeServerSuite<W> {
+export function codeServerSuite<W extends { dir: string }>(name: string, workspace: () => W, server: Pick<ServerOptions, 'fakeGpus' | 'restricted'> & { env?: () => NodeJS.ProcessEnv } = { fakeGpus: false }): CodeServerSuite<W> {
   const suite: CodeServerSuite<W> = { timings: {}, browser: undefined, server: undefined, page: undefined, consoleLines: [], ws: undefined as unknown as W,
     open: async (file) => {
       const opened = await openWorkbench(suite.browser!, suite.server!, suite.ws.dir);
@@ -184,7 +185,8 @@ export function codeServerSuite<W extends { dir: string }>(name: string, workspa
     work = runDir();
     suite.ws = workspace();
     suite.browser = await launchBrowser();
-    suite.server = await CodeServer.start({ name, ...server, vsix: packageVsix(work).vsix, workspace: suite.ws.dir });
+    const { env, ...options } = server;
+    suite.server = await CodeServer.start({ name, ...options, ...(env ? { env: env() } : {}), vsix: packageVsix(work).vsix, workspace: suite.ws.dir });
   });
 
   after(async () => {
