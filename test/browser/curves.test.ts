@@ -150,7 +150,7 @@ describe('Curves page webview (headless Chromium)', function () {
     await p.page.locator(`${lossChart} canvas`).waitFor();
     assert.deepEqual(await p.page.locator('.legend-entry .run-label').allTextContents(), ['mnist · 08:00:00', 'mnist · 09:30:00', 'resnet']);
     assert.deepEqual(await p.page.locator('.legend-entry .run-status').allTextContents(), ['done', 'done', 'running']);
-    assert.deepEqual(await p.page.locator('.legend-entry .swatch').evaluateAll((s) => s.map((e) => e.className)), ['swatch colour-0', 'swatch colour-1', 'swatch colour-2']);
+    assert.deepEqual(await p.page.locator('.legend-entry .swatch').evaluateAll((s) => s.map((e) => (e as unknown as { className: string }).className)), ['swatch colour-0', 'swatch colour-1', 'swatch colour-2']);
     assert.deepEqual(await p.page.locator('figcaption').allTextContents(), ['Training loss by step', 'Test accuracy by epoch', 'bleu by report']);
     assert.deepEqual(await p.page.locator('.metric-chart').evaluateAll((cs) => cs.map((c) => (c as unknown as { dataset: { runs: string } }).dataset.runs)), ['3', '2', '1']);
     assert.equal(await p.page.locator('header.summary h1').textContent(), 'Curves: 3 runs');

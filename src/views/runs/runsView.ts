@@ -155,7 +155,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
   };
   /** The runs (not experiments) among the clicked row and the view's selection, clicked first. */
   const selectedRuns = (node: unknown, selection: unknown): RunRef[] => {
-    const nodes = [node, ...(Array.isArray(selection) ? selection : [])];
+    const nodes: unknown[] = [node, ...(Array.isArray(selection) ? (selection as unknown[]) : [])];
     const refs: RunRef[] = [];
     for (const n of nodes) {
       const entry = recordOf(n);
@@ -191,7 +191,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
     }),
     // A Curves tab survives a window reload: VS Code keeps the page's state (the runs' ids).
     vscode.window.registerWebviewPanelSerializer(CurvesPanel.viewType, {
-      deserializeWebviewPanel: async (panel, state: unknown) => {
+      deserializeWebviewPanel: (panel, state: unknown): Promise<void> => {
         const ids = typeof state === 'object' && state !== null && Array.isArray((state as { runIds?: unknown }).runIds) ? (state as { runIds: unknown[] }).runIds.filter((x): x is string => typeof x === 'string') : [];
         const dirs = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => runsFolder(f.uri.fsPath));
         const refs = ids.flatMap((id) => {
@@ -200,6 +200,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
         });
         if (refs.length) CurvesPanel.restore(context.extensionUri, panel, refs);
         else panel.dispose();
+        return Promise.resolve();
       },
     }),
     { dispose: () => CurvesPanel.disposeAll() },
