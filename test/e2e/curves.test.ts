@@ -41,8 +41,14 @@ describe('e2e: Compare Run Curves in code-server', function () {
     }, 250);
     await rows.nth(0).click();
     await rows.nth(1).click({ modifiers: ['Control'] });
-    await rows.nth(1).click({ button: 'right' });
-    await page.locator('.monaco-menu .action-label', { hasText: 'Compare Run Curves…' }).click();
+    // A click on a row opens its log: that editor opening can close a context menu opened meanwhile, so wait for
+    // it, and open the menu again if it closed before its item was clicked.
+    await page.locator('.tabs-container .tab', { hasText: /\.log$/ }).first().waitFor({ timeout: 30_000 });
+    await waitUntil('Compare Run Curves… clicked in the rows\' context menu', 60_000, async () => {
+      await rows.nth(1).click({ button: 'right' });
+      await page.locator('.monaco-menu .action-label', { hasText: 'Compare Run Curves…' }).click({ timeout: 5_000 });
+      return true;
+    }, 250);
     const frame = panelWebview(page);
     const entries = frame.locator('.legend-entry');
     await waitUntil('the Curves tab\'s legend to list two runs', 60_000, async () => (await entries.count()) === 2 || undefined, 250);
