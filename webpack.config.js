@@ -76,7 +76,7 @@ module.exports = (_env, argv) => {
     target: 'web',
     // The panel's CSP forbids eval, so no eval-based source maps here, even in development.
     devtool: 'source-map',
-    entry: { webview: './webview-ui/main.ts', results: './webview-ui/results/main.ts' },
+    entry: { webview: './webview-ui/main.ts', results: './webview-ui/results/main.ts', curves: './webview-ui/curves/main.ts' },
     output: { path: path.resolve(__dirname, 'dist'), filename: '[name].js' },
     module: {
       rules: [

@@ -8,11 +8,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, sep } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import type { HostToResultsMessage, ResultsExperiment, ResultsToHostMessage, ResultsTrial } from '../../src/common/tuningProtocol';
+import { formatMetric, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { makeNonce } from '../../src/views/gpu/panelHtml';
 import { renderResultsHtml } from '../../src/views/tuning/resultsHtml';
 import { repoRoot } from '../paths';
-import { eventually, pageSuite } from './harness';
+import { canvasPixelsOfColor, eventually, pageSuite } from './harness';
+import { hoverScan } from './lineScan';
 import { dark, highContrast, light, type Theme } from './themes';
 
 const resultsDir = join(repoRoot, 'test-results');
@@ -338,6 +339,52 @@ describe('Tuning Results webview (headless Chromium)', function () {
     assert.deepEqual((await ids(p)).slice(0, 3), ['5', '1', '4']);
     mkdirSync(resultsDir, { recursive: true });
     await p.page.screenshot({ path: join(resultsDir, 'tuning-results-memory.png'), fullPage: true });
+  });
+
+  it('shows a tooltip naming the trial, the iteration and the metric of the learning curve under the pointer', async () => {
+    const p = await results();
+    await p.send(init());
+    await p.page.locator('.chart.curves canvas').waitFor();
+    const seen = await hoverScan(p.page, '.chart.curves');
+    assert.ok(seen.length > 0, 'no tooltip anywhere down the middle of the chart');
+    const byId = new Map(trials().map((t) => [t.trialId, t]));
+    for (const { text } of seen) {
+      const m = /^Trial (\d+) · training_iteration (\d+): loss (.+)$/.exec(text);
+      assert.ok(m, text);
+      const point = byId.get(Number(m[1]))!.curve.find(([x]) => x === Number(m[2]));
+      assert.ok(point, `${text}: trial ${m[1]} has no point at ${m[2]}`);
+      assert.equal(m[3], formatMetric(point[1]), text);
+    }
+    // Down the middle (iteration 6 or 7) the pointer meets the long-running trials' curves.
+    const ids = new Set(seen.map((s) => Number(/^Trial (\d+)/.exec(s.text)![1])));
+    for (const id of [1, 3, 5]) assert.ok(ids.has(id), `trial ${id} in ${JSON.stringify(seen)}`);
+  });
+
+  it('a click on a learning curve highlights its trial (its row selected, the other curves dimmed); a second click clears it', async () => {
+    const p = await results();
+    await p.send(init());
+    const canvas = '.chart.curves canvas';
+    await p.page.locator(canvas).waitFor();
+    const green = dark.vars['--vscode-charts-green'];
+    await eventually(async () => await canvasPixelsOfColor(p.page, canvas, green) > 100, 'the best trial drawn in green');
+    const seen = await hoverScan(p.page, '.chart.curves');
+    const on5 = seen.find((s) => s.text.startsWith('Trial 5 '));
+    assert.ok(on5, JSON.stringify(seen));
+    await p.page.mouse.click(on5.x, on5.y);
+    await p.page.locator('tr[data-trial-id="5"].selected').waitFor();
+    await eventually(async () => await p.page.locator('.chart.curves').getAttribute('data-highlight') === '5', 'trial 5 highlighted in the chart');
+    // The best trial's curve is dimmed: no opaque green left.
+    await eventually(async () => await canvasPixelsOfColor(p.page, canvas, green) === 0, 'the other curves dimmed');
+    const after = await hoverScan(p.page, '.chart.curves');
+    const again = after.find((s) => s.text.startsWith('Trial 5 '))!;
+    await p.page.mouse.click(again.x, again.y);
+    await eventually(async () => await p.page.locator('tr.selected').count() === 0, 'the row unselected');
+    assert.equal(await p.page.locator('.chart.curves').getAttribute('data-highlight'), '');
+    await eventually(async () => await canvasPixelsOfColor(p.page, canvas, green) > 100, 'the best trial drawn again');
+    // A row picked from the keyboard (Space) highlights its curve the same way.
+    await p.page.locator('tr[data-trial-id="1"]').focus();
+    await p.page.keyboard.press('Space');
+    await eventually(async () => await p.page.locator('.chart.curves').getAttribute('data-highlight') === '1', 'trial 1 highlighted from its row');
   });
 
   it('plots the metric against the parameter picked, by category for words, and remembers the pick', async () => {

@@ -1,6 +1,7 @@
 import uPlot from 'uplot';
 import { compactNumber, compactValue, formatMetric, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { FittedChart } from '../chartFit';
+import { LineFocus } from '../lineFocus';
 import { readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 260;
@@ -54,11 +55,24 @@ export class CurvesChart extends FittedChart {
   private selected: number | null = null;
   /** The plot's series are the trials in draw order (highlighted last); updates are reordered to match. */
   private reorder: number[] = [];
+  /** The trials in the plot's series order. */
+  private ordered: readonly ResultsTrial[] = [];
+  /** The tooltip and click-to-highlight, shared with the Curves page (lineFocus.ts). */
+  private readonly focus: LineFocus;
 
-  constructor(private readonly host: HTMLElement, private palette: Palette) {
+  /** `onPick`: a click on a trial's curve (its id), or on the selected one again or away from every curve (null). */
+  constructor(private readonly host: HTMLElement, private palette: Palette, onPick: (trialId: number | null) => void = () => undefined) {
     super(host, chartHeight);
     host.classList.add('chart', 'curves');
     host.setAttribute('role', 'img');
+    this.focus = new LineFocus(host, {
+      keyOf: (i) => (this.ordered[i - 1] ? String(this.ordered[i - 1].trialId) : undefined),
+      describe: (i, x, y) => {
+        const e = this.experiment;
+        return `Trial ${this.ordered[i - 1]?.trialId} · ${e?.timeAttr ?? 'x'} ${compactNumber(x)}: ${e?.metric ?? 'metric'} ${formatMetric(y)}`;
+      },
+      onPick: (key) => onPick(key === null ? null : Number(key)),
+    });
   }
 
   setPalette(p: Palette): void {
@@ -70,6 +84,8 @@ export class CurvesChart extends FittedChart {
     this.experiment = experiment;
     this.trials = trials.filter((t) => t.curve.length > 0);
     this.selected = selected;
+    // The selected trial (a row or a curve clicked) is highlighted, the others dimmed.
+    this.focus.highlight(selected !== null && this.trials.some((t) => t.trialId === selected) ? String(selected) : null);
     this.draw();
   }
 
@@ -118,16 +134,18 @@ export class CurvesChart extends FittedChart {
     this.reorder = drawOrder;
     const reorderedData = this.reorderData(data);
     const ordered = drawOrder.map((i) => this.trials[i - 1]);
+    this.ordered = ordered;
+    const focus = this.focus.options();
     this.plot = new uPlot({
       width,
       height: chartHeight,
       legend: { show: false },
-      cursor: { drag: { x: false, y: false }, points: { show: false } },
+      cursor: focus.cursor,
       select: { show: false, left: 0, top: 0, width: 0, height: 0 },
       scales: { x: { time: false } },
       series: reordered,
       axes: axes(this.palette, compactNumber, 50),
-      hooks: { draw: [(u) => this.placeMarkers(u, ordered)] },
+      hooks: { ...focus.hooks, draw: [(u) => this.placeMarkers(u, ordered)] },
     }, reorderedData, this.host);
   }
 

@@ -155,7 +155,9 @@ export class ResultsPage {
     table.setAttribute('aria-label', 'Trials');
     this.root.append(summary, charts, table);
     const palette = readPalette();
-    return { summary, curves: new CurvesChart(curvesHost, palette), scatter: new ScatterChart(scatterHost, palette), select, table };
+    // A click on a curve selects its trial (as a click on its row), again clears it.
+    const curves = new CurvesChart(curvesHost, palette, (trialId) => this.setState({ selected: trialId }));
+    return { summary, curves, scatter: new ScatterChart(scatterHost, palette), select, table };
   }
 
   /** The link to the trial's log file (kept in the experiment's folder): the host opens it in an editor. */

@@ -3,6 +3,8 @@
  * style attributes, not `document.adoptedStyleSheets`, so the page needs no 'unsafe-inline'.
  * Every colour is a `--vscode-*` variable (fallbacks are only `transparent` / `inherit`).
  */
+import { tooltipCss } from '../chartTooltip';
+
 const css = `
 body {
   color: var(--vscode-foreground);
@@ -74,6 +76,7 @@ table.trials tbody tr.best td:first-child { box-shadow: inset 3px 0 0 var(--vsco
 .status-interrupted, .status-pending { color: var(--vscode-descriptionForeground); }
 body.vscode-high-contrast table.trials th, body.vscode-high-contrast table.trials td { border-bottom-color: var(--vscode-contrastBorder, transparent); }
 body.vscode-high-contrast table.trials tbody tr.selected { outline: 1px dotted var(--vscode-contrastActiveBorder, transparent); }
+${tooltipCss}
 `;
 
 export function adoptStyles(): void {

@@ -13,6 +13,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { stripBom } from '../../common/jsonFile';
+import { isRunCurves, type RunCurve } from './runCurves';
 import type { JobOverrides } from './spec';
 
 export const runRecordVersion = 1;
@@ -52,6 +53,12 @@ export interface RunRecord {
   readonly checkpointEpoch?: number;
   /** The last value of each metric: trainLoss, testLoss, testAccuracy, samplesPerSecond, or what a script reported / printed. */
   readonly metrics: Readonly<Record<string, number>>;
+  /**
+   * Every metric point by point, for the Curves page (runCurves.ts): a training job's loss by step
+   * and its epoch metrics by epoch, a script's reports by step or by report. Bounded (thinned as
+   * the run grows). Absent in records written before curves were kept.
+   */
+  readonly curves?: Readonly<Record<string, RunCurve>>;
   /** failed / cancelled: why. */
   readonly reason?: string;
   readonly hint?: string;
@@ -74,8 +81,13 @@ export function newRunId(name: string, now: Date, pid = process.pid): string {
 export function writeRunRecord(dir: string, record: RunRecord): void {
   mkdirSync(dir, { recursive: true });
   const tmp = join(dir, `.${record.id}.json.tmp-${process.pid}`);
-  writeFileSync(tmp, `${JSON.stringify(record, null, 2)}\n`);
+  writeFileSync(tmp, `${recordText(record)}\n`);
   renameSync(tmp, recordFile(dir, record.id));
+}
+
+/** The record as JSON, indented, with each curve point `[x,y]` on one line (not three): a third of the size. */
+export function recordText(record: RunRecord): string {
+  return JSON.stringify(record, null, 2).replace(/\[\n\s*(-?[\d.eE+-]+),\n\s*(-?[\d.eE+-]+)\n\s*\]/g, '[$1,$2]');
 }
 
 /** Removes a run's record and log. */
@@ -123,6 +135,7 @@ export function parseRunRecord(text: string): RunRecord | { readonly problem: st
   const m = r.metrics;
   if (typeof m !== 'object' || m === null || Array.isArray(m) || Object.values(m).some((v) => typeof v !== 'number')) wrong.push('metrics');
   if (r.overrides !== undefined && (typeof r.overrides !== 'object' || r.overrides === null)) wrong.push('overrides');
+  if (r.curves !== undefined && !isRunCurves(r.curves)) wrong.push('curves');
   if (wrong.length) return { problem: `its ${wrong.join(', ')} ${wrong.length === 1 ? 'is' : 'are'} missing or of the wrong type` };
   return value as RunRecord;
 }

@@ -13,6 +13,7 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { JobEvent, JobMetrics } from './events';
 import type { JobOverrides } from './spec';
+import { RunCurves } from './runCurves';
 import { logFile, newRunId, writeRunRecord, type RunKind, type RunRecord } from './runRecord';
 
 export interface RecordRunOptions {
@@ -102,9 +103,13 @@ export function recordRun(o: RecordRunOptions, warn: (message: string) => void):
     warn(`the run is not recorded: cannot write ${o.dir} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
     return undefined;
   }
+  const curves = new RunCurves();
+  /** The record's curves, as they are now (the builders keep them bounded). */
+  const withCurves = (): Partial<RunRecord> => (curves.size ? { curves: curves.toRecord() } : {});
   let broken = false;
   const write = () => {
     if (broken) return;
+    record = { ...record, ...withCurves() };
     try {
       writeRunRecord(o.dir, record);
     } catch (err) {
@@ -132,7 +137,7 @@ export function recordRun(o: RecordRunOptions, warn: (message: string) => void):
   return {
     id,
     dir: o.dir,
-    current: () => record,
+    current: () => ({ ...record, ...withCurves() }),
     event(e: JobEvent): void {
       const line = logLine(e, state);
       if (line) {
@@ -149,6 +154,7 @@ export function recordRun(o: RecordRunOptions, warn: (message: string) => void):
           write();
           break;
         case 'job/epoch':
+          for (const k of ['trainLoss', 'testLoss', 'testAccuracy', 'samplesPerSecond'] as const) curves.add(k, 'epoch', e.epoch, e[k]);
           update({ epochsDone: e.epoch, epochs: e.epochs, metrics: { ...record.metrics, trainLoss: e.trainLoss, testLoss: e.testLoss, testAccuracy: e.testAccuracy, samplesPerSecond: e.samplesPerSecond } });
           write();
           break;
@@ -157,6 +163,7 @@ export function recordRun(o: RecordRunOptions, warn: (message: string) => void):
           write();
           break;
         case 'job/report':
+          curves.report(e.metrics, e.step);
           update({ metrics: { ...record.metrics, ...e.metrics, ...(e.epoch !== undefined ? { epoch: e.epoch } : {}), ...(e.step !== undefined ? { step: e.step } : {}) } });
           metricsTimer ??= setTimeout(() => { metricsTimer = undefined; write(); }, 1000);
           metricsTimer.unref?.();
@@ -173,8 +180,11 @@ export function recordRun(o: RecordRunOptions, warn: (message: string) => void):
           write();
           break;
         }
-        case 'job/summary':
         case 'job/step':
+          // The training loss of every step; written with the next epoch, report or end (no write per step).
+          curves.add('loss', 'step', e.globalStep, e.loss);
+          break;
+        case 'job/summary':
         case 'job/memory':
         case 'job/rankMemory':
         case 'job/log':

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { log } from '../../log';
 import { deleteRun, logFile, readRunRecords, runProcessGone, runsFolder, type RunRecord } from '../../training/job/runRecord';
+import { CurvesPanel, type RunRef } from './curvesPanel';
 import { isTrainCommandLine, readExperiments, runRows, type RunRow } from './runsModel';
 
 export const runsViewId = 'gpuWorkbench.runs';
@@ -46,6 +47,11 @@ class RunsProvider implements vscode.TreeDataProvider<Node>, vscode.Disposable {
 
   record(key: string): { record: RunRecord; dir: string } | undefined {
     return this.records.get(key);
+  }
+
+  /** Every run's record, newest first (for Compare Curves…'s list). */
+  allRecords(): { record: RunRecord; dir: string }[] {
+    return [...this.records.values()].sort((a, b) => (a.record.startedAt < b.record.startedAt ? 1 : -1));
   }
 
   private reload(): void {
@@ -113,7 +119,8 @@ class RunsProvider implements vscode.TreeDataProvider<Node>, vscode.Disposable {
 
 export function registerRunsView(context: vscode.ExtensionContext): void {
   const provider = new RunsProvider();
-  const view = vscode.window.createTreeView(runsViewId, { treeDataProvider: provider, showCollapseAll: true });
+  // canSelectMany: Compare Curves on the runs selected (Ctrl/Shift+click).
+  const view = vscode.window.createTreeView(runsViewId, { treeDataProvider: provider, showCollapseAll: true, canSelectMany: true });
   const watchers = (vscode.workspace.workspaceFolders ?? []).map((f) => vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(f, '.gpu-workbench/{runs/*.json,experiments/*/journal.jsonl}')));
   for (const w of watchers) {
     w.onDidCreate(() => provider.refresh());
@@ -146,8 +153,57 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
     const row = rowOf(node);
     return row ? provider.record(row.key) : undefined;
   };
+  /** The runs (not experiments) among the clicked row and the view's selection, clicked first. */
+  const selectedRuns = (node: unknown, selection: unknown): RunRef[] => {
+    const nodes: unknown[] = [node, ...(Array.isArray(selection) ? (selection as unknown[]) : [])];
+    const refs: RunRef[] = [];
+    for (const n of nodes) {
+      const entry = recordOf(n);
+      if (entry && !refs.some((r) => r.id === entry.record.id)) refs.push({ dir: entry.dir, id: entry.record.id });
+    }
+    return refs;
+  };
+  const runLabel = (r: RunRecord): string => `${r.name} · ${r.status} · ${new Date(r.startedAt).toLocaleString()}`;
   context.subscriptions.push(
     provider, view, ...watchers, { dispose: () => clearInterval(poll) },
+    // Open Curves: the clicked run, or every run selected when the click was on one of several selected.
+    vscode.commands.registerCommand('gpuWorkbench.runs.openCurves', (node: unknown, selection: unknown) => {
+      const refs = selectedRuns(node, Array.isArray(selection) && selection.includes(node) ? selection : []);
+      if (refs.length) CurvesPanel.show(context.extensionUri, refs);
+    }),
+    // Compare Curves…: the runs selected in the view when there are two or more; else the user picks them.
+    vscode.commands.registerCommand('gpuWorkbench.runs.compareCurves', async (node: unknown, selection: unknown) => {
+      const selected = selectedRuns(node, selection);
+      if (selected.length >= 2) {
+        CurvesPanel.show(context.extensionUri, selected);
+        return;
+      }
+      provider.refresh(0);
+      await new Promise<void>((resolve) => { const d = provider.onDidChangeTreeData(() => { d.dispose(); resolve(); }); });
+      const all = provider.allRecords();
+      if (all.length === 0) {
+        void vscode.window.showInformationMessage('Compare Curves: there are no runs in this workspace yet (.gpu-workbench/runs).');
+        return;
+      }
+      const items = all.map((e) => ({ label: e.record.name, description: runLabel(e.record), picked: selected.some((s) => s.id === e.record.id), ref: { dir: e.dir, id: e.record.id } }));
+      const picked = await vscode.window.showQuickPick(items, { canPickMany: true, title: 'Compare Curves', placeHolder: 'The runs to overlay' });
+      if (picked?.length) CurvesPanel.show(context.extensionUri, picked.map((p) => p.ref));
+    }),
+    // A Curves tab survives a window reload: VS Code keeps the page's state (the runs' ids).
+    vscode.window.registerWebviewPanelSerializer(CurvesPanel.viewType, {
+      deserializeWebviewPanel: (panel, state: unknown): Promise<void> => {
+        const ids = typeof state === 'object' && state !== null && Array.isArray((state as { runIds?: unknown }).runIds) ? (state as { runIds: unknown[] }).runIds.filter((x): x is string => typeof x === 'string') : [];
+        const dirs = (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => runsFolder(f.uri.fsPath));
+        const refs = ids.flatMap((id) => {
+          const dir = dirs.find((d) => { try { return statSync(join(d, `${id}.json`)).isFile(); } catch { return false; } });
+          return dir ? [{ dir, id }] : [];
+        });
+        if (refs.length) CurvesPanel.restore(context.extensionUri, panel, refs);
+        else panel.dispose();
+        return Promise.resolve();
+      },
+    }),
+    { dispose: () => CurvesPanel.disposeAll() },
     vscode.workspace.onDidChangeWorkspaceFolders(() => provider.refresh()),
     vscode.commands.registerCommand('gpuWorkbench.runs.refresh', () => provider.refresh(0)),
     vscode.commands.registerCommand('gpuWorkbench.runs.openLog', async (node: unknown) => {

@@ -81,6 +81,13 @@ describe('run records', () => {
       version: 1, id: rec.id, kind: 'training', name: 'mnist', file: '/w/mnist.job.json', status: 'done', startedAt: '2026-11-26T08:00:00.000Z', endedAt: '2026-11-26T08:00:05.000Z', pid: 0, host: '',
       overrides: { strategy: 'ddp', devices: [0, 1] }, strategy: 'ddp', backend: 'wasm', description: 'backend wasm (CPU), 2 workers', devices: ['cpu', 'cpu'], epochs: 2, epochsDone: 1,
       checkpointDir: '/w/ck', checkpointEpoch: 1, metrics: { trainLoss: 0.3, testLoss: 0.35, testAccuracy: 0.91, samplesPerSecond: 950 },
+      curves: {
+        loss: { axis: 'step', points: [[10, 0.5]], seen: 1 },
+        trainLoss: { axis: 'epoch', points: [[1, 0.5]], seen: 1 },
+        testLoss: { axis: 'epoch', points: [[1, 0.4]], seen: 1 },
+        testAccuracy: { axis: 'epoch', points: [[1, 0.88]], seen: 1 },
+        samplesPerSecond: { axis: 'epoch', points: [[1, 900]], seen: 1 },
+      },
     });
     const log = readFileSync(logFile(dir, rec.id), 'utf8');
     assert.match(log, /^mnist: ddp, backend wasm \(CPU\), 2 workers\n {2}rank 0 {2}pid 5 {2}cpu {2}wasm\n/);
@@ -179,6 +186,13 @@ describe('run records of real runs', function () {
     assert.equal(rec.metrics.final_test_loss, reports.find((r) => r.source === 'report')!.metrics.final_test_loss);
     assert.ok(final.type === 'job/done' && final.metrics.trainLoss === rec.metrics.loss && final.metrics.testAccuracy === rec.metrics.test_acc);
     assert.ok(existsSync(logFile(runs, rec.id)));
+    // The curves of the Curves page: each printed or reported metric by its count of reports, the last being the record's metric.
+    const curves = rec.curves!;
+    assert.deepEqual(Object.keys(curves).sort(), ['acc', 'final_test_loss', 'loss', 'test_acc', 'test_loss']);
+    assert.deepEqual(curves.loss.points.map(([x]) => x), [1, 2, 3, 4, 5, 6]);
+    assert.equal(curves.loss.axis, 'report');
+    assert.deepEqual(curves.test_acc.points.map(([x]) => x), [1, 2]);
+    assert.equal(curves.test_acc.points[1][1], Number(rec.metrics.test_acc.toPrecision(6)));
     const [row] = runRows([rec], [], Date.now(), runProcessGone);
     assert.match(row.description, /^done · [\d.]+ s · .*loss [\d.]+.* · test_acc [\d.]+%/);
     assert.equal(row.details[1], 'ran on: torchrun · PyTorch · 1 process');

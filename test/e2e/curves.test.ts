@@ -1,0 +1,64 @@
+/**
+ * Comparing runs' curves in a real VS Code (code-server + Debian chromium): two short
+ * `gpu-workbench train` runs in the workspace (the repository's built CLI, as a user runs it in a
+ * terminal), both selected in the Runs view (click, Ctrl+click), "Compare Run Curves…" from the
+ * rows' context menu opens one Curves tab whose legend names both runs and whose charts draw them.
+ */
+import * as assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import type { Locator, Page } from 'playwright-core';
+import { repoRoot } from '../paths';
+import { screenshot, waitUntil } from './harness';
+import { codeServerSuite, panelWebview, runCommand, trainingWorkspace } from './flows';
+
+/** Runs `gpu-workbench train` in the workspace to its end. */
+function train(dir: string, jobFile: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(repoRoot, 'dist', 'cli.js'), 'train', jobFile, '--strategy', 'ddp', '--devices', '2', '--epochs', '1'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`gpu-workbench train exited ${code}: ${err.slice(-2000)}`))));
+  });
+}
+
+describe('e2e: Compare Run Curves in code-server', function () {
+  this.timeout(300_000);
+  const s = codeServerSuite('curves', () => trainingWorkspace({ trainSize: 1000, testSize: 200, epochs: 1 }));
+
+  const runsPane = (p: Page): Locator => p.locator('.pane', { has: p.locator('.pane-header', { hasText: /^\s*Runs/ }) });
+
+  it('two runs selected in the Runs view open one Curves tab with both in its legend', async () => {
+    await train(s.ws.dir, s.ws.jobFile);
+    await train(s.ws.dir, s.ws.jobFile);
+    const page = await s.open('mnist-ddp.job.json');
+    await runCommand(page, 'GPU Workbench: Focus on Runs View');
+    const rows = runsPane(page).locator('.monaco-list-row');
+    await waitUntil('both runs listed as done', 60_000, async () => {
+      const labels = await rows.evaluateAll((rs) => rs.map((r) => (r as unknown as { getAttribute(n: string): string | null }).getAttribute('aria-label') ?? ''));
+      return labels.filter((l) => l.startsWith(`${s.ws.name} done`)).length === 2 || undefined;
+    }, 250);
+    await rows.nth(0).click();
+    await rows.nth(1).click({ modifiers: ['Control'] });
+    // A click on a row opens its log: that editor opening can close a context menu opened meanwhile, so wait for
+    // it, and open the menu again if it closed before its item was clicked.
+    await page.locator('.tabs-container .tab', { hasText: /\.log$/ }).first().waitFor({ timeout: 30_000 });
+    await waitUntil('Compare Run Curves… clicked in the rows\' context menu', 60_000, async () => {
+      await rows.nth(1).click({ button: 'right' });
+      await page.locator('.monaco-menu .action-label', { hasText: 'Compare Run Curves…' }).click({ timeout: 5_000 });
+      return true;
+    }, 250);
+    const frame = panelWebview(page);
+    const entries = frame.locator('.legend-entry');
+    await waitUntil('the Curves tab\'s legend to list two runs', 60_000, async () => (await entries.count()) === 2 || undefined, 250);
+    const labels = await frame.locator('.legend-entry .run-label').allTextContents();
+    assert.equal(labels.length, 2);
+    for (const l of labels) assert.match(l, new RegExp(`^${s.ws.name} · \\d\\d:\\d\\d:\\d\\d$`));
+    assert.notEqual(labels[0], labels[1]);
+    // Each chart draws both runs: the loss by step and the epoch metrics.
+    await frame.locator('.metric-chart[data-metric="loss"][data-runs="2"] canvas').waitFor({ timeout: 30_000 });
+    assert.equal(await frame.locator('.metric-chart[data-metric="testAccuracy"]').getAttribute('data-runs'), '2');
+    await screenshot(page, 'curves-compare');
+  });
+});
