@@ -8,6 +8,7 @@
  *   runs as the torchrun task to its end;
  * - the same command again (the editor title's button) asks before touching the existing
  *   job file: "Run It" runs it unchanged;
+ * - both runs are in the Runs view (done, with the loss the script printed), also after a window reload;
  * - "GPU Workbench: Get Started" opens the walkthrough with its four steps.
  * Skipped, with the reason in its title, when /usr/bin/python3 has no torch.
  */
@@ -99,6 +100,32 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
     const done = await waitForNotification(page, /Training train \(torchrun\) (finished|failed)/, 180_000);
     assert.match(done, /finished/, done);
     assert.equal(readFileSync(s.ws.jobFile, 'utf8'), jobText, 'the job file is as it was');
+  });
+
+  it('both torchrun runs are in the Runs view, done, with the loss the script printed, and still there after a window reload', async () => {
+    assert.ok(s.page && jobText, 'needs the two runs of the tests before');
+    const page = s.page;
+    const runsPane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: /^\s*Runs/ }) });
+    const rowTexts = async (): Promise<string[]> => (await runsPane.locator('.monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''))).map((t) => t.replace(/\s+/g, ' ').trim());
+    const doneRuns = async (): Promise<string[]> => (await rowTexts()).filter((t) => t.startsWith('train done'));
+    const showRuns = async (): Promise<void> => {
+      await runCommand(page, 'GPU Workbench: Focus on Runs View');
+      await runsPane.locator('.pane-body').waitFor({ timeout: 30_000 });
+    };
+    await showRuns();
+    const rows = await waitUntil('two done torchrun runs in the Runs view', 60_000, async () => { const d = await doneRuns(); return d.length === 2 ? d : undefined; }, 250);
+    // The script prints "epoch 1: loss 0.1234, train accuracy 91.23%": its last loss is the run's metric.
+    for (const row of rows) assert.match(row, /^train done · [\d.]+ s · .*loss [\d.]+/, JSON.stringify(rows));
+    await screenshot(page, 'torchfirst-runs');
+
+    await runCommand(page, 'Notifications: Clear All Notifications');
+    await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
+    await runCommand(page, 'Developer: Reload Window');
+    await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
+    await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: /train\.py|Runs/ }).first().waitFor({ timeout: 120_000 });
+    await showRuns();
+    const again = await waitUntil('both torchrun runs listed again after the reload', 60_000, async () => { const d = await doneRuns(); return d.length === 2 ? d : undefined; }, 250);
+    assert.deepEqual(again, rows, 'the same rows, read back from the run records');
   });
 
   it('GPU Workbench: Get Started opens the walkthrough with its four steps', async () => {
