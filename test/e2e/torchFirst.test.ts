@@ -106,7 +106,12 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
     assert.ok(s.page && jobText, 'needs the two runs of the tests before');
     const page = s.page;
     const runsPane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: /^\s*Runs/ }) });
-    const rowTexts = async (): Promise<string[]> => (await runsPane.locator('.monaco-list-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('aria-label') ?? ''))).map((t) => t.replace(/\s+/g, ' ').trim());
+    const rowTexts = async (): Promise<string[]> => {
+      const rows = runsPane.locator('.monaco-list-row');
+      const texts: string[] = [];
+      for (let i = 0, n = await rows.count(); i < n; i++) texts.push((await rows.nth(i).getAttribute('aria-label').catch(() => null) ?? '').replace(/\s+/g, ' ').trim());
+      return texts;
+    };
     const doneRuns = async (): Promise<string[]> => (await rowTexts()).filter((t) => t.startsWith('train done'));
     const showRuns = async (): Promise<void> => {
       await runCommand(page, 'GPU Workbench: Focus on Runs View');
