@@ -392,7 +392,7 @@ export class SlurmJob extends EventEmitter {
         return this.end({ id, state: 'UNKNOWN' });
       }
       this.info = info;
-      this.emit('info', info);
+      if (!isEndState(info.state)) this.emit('info', info); // an end is told by end(), once
       const said = `${info.state}${info.reason ? ` (${info.reason})` : ''}`;
       if (said !== this.lastSaid && !isEndState(info.state)) {
         this.lastSaid = said;
