@@ -1,4 +1,4 @@
-import type { HostToPanelMessage, PanelJob, PanelSlurmNodes } from '../src/common/protocol';
+import type { HostToPanelMessage, PanelJob, PanelSlurmNode, PanelSlurmNodes } from '../src/common/protocol';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../src/gpu/types';
 import { DeviceCard, deviceKey, jobWorkersByPid } from './deviceCard';
 import { clock } from './format';
@@ -48,7 +48,10 @@ function slurmNodesOk(n: unknown): n is PanelSlurmNodes {
   if (typeof n !== 'object' || n === null) return false;
   const s = n as Partial<PanelSlurmNodes>;
   return typeof s.jobId === 'string' && typeof s.nodeList === 'string' && typeof s.takenAt === 'number' && Array.isArray(s.unavailable) && Array.isArray(s.nodes)
-    && s.nodes.every((x) => typeof x === 'object' && x !== null && typeof x.node === 'string' && Array.isArray(x.devices) && Array.isArray(x.processes) && Array.isArray(x.idle));
+    && (s.nodes as unknown[]).every((x) => {
+      const node = x as Partial<PanelSlurmNode> | null;
+      return typeof node === 'object' && node !== null && typeof node.node === 'string' && Array.isArray(node.devices) && Array.isArray(node.processes) && Array.isArray(node.idle);
+    });
 }
 
 /** Hint texts quote code in `backticks`, as the course notes do: show those parts as code. */

@@ -111,7 +111,7 @@ export class SlurmNodesPoller {
     try {
       reading = this.read(job.id, job.nodeList, job.nodeCount);
     } catch (err) {
-      reading = Promise.reject(err);
+      reading = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     reading.then(
       (r) => done({ jobId: r.jobId, nodeList: job.nodeList, nodes: r.nodes, unavailable: r.unavailable, takenAt: this.timer_.now() }),

@@ -140,7 +140,7 @@ describe('gpu: polling a Slurm job\'s nodes for the panel', () => {
     assert.equal(timer.pending.length, 1);
   });
 
-  it('counts the nodes of a host list when squeue gave no count', async () => {
+  it('counts the nodes of a host list when squeue gave no count', () => {
     assert.equal(hostListCount('n[1-3,7],gpu01'), 5);
     assert.equal(hostListCount('n1'), 1);
     assert.equal(hostListCount('a[01-02],b[1-2]'), 4);

@@ -130,9 +130,9 @@ if [ -e ${tmp}/polled ]; then echo "77|TIMEOUT|TimeLimit|2|n[1-2]"; else touch $
       const infos: string[] = [];
       const probes: string[] = [];
       const sent: string[] = [];
-      const poller = new SlurmNodesPoller(async (id, list, count) => {
+      const poller = new SlurmNodesPoller((id, list, count) => {
         probes.push(`${id} ${list} ${count}`);
-        return { jobId: id, nodes: [], unavailable: [] };
+        return Promise.resolve({ jobId: id, nodes: [], unavailable: [] });
       }, (n) => sent.push(n ? `job ${n.jobId}` : 'gone'));
       const run = start(job({ slurm: { outputDir: out, gpusPerNode: 0 } }), { onSlurmInfo: (i) => { infos.push(`${i.state} ${i.nodes}`); poller.update(i); } });
       const end = await run.handle.finished;
