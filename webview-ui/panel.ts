@@ -1,8 +1,9 @@
-import type { HostToPanelMessage, PanelJob } from '../src/common/protocol';
+import type { HostToPanelMessage, PanelJob, PanelSlurmNode, PanelSlurmNodes } from '../src/common/protocol';
 import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../src/gpu/types';
 import { DeviceCard, deviceKey, jobWorkersByPid } from './deviceCard';
 import { clock } from './format';
 import { JobSection, jobMark } from './jobSection';
+import { SlurmNodesSection } from './slurmNodesSection';
 import { onThemeChange, readChartColors } from './theme';
 import type { PanelState, VsCodeApi } from './vscodeApi';
 
@@ -40,6 +41,17 @@ function jobOk(j: unknown): boolean {
   if (typeof j !== 'object' || j === undefined) return false;
   const job = j as Partial<PanelJob>;
   return typeof job.name === 'string' && typeof job.status === 'string' && typeof job.state === 'string' && Array.isArray(job.workers) && Array.isArray(job.lossSteps) && Array.isArray(job.loss);
+}
+
+/** A running Slurm job's nodes, as the host sends them (anything else draws no section). */
+function slurmNodesOk(n: unknown): n is PanelSlurmNodes {
+  if (typeof n !== 'object' || n === null) return false;
+  const s = n as Partial<PanelSlurmNodes>;
+  return typeof s.jobId === 'string' && typeof s.nodeList === 'string' && typeof s.takenAt === 'number' && Array.isArray(s.unavailable) && Array.isArray(s.nodes)
+    && (s.nodes as unknown[]).every((x) => {
+      const node = x as Partial<PanelSlurmNode> | null;
+      return typeof node === 'object' && node !== null && typeof node.node === 'string' && Array.isArray(node.devices) && Array.isArray(node.processes) && Array.isArray(node.idle);
+    });
 }
 
 /** Hint texts quote code in `backticks`, as the course notes do: show those parts as code. */
@@ -95,6 +107,7 @@ export class Panel {
   private readonly hints = el('ul', 'hints');
   private readonly devices = el('div', 'devices');
   private job: PanelJob | null = null;
+  private readonly slurmNodes = new SlurmNodesSection();
   private readonly jobSection = new JobSection(readChartColors(), (f) => this.api.postMessage({ type: 'panel/openFinding', file: f.file, line: f.line }));
 
   constructor(private readonly root: HTMLElement, private readonly api: VsCodeApi, private readonly firstSampleTimeoutMs: number) {
@@ -126,7 +139,7 @@ export class Panel {
       const url = a.getAttribute('href') ?? '';
       if (/^https:\/\//.test(url)) this.api.postMessage({ type: 'panel/openLink', url });
     });
-    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.noGpu, this.hints, this.jobSection.root, this.devices);
+    this.root.replaceChildren(this.statusLine, this.notice, this.waiting, this.problem, this.noGpu, this.hints, this.jobSection.root, this.slurmNodes.root, this.devices);
     this.setMode('waiting');
     this.startFirstSampleTimer();
 
@@ -159,6 +172,7 @@ export class Panel {
   private showJob(job: PanelJob | null): void {
     this.job = job;
     this.jobSection.update(job);
+    this.slurmNodes.update(job && (job.state === 'running' || job.state === 'starting') && slurmNodesOk(job.slurmNodes) ? job.slurmNodes : undefined);
     const workers = jobWorkersByPid(job);
     for (const card of this.cards.values()) {
       card.setJob(jobMark(job, card.index));

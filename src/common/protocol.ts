@@ -3,7 +3,7 @@
  * Webview <-> extension host for the GPU panel. Each message is a member of a discriminated
  * union; receivers switch exhaustively and validate what arrives from the other side.
  */
-import type { GpuHint, GpuInventoryEntry, GpuSnapshot, MemorySeries } from '../gpu/types';
+import type { GpuDevice, GpuHint, GpuInventoryEntry, GpuProcess, GpuSnapshot, MemorySeries } from '../gpu/types';
 import type { PanelRank } from './rankMemory';
 
 /** Sent by the extension host to the GPU panel webview. */
@@ -54,6 +54,43 @@ export interface PanelJob {
   readonly lossAxis?: 'step' | 'report';
   /** torchrun jobs: the last value of each metric the script printed or reported, for people (`loss 0.0312 · test_acc 98.37%`). */
   readonly metrics?: string;
+  /** torchrun jobs on Slurm, while the job runs: the last reading of its nodes' GPUs (absent before the first and after the end). */
+  readonly slurmNodes?: PanelSlurmNodes;
+}
+
+/** A node's state by `sinfo`. */
+export interface PanelSlurmNodeState {
+  readonly node: string;
+  readonly state: string;
+  readonly reason?: string;
+  /** Down, drained, draining, failing or not responding. */
+  readonly unavailable: boolean;
+}
+
+/** One node of a running Slurm job: its GPUs by nvidia-smi (read with `srun --overlap`) and its state by sinfo. */
+export interface PanelSlurmNode {
+  readonly node: string;
+  readonly devices: readonly GpuDevice[];
+  readonly processes: readonly GpuProcess[];
+  /** Indexes of the allocation's GPUs with no compute process and under 5 % utilisation. */
+  readonly idle: readonly number[];
+  /** What nvidia-smi (or the node) said instead of GPUs. */
+  readonly error?: string;
+  readonly slurm?: PanelSlurmNodeState;
+}
+
+/** The nodes of a running Slurm job, as the GPU panel draws them ("Slurm job J"). */
+export interface PanelSlurmNodes {
+  readonly jobId: string;
+  /** Slurm's node list (`n[1-2]`). */
+  readonly nodeList: string;
+  readonly nodes: readonly PanelSlurmNode[];
+  /** The job's nodes sinfo marks down or drained (a node that did not answer the probe is only here). */
+  readonly unavailable: readonly PanelSlurmNodeState[];
+  /** Milliseconds since the epoch of the reading. */
+  readonly takenAt: number;
+  /** The probe failed (srun's words): the last nodes shown are old or absent. */
+  readonly error?: string;
 }
 
 /** Memory of a job of ours that grows every optimizer step. */

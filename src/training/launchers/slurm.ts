@@ -247,7 +247,8 @@ export interface SlurmNote { readonly level: 'info' | 'warning'; readonly messag
  * A Slurm job followed like a child process: `stdout` is its output file as it grows, `exit`
  * and `close` come when squeue says it ended (code: the batch script's exit code; signal: the one
  * that ended it, e.g. SIGTERM for a cancelled job), `error` when a Slurm tool failed (its words),
- * `note` for what Slurm says meanwhile (PENDING with its reason, RUNNING on which nodes).
+ * `note` for what Slurm says meanwhile (PENDING with its reason, RUNNING on which nodes), `info` with
+ * each squeue reading (the GPU panel probes the nodes while it says RUNNING).
  */
 export class SlurmJob extends EventEmitter {
   readonly stdout: Readable = new PassThrough();
@@ -391,6 +392,7 @@ export class SlurmJob extends EventEmitter {
         return this.end({ id, state: 'UNKNOWN' });
       }
       this.info = info;
+      if (!isEndState(info.state)) this.emit('info', info); // an end is told by end(), once
       const said = `${info.state}${info.reason ? ` (${info.reason})` : ''}`;
       if (said !== this.lastSaid && !isEndState(info.state)) {
         this.lastSaid = said;
@@ -415,6 +417,7 @@ export class SlurmJob extends EventEmitter {
     clearTimeout(this.timer);
     process.off('exit', this.onProcessExit);
     this.info = info;
+    this.emit('info', info);
     this.readOutput();
     if (info.state !== 'COMPLETED') this.note(info.state === 'CANCELLED' ? 'info' : 'warning', `Slurm: job ${info.id} ended ${info.state}${info.reason ? ` (${info.reason})` : ''}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}${info.signal ? `, signal ${info.signal}` : ''}`);
     const signal = info.signal ? signalName(info.signal) : null;

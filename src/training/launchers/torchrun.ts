@@ -32,7 +32,7 @@ import { parseMetricLine, reportMetrics } from './scriptMetrics';
 import { recordRun } from '../job/runRecorder';
 import { slurmFirstNode, torchrunNodes, type RawTorchrunNodes, type TorchrunNodes } from '../job/torchrunNodes';
 import { AgentLog, flag, flagSpelling, nodeFailure, nodeFlags, shellWord, torchVersion, type NodeJob } from './multinode';
-import { batchScript, SlurmJob, type ProcessLike, type SlurmOptions } from './slurm';
+import { batchScript, SlurmJob, type ProcessLike, type SlurmJobInfo, type SlurmOptions } from './slurm';
 import { moduleShapeProblem, moduleShapeText, oomMemoryProblem, summaryLayers, summaryText } from './modelSummary';
 import { exceptionProblem, exceptionText, isScriptError, shortLibraryPath, summaryFailures, type RankFailure, type ScriptException, type ScriptProblem } from './pythonErrors';
 import { batchSizeSetting, type TorchrunBatchSize } from './torchrunBatchArg';
@@ -291,6 +291,8 @@ export interface RunTorchrunOptions {
   readonly slurm?: SlurmOptions;
   /** `"launcher": "slurm"` jobs: the Slurm job id, once sbatch gave it. */
   readonly onSlurmJob?: (id: string, outputFile: string) => void;
+  /** `"launcher": "slurm"` jobs: each squeue reading of the job (state, nodes), to follow its nodes. */
+  readonly onSlurmInfo?: (info: SlurmJobInfo) => void;
 }
 
 export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => void, options: RunTorchrunOptions = {}): TorchrunHandle {
@@ -386,6 +388,7 @@ export function runTorchrun(spec: TorchrunSpec, onJobEvent: (e: JobEvent) => voi
   if (slurmJob) {
     slurmJob.on('note', (n: { level: 'info' | 'warning'; message: string }) => onEvent({ type: 'job/log', level: n.level, message: n.message }));
     slurmJob.on('submitted', (id: string, output: string) => options.onSlurmJob?.(id, output));
+    slurmJob.on('info', (info: SlurmJobInfo) => options.onSlurmInfo?.(info));
   }
   const child: ProcessLike = slurmJob ?? spawn(argv[0], argv.slice(1), {
     cwd: spec.cwd,

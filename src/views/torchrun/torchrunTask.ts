@@ -26,6 +26,9 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import * as vscode from 'vscode';
 import { slurmSettings } from '../common/slurmSettings';
+import { readJobNodes } from '../../gpu/slurmNodes';
+import { SlurmNodesPoller } from '../../gpu/slurmNodesPoller';
+import type { SlurmJobInfo } from '../../training/launchers/slurm';
 import { probeTorchVersion } from '../../training/launchers/multinode';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
 import type { JobEvent } from '../../training/job/events';
@@ -274,10 +277,18 @@ export class TorchrunTasks implements vscode.Disposable {
         trainingJobFeed.set(panel);
       }
     };
+    // A Slurm job's nodes: probed with srun --overlap while squeue says RUNNING, drawn as the panel's "Slurm job J" section.
+    const nodes = new SlurmNodesPoller((id, list, count) => readJobNodes(id, list, count), (slurmNodes) => {
+      const { slurmNodes: _old, ...rest } = panel;
+      panel = slurmNodes ? { ...rest, slurmNodes } : rest;
+      trainingJobFeed.set(panel);
+    });
+    const slurm = spec.nodes?.launcher === 'slurm' ? { slurm: slurmSettings(vscode.Uri.file(spec.file)), onSlurmInfo: (info: SlurmJobInfo) => nodes.update(info) } : {};
     let handle: TorchrunHandle;
     try {
-      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides, ...(spec.nodes?.launcher === 'slurm' ? { slurm: slurmSettings(vscode.Uri.file(spec.file)) } : {}) });
+      handle = runTorchrun(spec, onEvent, { ...runsOption(spec.file), overrides: run.overrides, ...slurm });
     } catch (err) {
+      nodes.stop();
       lease.dispose();
       memory.dispose();
       terminal.write(`\x1b[31mCannot start torchrun: ${err instanceof Error ? err.message : String(err)}\x1b[0m`);
@@ -288,6 +299,7 @@ export class TorchrunTasks implements vscode.Disposable {
     if (run.stopRequested) handle.cancel();
     void handle.finished.then((ending) => {
       const final = withInterpreterHint(ending, interpreter);
+      nodes.stop();
       lease.dispose();
       memory.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SlurmNodesPoller } from '../../../../src/gpu/slurmNodesPoller';
 import type { JobEvent } from '../../../../src/training/job/events';
 import { jobProblems, JobFileError } from '../../../../src/training/job/spec';
 import { isEndState, parseScontrolJob, parseSqueueFormat, parseSqueueJson, querySlurmJob } from '../../../../src/training/launchers/slurm';
@@ -111,7 +112,7 @@ describe('slurm: the job file and the batch script', () => {
 });
 
 describe('slurm: a job Slurm ends itself (Slurm tools faked on PATH)', () => {
-  it('fails with Slurm\'s state and reason (TIMEOUT), read from squeue -o where squeue has no --json', async () => {
+  it('fails with Slurm\'s state and reason (TIMEOUT), read from squeue -o where squeue has no --json; the node probes follow its RUNNING and stop at its end', async () => {
     const bin = join(tmp, 'bin');
     const out = join(tmp, 'out');
     mkdirSync(bin);
@@ -125,8 +126,20 @@ if [ -e ${tmp}/polled ]; then echo "77|TIMEOUT|TimeLimit|2|n[1-2]"; else touch $
     const path = process.env.PATH;
     process.env.PATH = `${bin}:${path ?? ''}`;
     try {
-      const run = start(job({ slurm: { outputDir: out, gpusPerNode: 0 } }));
+      // The GPU panel's node probes follow squeue's readings: started on RUNNING, stopped at the end.
+      const infos: string[] = [];
+      const probes: string[] = [];
+      const sent: string[] = [];
+      const poller = new SlurmNodesPoller((id, list, count) => {
+        probes.push(`${id} ${list} ${count}`);
+        return Promise.resolve({ jobId: id, nodes: [], unavailable: [] });
+      }, (n) => sent.push(n ? `job ${n.jobId}` : 'gone'));
+      const run = start(job({ slurm: { outputDir: out, gpusPerNode: 0 } }), { onSlurmInfo: (i) => { infos.push(`${i.state} ${i.nodes}`); poller.update(i); } });
       const end = await run.handle.finished;
+      assert.deepEqual(infos, ['RUNNING n[1-2]', 'TIMEOUT n[1-2]']);
+      assert.deepEqual(probes, ['77 n[1-2] 2']);
+      assert.equal(sent[sent.length - 1], 'gone');
+      assert.equal(poller.active, false);
       assert.equal(end.type, 'job/failed');
       assert.equal(end.type === 'job/failed' ? end.reason : '', 'Slurm job 77 ended TIMEOUT (TimeLimit) on n[1-2]');
       assert.match(end.type === 'job/failed' ? end.hint ?? '' : '', /time limit: give a longer "time"/);
