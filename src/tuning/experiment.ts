@@ -454,8 +454,9 @@ export class Experiment {
     if (trial.kind === 'command') {
       args = trial.command.map((a) => substitute(a, t.config));
       cwd = trial.cwd;
-      // A Slurm trial runs on a node that cannot reach this machine's channel: its reports come as ::report:: lines in its output.
-      channel = this.spec.executor.kind === 'slurm' ? undefined : this.withCompanion(t, args, childEnv);
+      // A Slurm trial runs on a node that cannot reach this machine's channel: the companion on its
+      // PYTHONPATH only, so that report() prints the ::report:: lines its output file carries back.
+      channel = this.withCompanion(t, args, childEnv, { channel: this.spec.executor.kind !== 'slurm' });
       if (channel) args = [...companionCommand(args).args];
     } else {
       try {
@@ -601,7 +602,7 @@ export class Experiment {
    * command). Any other command gets the companion on PYTHONPATH only, so that a script it runs may
    * still `import gpu_workbench` and report (its ::report:: lines on stdout).
    */
-  private withCompanion(t: Trial, args: readonly string[], env: NodeJS.ProcessEnv): CompanionChannel | undefined {
+  private withCompanion(t: Trial, args: readonly string[], env: NodeJS.ProcessEnv, o: { channel: boolean }): CompanionChannel | undefined {
     let path = this.opts.companionPath;
     if (path === undefined) {
       try {
@@ -616,6 +617,7 @@ export class Experiment {
     env.PYTHONPATH = env.PYTHONPATH ? `${path}${delimiter}${env.PYTHONPATH}` : path;
     const batchSize = configBatchSize(t.config);
     if (batchSize !== undefined && env.GPU_WORKBENCH_BATCH_SIZE === undefined) env.GPU_WORKBENCH_BATCH_SIZE = String(batchSize);
+    if (!o.channel) return undefined;
     const command = companionCommand(args);
     if (!command.wrapped) {
       if (command.note) this.out(t.trialId, `gpu-workbench: ${command.note}, so the trial runs without the companion's hooks (no memory or out of memory per trial)\n`);

@@ -97,6 +97,21 @@ describe('tuning: trials as Slurm jobs on a real two-node cluster', function () 
     assert.deepEqual(cluster!.jobProcesses(), []);
   });
 
+  it('gpu_workbench.report() works in a Slurm trial: its ::report:: lines come back in the job\'s output (no channel reaches the node)', async () => {
+    writeFileSync(join(tmp, 'reporting.py'), [
+      'import json, os, gpu_workbench',
+      'cfg = json.loads(os.environ["GPU_WORKBENCH_CONFIG"])',
+      'for i in range(3):',
+      '    gpu_workbench.report(loss=cfg["x"] * (3 - i))',
+      '',
+    ].join('\n'));
+    const exp = new Experiment({ spec: spec({ space: { x: { grid: [2] } }, trial: { command: ['python3', 'reporting.py'] } }), workspace: tmp, gpuCount: 0 });
+    await exp.run();
+    const [trial] = exp.trialViews();
+    assert.equal(trial.status, 'done', trial.error);
+    assert.deepEqual(trial.reports.map((r) => r.loss), [6, 4, 2]);
+  });
+
   it('stopping the experiment cancels every job: nothing left in squeue', async () => {
     const exp = new Experiment({ spec: spec({ space: { x: { grid: [1, 2, 3] }, steps: 600 } }), workspace: tmp, gpuCount: 0 });
     let started = 0;
