@@ -3,11 +3,9 @@
  * CSP and the built `dist/results.js`, a fake `acquireVsCodeApi`, and messages as the host sends them.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { extname, join, normalize, sep } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
 import { formatMetric, type HostToResultsMessage, type ResultsExperiment, type ResultsToHostMessage, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { makeNonce } from '../../src/views/gpu/panelHtml';
 import { renderResultsHtml } from '../../src/views/tuning/resultsHtml';
@@ -15,6 +13,7 @@ import { repoRoot } from '../paths';
 import { canvasPixelsOfColor, eventually, pageSuite } from './harness';
 import { hoverScan } from './lineScan';
 import { dark, highContrast, light, type Theme } from './themes';
+import { openWebviewPage, startPageServer, type PageServer, type WebviewPage } from './webviewPage';
 
 const resultsDir = join(repoRoot, 'test-results');
 
@@ -64,91 +63,13 @@ function init(extra: Partial<ResultsExperiment> = {}, list = trials()): HostToRe
   return { type: 'results/init', experiment: { ...experiment, ...extra }, trials: list };
 }
 
-// --- the page harness --------------------------------------------------------------------------
+// --- the page harness ------------------------------------------------------------------------------
 
-interface ResultsServer { readonly origin: string; close(): Promise<void> }
+const startServer = (): Promise<PageServer> => startPageServer('results', (origin) => renderResultsHtml({ cspSource: origin, nonce: makeNonce(), scriptUri: `${origin}/dist/results.js`, styleUris: [`${origin}/dist/uPlot.min.css`], experiment: 'quadratic', experimentKey: '/work/.gpu-workbench/experiments/quadratic' }));
 
-async function startServer(): Promise<ResultsServer> {
-  const bundle = join(repoRoot, 'dist', 'results.js');
-  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: build the webviews first (npm run build)`);
-  let origin = '';
-  const server: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', origin);
-    if (url.pathname === '/results.html') {
-      const html = renderResultsHtml({ cspSource: origin, nonce: makeNonce(), scriptUri: `${origin}/dist/results.js`, styleUris: [`${origin}/dist/uPlot.min.css`], experiment: 'quadratic', experimentKey: '/work/.gpu-workbench/experiments/quadratic' });
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(html);
-      return;
-    }
-    const file = normalize(join(repoRoot, decodeURIComponent(url.pathname)));
-    if (!file.startsWith(join(repoRoot, 'dist') + sep) || !existsSync(file)) {
-      res.writeHead(404).end();
-      return;
-    }
-    const types: Record<string, string> = { '.js': 'text/javascript', '.css': 'text/css', '.map': 'application/json' };
-    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { origin, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
+type ResultsPage = WebviewPage<ResultsToHostMessage, HostToResultsMessage>;
 
-/** Theme variables and a fake `acquireVsCodeApi` before the page's script (a string: the tests compile without the DOM library). */
-function fakeVsCode(theme: Theme): string {
-  return `(() => {
-  const vars = ${JSON.stringify(theme.vars)};
-  window.__csp = [];
-  document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
-  let themed = false;
-  const apply = () => {
-    const html = document.documentElement;
-    if (html && !themed) {
-      for (const [k, v] of Object.entries(vars)) html.style.setProperty(k, v);
-      html.style.setProperty('background', 'var(--vscode-editor-background)');
-      themed = true;
-    }
-    if (!document.body) return false;
-    document.body.classList.add(${JSON.stringify(theme.bodyClass)});
-    return true;
-  };
-  if (!apply()) new MutationObserver((_r, o) => { if (apply()) o.disconnect(); }).observe(document, { childList: true, subtree: true });
-  window.acquireVsCodeApi = () => ({
-    postMessage: (m) => { void window.__resultsPosted(JSON.stringify(m)); },
-    getState: () => { const s = sessionStorage.getItem('results-state'); return s == null ? undefined : JSON.parse(s); },
-    setState: (s) => { sessionStorage.setItem('results-state', JSON.stringify(s)); return s; },
-  });
-})();`;
-}
-
-interface ResultsPage {
-  readonly page: Page;
-  readonly posted: ResultsToHostMessage[];
-  readonly errors: string[];
-  cspViolations(): Promise<string[]>;
-  waitForPosted(type: ResultsToHostMessage['type'], count?: number): Promise<void>;
-  send(message: HostToResultsMessage): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function openResults(browser: Browser, server: ResultsServer, theme: Theme = dark): Promise<ResultsPage> {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, timezoneId: 'UTC', locale: 'en-GB' });
-  const page = await context.newPage();
-  const consoleCsp: string[] = [];
-  const errors: string[] = [];
-  page.on('console', (m) => { if (/Content[- ]Security[- ]Policy/i.test(m.text())) consoleCsp.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.addInitScript({ content: fakeVsCode(theme) });
-  const posted: ResultsToHostMessage[] = [];
-  await page.exposeFunction('__resultsPosted', (json: string) => { posted.push(JSON.parse(json) as ResultsToHostMessage); });
-  await page.goto(`${server.origin}/results.html`);
-  return {
-    page, posted, errors,
-    cspViolations: async () => [...consoleCsp, ...await page.evaluate<string[]>('window.__csp')],
-    waitForPosted: (type, count = 1) => eventually(() => Promise.resolve(posted.filter((m) => m.type === type).length >= count),
-      `the page posts ${count} × ${type} (posted ${JSON.stringify(posted)}; errors ${JSON.stringify(errors)}; CSP ${JSON.stringify(consoleCsp)})`, 10_000),
-    send: async (message) => { await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`); },
-    close: () => context.close(),
-  };
-}
+const openResults = (browser: Browser, server: PageServer, theme: Theme = dark): Promise<ResultsPage> => openWebviewPage(browser, server, 'results', theme);
 
 // --- the tests ---------------------------------------------------------------------------------
 
