@@ -48,6 +48,37 @@ export function slurmUnavailable(): string | undefined {
   return undefined;
 }
 
+/**
+ * A mocha suite's own cluster: `before` starts it and points SLURM_CONF at it (so the code under
+ * test finds it as a user's shell would), `after` restores SLURM_CONF and stops it; the suite is
+ * skipped, with the reason printed, where the cluster cannot run or `also()` names another reason.
+ * Returns the cluster (while the suite runs).
+ */
+export function useSlurmCluster(also?: () => string | undefined): () => SlurmCluster {
+  let cluster: SlurmCluster | undefined;
+  let saved: string | undefined;
+  before(async function () {
+    const why = slurmUnavailable() ?? also?.();
+    if (why) {
+      console.log(`      skipped: ${why}`);
+      this.skip();
+    }
+    cluster = await startSlurmCluster();
+    saved = process.env.SLURM_CONF;
+    process.env.SLURM_CONF = cluster.conf;
+  });
+  after(async () => {
+    if (!cluster) return;
+    if (saved === undefined) delete process.env.SLURM_CONF;
+    else process.env.SLURM_CONF = saved;
+    await cluster.stop();
+  });
+  return () => {
+    if (!cluster) throw new Error('the Slurm cluster is not started: useSlurmCluster() in a describe, used in its tests');
+    return cluster;
+  };
+}
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseNodeProbe, parseSinfoNodes, readJobNodes } from '../../../src/gpu/slurmNodes';
 import { querySlurmJob, sbatch } from '../../../src/training/launchers/slurm';
 import { fixtures } from '../../paths';
-import { slurmUnavailable, startSlurmCluster, type SlurmCluster } from '../../support/slurmCluster';
+import { useSlurmCluster } from '../../support/slurmCluster';
 
 const fakeBin = join(fixtures, 'bin');
 
@@ -38,41 +38,25 @@ describe('gpu: a Slurm job\'s nodes (the --overlap probe, sinfo)', () => {
 
 describe('gpu: a running job\'s nodes on a real two-node cluster', function () {
   this.timeout(120_000);
-  let cluster: SlurmCluster | undefined;
-  let saved: { conf?: string } = {};
-  before(async function () {
-    const why = slurmUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
-    cluster = await startSlurmCluster();
-    saved = { conf: process.env.SLURM_CONF };
-    process.env.SLURM_CONF = cluster.conf;
-  });
-  after(async () => {
-    if (saved.conf === undefined) delete process.env.SLURM_CONF;
-    else process.env.SLURM_CONF = saved.conf;
-    await cluster?.stop();
-  });
+  const cluster = useSlurmCluster();
 
   it('probes both nodes of a running job with srun --overlap (the fake nvidia-smi first on PATH), and shows a drained node', async () => {
-    const script = join(cluster!.dir, 'hold.sh');
+    const script = join(cluster().dir, 'hold.sh');
     writeFileSync(script, '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:2\nsleep 300\n');
-    const id = await sbatch(script, [`--output=${join(cluster!.dir, 'hold-%j.out')}`]);
+    const id = await sbatch(script, [`--output=${join(cluster().dir, 'hold-%j.out')}`]);
     for (;;) {
       const info = await querySlurmJob(id);
       if (info?.state === 'RUNNING') break;
       assert.ok(info && info.state === 'PENDING', JSON.stringify(info));
       await new Promise((r) => setTimeout(r, 100));
     }
-    cluster!.tool('scontrol', ['update', 'nodename=n2', 'state=drain', 'reason=bad gpu']);
+    cluster().tool('scontrol', ['update', 'nodename=n2', 'state=drain', 'reason=bad gpu']);
     const env = { ...process.env, PATH: `${fakeBin}:${process.env.PATH ?? ''}` };
     const seen = await readJobNodes(id, 'n[1-2]', 2, env);
     assert.deepEqual(seen.nodes.map((n) => [n.node, n.devices.length, n.processes.length, n.error]), [['n1', 2, 2, undefined], ['n2', 2, 2, undefined]]);
     assert.deepEqual(seen.unavailable.map((n) => [n.node, n.state, n.reason]), [['n2', 'draining', 'bad gpu']]);
     assert.equal(seen.nodes[1].slurm?.state, 'draining');
-    cluster!.tool('scontrol', ['update', 'nodename=n2', 'state=resume']);
-    cluster!.tool('scancel', [id]);
+    cluster().tool('scontrol', ['update', 'nodename=n2', 'state=resume']);
+    cluster().tool('scancel', [id]);
   });
 });

@@ -9,7 +9,7 @@ import { readJournal } from '../../../src/tuning/journal';
 import { parseSpec, SpecError } from '../../../src/tuning/spec';
 import { querySlurmJob } from '../../../src/training/launchers/slurm';
 import { repoRoot } from '../../paths';
-import { slurmUnavailable, startSlurmCluster, type SlurmCluster } from '../../support/slurmCluster';
+import { useSlurmCluster } from '../../support/slurmCluster';
 
 /** A trial: reports loss = x at every step, `steps` steps, a second apart (ASHA's stops must come while it runs). */
 const trialScript = [
@@ -34,31 +34,15 @@ describe('tuning: the spec\'s slurm executor', () => {
 
 describe('tuning: trials as Slurm jobs on a real two-node cluster', function () {
   this.timeout(240_000);
-  let cluster: SlurmCluster | undefined;
-  let savedConf: string | undefined;
+  const cluster = useSlurmCluster();
   let tmp: string;
-  before(async function () {
-    const why = slurmUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
-    cluster = await startSlurmCluster();
-    savedConf = process.env.SLURM_CONF;
-    process.env.SLURM_CONF = cluster.conf;
-  });
-  after(async () => {
-    if (savedConf === undefined) delete process.env.SLURM_CONF;
-    else process.env.SLURM_CONF = savedConf;
-    await cluster?.stop();
-  });
   beforeEach(() => {
     tmp = mkdtempSync(join(tmpdir(), 'gw-slurm-tune-'));
     writeFileSync(join(tmp, 'trial.py'), trialScript);
   });
   afterEach(() => rmSync(tmp, { recursive: true, force: true }));
 
-  const active = () => cluster!.tool('squeue', ['-h', '-o', '%i %T']).split('\n').filter((l) => / (?:RUNNING|PENDING|COMPLETING|CONFIGURING)$/.test(l));
+  const active = () => cluster().tool('squeue', ['-h', '-o', '%i %T']).split('\n').filter((l) => / (?:RUNNING|PENDING|COMPLETING|CONFIGURING)$/.test(l));
   const spec = (fields: Record<string, unknown>) => parseSpec({
     name: 'slurmexp', metric: 'loss', mode: 'min', search: { algorithm: 'grid' }, maxConcurrent: 2, gpusPerTrial: 1,
     trial: { command: ['python3', 'trial.py'] }, executor: { slurm: { pollSeconds: 0.2 } }, ...fields,
@@ -94,7 +78,7 @@ describe('tuning: trials as Slurm jobs on a real two-node cluster', function () 
     const journal = readJournal(join(experimentDir(tmp, 'slurmexp'), 'journal.jsonl')).records;
     assert.deepEqual(journal.flatMap((r) => (r.type === 'trial/slurm' ? [r.jobId] : [])), jobs.map((j) => j.jobId));
     assert.deepEqual(active(), []);
-    assert.deepEqual(cluster!.jobProcesses(), []);
+    assert.deepEqual(cluster().jobProcesses(), []);
   });
 
   it('gpu_workbench.report() works in a Slurm trial: its ::report:: lines come back in the job\'s output (no channel reaches the node)', async () => {
@@ -122,7 +106,7 @@ describe('tuning: trials as Slurm jobs on a real two-node cluster', function () 
     await exp.stop();
     await done;
     assert.deepEqual(active(), []);
-    assert.deepEqual(cluster!.jobProcesses(), []);
+    assert.deepEqual(cluster().jobProcesses(), []);
   });
 
   it('a resumed experiment re-attaches to the trial\'s job still running in Slurm instead of starting it again', async () => {

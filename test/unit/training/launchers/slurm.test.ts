@@ -9,7 +9,7 @@ import { jobProblems, JobFileError } from '../../../../src/training/job/spec';
 import { isEndState, parseScontrolJob, parseSqueueFormat, parseSqueueJson, querySlurmJob } from '../../../../src/training/launchers/slurm';
 import { loadTorchrunJob, runTorchrun, slurmBatchText, type TorchrunHandle } from '../../../../src/training/launchers/torchrun';
 import { fixtures, repoRoot } from '../../../paths';
-import { slurmUnavailable, startSlurmCluster, type SlurmCluster } from '../../../support/slurmCluster';
+import { useSlurmCluster } from '../../../support/slurmCluster';
 
 const recorded = join(fixtures, 'slurm');
 const read = (name: string) => readFileSync(join(recorded, name), 'utf8');
@@ -172,30 +172,12 @@ const logs = (events: JobEvent[]) => events.flatMap((e) => (e.type === 'job/log'
 
 describe('slurm: torchrun jobs on a real two-node cluster', function () {
   this.timeout(240_000);
-  let cluster: SlurmCluster | undefined;
-  let savedConf: string | undefined;
-  before(async function () {
-    const why = slurmUnavailable();
-    if (why) {
-      console.log(`      skipped: ${why}`);
-      this.skip();
-    }
+  const cluster = useSlurmCluster(() => {
     const torch = spawnSync(torchPython, ['-c', 'import torch.distributed as d; print(d.is_gloo_available())'], { encoding: 'utf8', timeout: 60_000 });
-    if (torch.status !== 0 || !torch.stdout.includes('True')) {
-      console.log(`      skipped: ${torchPython} has no torch with gloo (python3-torch)`);
-      this.skip();
-    }
-    cluster = await startSlurmCluster();
-    savedConf = process.env.SLURM_CONF;
-    process.env.SLURM_CONF = cluster.conf;
-  });
-  after(async () => {
-    if (savedConf === undefined) delete process.env.SLURM_CONF;
-    else process.env.SLURM_CONF = savedConf;
-    await cluster?.stop();
+    return torch.status !== 0 || !torch.stdout.includes('True') ? `${torchPython} has no torch with gloo (python3-torch)` : undefined;
   });
 
-  const squeue = () => cluster!.tool('squeue', ['-h', '-o', '%i %T']).trim();
+  const squeue = () => cluster().tool('squeue', ['-h', '-o', '%i %T']).trim();
 
   it('runs the example script on 2 nodes to the end: one world of 2 ranks, its output streamed, the job gone from squeue', async () => {
     const run = start(job({ slurm: { gpusPerNode: 1, outputDir: join(tmp, 'out') } }));
@@ -209,7 +191,7 @@ describe('slurm: torchrun jobs on a real two-node cluster', function () {
     // Both agents joined one rendezvous of 2 nodes (torch's own log, LOGLEVEL=INFO).
     assert.ok(said.filter((l) => /group_world_size=2/.test(l)).length >= 2, said.filter((l) => /group_/.test(l)).join('\n'));
     assert.equal(squeue().split('\n').filter((l) => / (?:RUNNING|PENDING|COMPLETING)$/.test(l)).length, 0, squeue());
-    assert.deepEqual(cluster!.jobProcesses(), []);
+    assert.deepEqual(cluster().jobProcesses(), []);
   });
 
   it('Stop cancels the job with scancel: nothing left in squeue, no process of it left', async () => {
@@ -225,7 +207,7 @@ describe('slurm: torchrun jobs on a real two-node cluster', function () {
     assert.deepEqual([end.type, end.type === 'job/failed' && end.cancelled], ['job/failed', true]);
     assert.equal((await querySlurmJob(id))?.state, 'CANCELLED');
     assert.doesNotMatch(squeue(), / (?:RUNNING|PENDING|COMPLETING)$/m);
-    assert.deepEqual(cluster!.jobProcesses(), []);
+    assert.deepEqual(cluster().jobProcesses(), []);
   });
 
   it('cancels its jobs when the process that follows them exits (the window closes)', async () => {
