@@ -2,8 +2,9 @@
  * Messages between the extension host and the "Tuning Results" webview panel, typed once and
  * imported by both ends (src/views/tuning/tuningResults.ts and webview-ui/results/). The host folds the
  * experiment's events (live, or replayed from its journal) into these rows; the page only draws.
- * Self-contained on purpose: the page's bundle must not pull in the engine.
+ * Self-contained on purpose: the page's bundle must not pull in the engine (units.ts is common too).
  */
+import { formatBytes } from './units';
 
 /** A trial's state as the results view shows it (the engine's statuses). */
 export type ResultsTrialStatus = 'pending' | 'running' | 'done' | 'stopped' | 'failed' | 'interrupted';
@@ -103,17 +104,8 @@ export type ResultsToHostMessage =
 
 // Formatting shared by the trial task names (host) and the results page.
 
-/** `1.5 GiB`, `312.4 MiB`. */
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
-}
+
+export { formatBytes };
 
 /** `1.2 GiB allocated / 1.5 GiB reserved (CUDA)`, `312.4 MiB RSS (CPU)`: a trial's peak, labelled what it is. */
 export function formatTrialMemory(m: TrialMemory): string {

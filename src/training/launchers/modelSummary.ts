@@ -7,21 +7,12 @@
 import type { CompanionMessage, ModelMemory, MemoryPart } from '../../common/companionProtocol';
 import type { LayerSummary } from '../job/events';
 import type { ModuleShapeProblem, OomMemoryProblem } from './problems';
+import { bytesText } from '../../common/units';
 import { shapeHints } from './pythonErrors';
 
-type Message<T extends CompanionMessage['type']> = Extract<CompanionMessage, { type: T }>;
+export { bytesText };
 
-/** `9.3 KiB`, `1.25 GiB`: binary units, three significant digits. */
-export function bytesText(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${v} B` : `${v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[u]}`;
-}
+type Message<T extends CompanionMessage['type']> = Extract<CompanionMessage, { type: T }>;
 
 /** A module as people name it: `fc (Linear)`, or the model's class for the model itself. */
 export function moduleLabel(module: string, className: string): string {
