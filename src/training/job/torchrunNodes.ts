@@ -48,14 +48,20 @@ export interface TorchrunNodes {
   readonly slurm?: SlurmJobFields;
 }
 
-/** The job file's `slurm` field (the schema checked the types). */
-export interface SlurmJobFields {
+/** What a job asks of Slurm's allocation, however given (a job file, a tune spec's executor, the settings). */
+export interface SlurmRequest {
   readonly partition?: string;
   readonly time?: string;
   readonly account?: string;
   readonly qos?: string;
+  /** GPUs per node (`--gres=gpu:N`); 0: none asked. */
   readonly gpusPerNode?: number;
+  /** More sbatch options, as sbatch takes them (`--constraint=a100`). */
   readonly sbatchArgs?: readonly string[];
+}
+
+/** The job file's `slurm` field (the schema checked the types). */
+export interface SlurmJobFields extends SlurmRequest {
   readonly port?: number;
   readonly outputDir?: string;
 }

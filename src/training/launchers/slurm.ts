@@ -17,17 +17,10 @@ import { EventEmitter } from 'node:events';
 import { closeSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
+import type { SlurmRequest } from '../job/torchrunNodes';
 
 /** What a job asks of Slurm (the job file's `slurm`, the tune spec's executor, the settings `gpuWorkbench.slurm.*`). */
-export interface SlurmOptions {
-  readonly partition?: string;
-  readonly time?: string;
-  readonly account?: string;
-  readonly qos?: string;
-  /** GPUs per node (`--gres=gpu:N`); 0: none asked. */
-  readonly gpusPerNode?: number;
-  /** More sbatch options, as sbatch takes them (`--constraint=a100`). */
-  readonly sbatchArgs?: readonly string[];
+export interface SlurmOptions extends SlurmRequest {
   /** How often squeue is asked and the output file read (ms). */
   readonly pollMs?: number;
 }
