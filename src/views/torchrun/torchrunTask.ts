@@ -28,6 +28,7 @@ import * as vscode from 'vscode';
 import { slurmSettings } from '../common/slurmSettings';
 import { readJobNodes } from '../../gpu/slurmNodes';
 import { SlurmNodesPoller } from '../../gpu/slurmNodesPoller';
+import { ElasticStatus } from './elasticStatus';
 import type { SlurmJobInfo } from '../../training/launchers/slurm';
 import { probeTorchVersion } from '../../training/launchers/multinode';
 import type { Disposable, GpuMonitor } from '../../gpu/monitor';
@@ -244,6 +245,8 @@ export class TorchrunTasks implements vscode.Disposable {
     };
     const runningStatus = `torchrun · ${spec.nprocPerNode} process${spec.nprocPerNode === 1 ? '' : 'es'}`;
     let panel: PanelJob = { ...panelBase, state: 'running', status: runningStatus };
+    // A multi-node job: which node this is, its world and its restarts (the same job), in the card's status line.
+    const elastic = new ElasticStatus();
     trainingJobFeed.set(panel);
     // Each rank's memory (the companion's, after every optimizer step): its process bar and curve in the panel, growth named by rank.
     const memory = new RankMemoryView(spec.script, panelBase.workers, spec.devices, (change) => {
@@ -272,6 +275,11 @@ export class TorchrunTasks implements vscode.Disposable {
         this.showProblems(problems, spec);
       } else if (e.type === 'job/log' && e.rank === undefined && /^(?:torchrun|Slurm): /.test(e.message)) {
         this.channel.info(e.message);
+        if (e.elastic) {
+          elastic.onEvent(e.elastic);
+          panel = { ...panel, status: `${runningStatus} · ${elastic.text() ?? ''}` };
+          trainingJobFeed.set(panel);
+        }
       } else if (e.type === 'job/report' && curve.add(e)) {
         panel = { ...panel, ...curve.panel() };
         trainingJobFeed.set(panel);
@@ -304,7 +312,8 @@ export class TorchrunTasks implements vscode.Disposable {
       memory.dispose();
       const state = final.type === 'job/done' ? 'done' : final.cancelled ? 'cancelled' : 'failed';
       const message = torchrunEndMessage(spec.name, final, problems);
-      trainingJobFeed.set({ ...panelBase, ...memory.current(), state, status: message, ...curve.panel() });
+      const restarts = elastic.restartsText();
+      trainingJobFeed.set({ ...panelBase, ...memory.current(), state, status: restarts ? `${message} (${restarts})` : message, ...curve.panel() });
       if (state === 'failed') this.channel.error(message);
       else this.channel.info(message);
       this.finish(run, terminal, final, resolveEnded);
