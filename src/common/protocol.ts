@@ -61,9 +61,10 @@ export interface PanelJob {
 /** A node's state by `sinfo`. */
 export interface PanelSlurmNodeState {
   readonly node: string;
+  /** sinfo's state: idle, allocated, mixed, down, drained, draining, ... (a `*` suffix: not responding). */
   readonly state: string;
   readonly reason?: string;
-  /** Down, drained, draining, failing or not responding. */
+  /** Down, drained, draining, failing or not responding: the node does not (or will not) run work. */
   readonly unavailable: boolean;
 }
 
@@ -72,7 +73,7 @@ export interface PanelSlurmNode {
   readonly node: string;
   readonly devices: readonly GpuDevice[];
   readonly processes: readonly GpuProcess[];
-  /** Indexes of the allocation's GPUs with no compute process and under 5 % utilisation. */
+  /** Indexes of the allocation's GPUs with no compute process and (where known) under 5 % utilisation: allocated, yet idle. */
   readonly idle: readonly number[];
   /** What nvidia-smi (or the node) said instead of GPUs. */
   readonly error?: string;

@@ -6,27 +6,15 @@
  * panel shows a section per node and GPU, and points out the allocation's GPUs that sit idle.
  */
 import { computeAppsFields, gpuQueryFields, joinProcesses, parseComputeApps, parseGpuRow } from './nvidiaSmi';
-import type { GpuDevice, GpuProcess } from './types';
+import type { PanelSlurmNode, PanelSlurmNodeState } from '../common/protocol';
+import type { GpuDevice } from './types';
 import { slurmTool } from '../training/launchers/slurm';
 
-export interface NodeGpus {
-  readonly node: string;
-  readonly devices: readonly GpuDevice[];
-  readonly processes: readonly GpuProcess[];
-  /** GPUs with no compute process and (where known) under 5 % utilisation: allocated, yet idle. */
-  readonly idle: readonly number[];
-  /** What nvidia-smi (or the node) said instead of GPUs. */
-  readonly error?: string;
-}
+/** A node's GPUs and processes by nvidia-smi, as the panel draws them (without sinfo's state). */
+export type NodeGpus = Omit<PanelSlurmNode, 'slurm'>;
 
-export interface NodeState {
-  readonly node: string;
-  /** sinfo's state: idle, allocated, mixed, down, drained, draining, ... (a `*` suffix: not responding). */
-  readonly state: string;
-  readonly reason?: string;
-  /** Down, drained, draining, failing or not responding: the node does not (or will not) run work. */
-  readonly unavailable: boolean;
-}
+/** A node's state by sinfo, as the panel draws it. */
+export type NodeState = PanelSlurmNodeState;
 
 const mark = '@@gw-';
 
