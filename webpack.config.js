@@ -8,7 +8,7 @@ const CopyPlugin = require('copy-webpack-plugin');
 const { MnistDigitsPlugin } = require('./scripts/mnist-digits');
 
 /** @type {(env: unknown, argv: { mode?: string }) => import('webpack').Configuration[]} */
-module.exports = (_env, argv) => {
+module.exports = (env, argv) => {
   const production = argv.mode === 'production';
   // The webgpu package's platform folder whose dawn.node goes into dist/: linux-x64, linux-arm64, win32-x64, darwin-universal.
   const dawnTarget = process.env.GPU_WORKBENCH_DAWN_TARGET || 'linux-x64';
@@ -87,5 +87,10 @@ module.exports = (_env, argv) => {
       new CopyPlugin({ patterns: [{ from: 'node_modules/uplot/dist/uPlot.min.css', to: 'uPlot.min.css' }] }),
     ],
   };
+  // `webpack --env bench`: bench/webgpu as one file beside dawn.node and the wasm files, for a GPU machine
+  // that has Node but no node_modules (scripts/device-kit.sh). Never in the .vsix (.vscodeignore).
+  if (env && env.bench) {
+    return [{ ...node, name: 'bench', entry: { 'bench-webgpu': './bench/webgpu/training.ts', 'bench-webgpu-latency': './bench/webgpu/latency.ts' }, plugins: [], devtool: false }];
+  }
   return [node, web];
 };

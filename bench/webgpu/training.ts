@@ -3,8 +3,9 @@
  * on wasm (with our kernels, as a worker runs it) and in PyTorch, measured in one run, printed
  * as ratios against PyTorch.
  *
- *   npx tsc -p . && node out/bench/webgpu/training.js [--seconds S] [--rounds R] [--no-torch]
- *   (or: npm run bench -- webgpu)
+ *   npx tsc -p . && node out/bench/webgpu/training.js [--seconds S] [--rounds R] [--no-torch] [--python PATH]
+ *   (or: npm run bench -- webgpu; on a machine without node_modules, `bash scripts/device-kit.sh`
+ *   bundles it as dist/bench-webgpu.js beside dawn.node and the wasm files)
  *
  * Models (issue 14, item 9): the MLP preset 784-512-512-10 at batch 256 and 1024, and the CNN
  * preset (conv 8 → pool → conv 16 → pool → dense 10 on 28×28×1) at batch 256, built by the job
@@ -39,7 +40,8 @@ function arg(name: string, fallback: string): string {
 const seconds = Number(arg('seconds', '4'));
 const rounds = Number(arg('rounds', '2'));
 const withTorch = !process.argv.includes('--no-torch');
-const python = '/usr/bin/python3';
+// Debian's python3-torch belongs to /usr/bin/python3; elsewhere (a GPU machine's venv) say which one.
+const python = arg('python', process.env.GPU_WORKBENCH_PYTHON ?? '/usr/bin/python3');
 
 interface Case { name: string; torchModel: string; src: ModelSource; shape: number[]; batch: number }
 const cases: Case[] = [
