@@ -130,7 +130,23 @@ def _half_bytes(t, torch):
 
 # --- hooks -------------------------------------------------------------------------------------------
 
+def _not_compiling():
+    return False
+
+
+#: ``torch.compiler.is_compiling`` (torch >= 2.1; ``torch._dynamo.is_compiling`` in 2.0): True while
+#: TorchDynamo traces a compiled model, which inlines these global hooks into the graph it builds. They
+#: must do nothing there: their stores into ``_s`` (the module in ``row_stack``) are side effects
+#: Dynamo cannot trace, and torch 2.11's ``torch.compile`` failed on them ("UnspecializedNNModuleVariable
+#: (Net) is already tracked for mutation", recorded on an H100). Tested first thing in every hook, it is
+#: a constant True while tracing, so the traced graph holds nothing of the companion; eager calls pay one
+#: call. A compiled model's summary has its compiled module as one row (its submodules run inside the graph).
+_is_compiling = _not_compiling
+
+
 def _pre_first(module, inputs):
+    if _is_compiling():
+        return
     _s.depth += 1
     if _s.depth == 1:
         _s.last = None
@@ -148,6 +164,8 @@ def _pre_first(module, inputs):
 
 
 def _post_first(module, inputs, output):
+    if _is_compiling():
+        return
     torch = _s.torch
     _s.depth = max(0, _s.depth - 1)
     t = _first_tensor(output, torch)
@@ -164,12 +182,16 @@ def _post_first(module, inputs, output):
 
 
 def _pre_light(module, inputs):
+    if _is_compiling():
+        return
     _s.depth += 1
     if _s.depth == 1:
         _s.last = None
 
 
 def _post_light(module, inputs, output):
+    if _is_compiling():
+        return
     _s.depth -= 1
     _s.last = module
     torch = _s.torch
@@ -523,6 +545,20 @@ def _repr(module):
 
 # --- installing -------------------------------------------------------------------------------------
 
+def _compiling_check(torch):
+    """torch's own "is Dynamo tracing now?" (see ``_is_compiling``), or one that always says no (torch 1.x)."""
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None)
+    if check is None and hasattr(torch, "compile"):  # torch 2.0: only torch._dynamo has it
+        try:
+            import torch._dynamo as dynamo
+
+            check = getattr(dynamo, "is_compiling", None)
+        except Exception:
+            check = None
+    return check if callable(check) else _not_compiling
+
+
 def _swap_hooks(light):
     import torch.nn.modules.module as mm
 
@@ -538,8 +574,10 @@ def install(torch, channel):
 
     if not hasattr(mm, "register_module_forward_hook"):
         return None
+    global _is_compiling
     _s.torch = torch
     _s.channel = channel
+    _is_compiling = _compiling_check(torch)
     _s.torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
     _library_cache.clear()
     Module = torch.nn.Module
