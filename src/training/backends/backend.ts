@@ -21,6 +21,7 @@ import { gemmOffByEnvironment, relaxedSimdAvailable } from './gemm';
 import { guardWasmHeap } from './oom';
 import { registerWebgpuKernels } from './webgpuKernels/index';
 import type { LoadedBackend, Tf } from './types';
+import { uploadThroughWriteBuffer } from './webgpuUpload';
 import { adapterLabel, checkPin, openWebgpu, parseBusIds, pinEnv, type Gpu } from './webgpu';
 
 const runtimeRequire = createRequire(__filename);
@@ -135,7 +136,10 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
   const pin = injected ? undefined : await pinThisWorker();
   if (pin?.ok) Object.assign(process.env, pinEnv(pin.busId));
   else if (pin) extra.push(pin.why);
-  const got = await openWebgpu({ allowSoftware: forced, ...(injected ? { gpu: injected } : {}) });
+  // GPU_WORKBENCH_DAWN_FLAGS: extra flags for dawn.node's create(), space-separated, e.g.
+  // "enable-dawn-features=skip_validation" (Dawn toggles; for measuring, bench/webgpu/latency.ts).
+  const flags = (process.env.GPU_WORKBENCH_DAWN_FLAGS ?? '').split(/\s+/).filter(Boolean);
+  const got = await openWebgpu({ allowSoftware: forced, ...(flags.length ? { flags } : {}), ...(injected ? { gpu: injected } : {}) });
   if (!got.ok) return { why: got.why };
   const { gpu, adapter, device, info, memory } = got.opened;
   // Required before navigator.gpu exists: the package registers its own factory (Dawn's first adapter, its own limits) when it finds navigator.gpu at load; ours uses our device.
@@ -148,7 +152,12 @@ async function loadWebgpu(api: Tf, forced: boolean, extra: string[], injected: G
   if (g.navigator) Object.defineProperty(g.navigator, 'gpu', { value: gpu, configurable: true });
   else Object.defineProperty(g, 'navigator', { value: { gpu }, configurable: true, writable: true });
   if (tf.findBackendFactory('webgpu')) tf.removeBackend('webgpu');
-  tf.registerBackend('webgpu', () => new WebGPUBackend(device, info), 0);
+  // Uploads through queue.writeBuffer instead of a new staging buffer per tensor (webgpuUpload.ts: most of an Adam step on an H100).
+  tf.registerBackend('webgpu', () => {
+    const backend = new WebGPUBackend(device, info);
+    uploadThroughWriteBuffer(backend);
+    return backend;
+  }, 0);
   const why = await activateOrWhy('webgpu');
   if (why) {
     device.destroy();
