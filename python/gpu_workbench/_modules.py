@@ -298,7 +298,10 @@ def memory_breakdown(roots, optimizers, activations=None, after_step=True):
         o = _part(0, 0, False, "unknown: %s had not stepped yet" % names)
     else:
         o = _part(0, 0, False, "no optimizer was made")
-    a = _part(activations[0], activations[1], True, None if activations[2] else "up to the failure") if activations else None
+    if activations and len(activations) > 3 and activations[3]:
+        a = _part(activations[0], activations[1], False, activations[3])  # (bytes, half, complete, why not measured)
+    else:
+        a = _part(activations[0], activations[1], True, None if activations[2] else "up to the failure") if activations else None
     parts = {"params": _part(p_bytes, p_half, True), "grads": g, "optimizerState": o}
     if a is not None:
         parts["activations"] = a
@@ -353,11 +356,16 @@ def build_summary(rows, optimizers):
         })
     params = _unique_params(roots)
     act = _activations([r for r in rows if id(r["module"]) in names])
+    # torch.compile: the compiled wrapper (OptimizedModule) is the only module the hooks see; the ones
+    # inside its graph run without them (see _is_compiling), so their outputs were never measured.
+    unseen = None
+    if act[0] == 0 and any(type(r["module"]).__name__ == "OptimizedModule" for r in rows):
+        unseen = "not measured: the model runs as a torch.compile graph, whose modules the companion does not see"
     return {
         "rows": out,
         "totalParams": sum(p.numel() for p in params),
         "trainableParams": sum(p.numel() for p in params if p.requires_grad),
-        "memory": memory_breakdown(roots, list(optimizers), (act[0], act[1], True)),
+        "memory": memory_breakdown(roots, list(optimizers), (act[0], act[1], True, unseen)),
     }
 
 

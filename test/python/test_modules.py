@@ -260,6 +260,38 @@ class Summary(ModuleCase):
         s = self.one(messages, "modelSummary")
         self.assertEqual([r["name"] for r in s["rows"]], ["", "0", "1"])
 
+    def test_a_compiled_models_summary_says_its_activations_were_not_measured(self):
+        # What torch.compile looks like to the hooks (recorded on an H100 with torch 2.11: compile.jsonl): one
+        # OptimizedModule whose inner modules run while Dynamo traces, i.e. with the hooks silent.
+        _, ours, messages = self.run_script("compiled.py", """\
+            import torch
+            from torch import nn
+            from gpu_workbench import _modules
+
+            class OptimizedModule(nn.Module):
+                def __init__(self, mod):
+                    super().__init__()
+                    self._orig_mod = mod
+
+                def forward(self, x):
+                    _modules._is_compiling = lambda: True
+                    try:
+                        return self._orig_mod(x)
+                    finally:
+                        _modules._is_compiling = lambda: False
+
+            model = OptimizedModule(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)))
+            opt = torch.optim.Adam(model.parameters(), lr=0.1)
+            model(torch.zeros(3, 4)).sum().backward()
+            opt.step()
+            """, compare=False)
+        s = self.one(messages, "modelSummary")
+        self.assertEqual([r["className"] for r in s["rows"]], ["OptimizedModule"])
+        a = s["memory"]["activations"]
+        self.assertEqual((a["bytes"], a["measured"]), (0, False))
+        self.assertIn("torch.compile graph", a["note"])
+        self.assertEqual(s["memory"]["params"]["bytes"], (4 * 8 + 8 + 8 * 2 + 2) * 4)
+
     def test_the_compiling_check_is_torchs_own_where_torch_has_one(self):
         import types
 

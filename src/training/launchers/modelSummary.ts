@@ -33,7 +33,9 @@ function partText(what: string, p: MemoryPart): string {
  * from those numbers).
  */
 export function modelMemoryLines(m: ModelMemory): string[] {
-  const acts = m.activations ? `, activations ${bytesText(m.activations.bytes)} (the leaf modules' outputs in the forward${m.activations.note ? `, ${m.activations.note}` : ''})` : '';
+  const acts = !m.activations ? ''
+    : !m.activations.measured && m.activations.bytes === 0 ? `, activations ${m.activations.note ?? 'not measured'}`
+      : `, activations ${bytesText(m.activations.bytes)} (the leaf modules' outputs in the forward${m.activations.note ? `, ${m.activations.note}` : ''})`;
   const a = m.autocast;
   const h = m.halfParams;
   const saves = (total: number) => (total < m.totalBytes ? `, ${bytesText(m.totalBytes - total)} less` : '');

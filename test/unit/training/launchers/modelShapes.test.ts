@@ -58,6 +58,9 @@ describe('shape errors and the model\'s memory from the companion', function () 
     ]);
     const before: ModelMemory = { ...mlpMemory, grads: { ...part(9488, false), note: 'as large as the trainable parameters (no gradient existed yet)' }, optimizerState: { ...part(18976, false), note: '2 copies of the trainable parameters (Adam, before its first step)' } };
     assert.match(modelMemoryLines(before)[0], /gradients 9\.27 KiB \(estimated: as large as the trainable parameters \(no gradient existed yet\)\), optimizer state 18\.5 KiB \(estimated: 2 copies of the trainable parameters \(Adam, before its first step\)\)/);
+    // torch.compile: the companion cannot see the modules inside the graph (test_modules.py).
+    const compiled: ModelMemory = { ...mlpMemory, activations: { bytes: 0, halfBytes: 0, measured: false, note: 'not measured: the model runs as a torch.compile graph, whose modules the companion does not see' } };
+    assert.match(modelMemoryLines(compiled)[0], /optimizer state 18\.5 KiB, activations not measured: the model runs as a torch\.compile graph, whose modules the companion does not see; 45\.3 KiB in all$/);
   });
 
   it('writes the summary one line per module, and says how many were left out to fit one message', () => {
