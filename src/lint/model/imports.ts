@@ -301,7 +301,35 @@ export abstract class ModelImports {
       const show = (b: Binding | undefined): string | null => (b ? `${b.target.type} ${b.unpacked} ${b.value ? this.src(b.value) : ''}` : null);
       return JSON.stringify([show(lastBindingIn([chunk.root], text)), show(lastBindingIn(functions, text))]);
     }
+    if (key.startsWith('fn:') || key.startsWith('method:')) return this.methodSignature(chunk, key.slice(key.indexOf(':') + 1));
     return undefined;
+  }
+
+  /**
+   * `signatureOf` for `fn:<name>` and `method:<name>` of a top-level class: the text of each of
+   * its methods named so, each with the class's header (decorators, name, bases). A lookup by
+   * name gives the methods, and what is read of a method without a lookup key of its own is its
+   * own text and its class's header: what the analysis reads of the other methods of the class
+   * records `cls:<class>` (`attributeBinding`, `meterUsesAsTensor`), which is compared whole.
+   * So an edit in one method leaves the other methods' keys clean (an early cutoff). Undefined
+   * (compared whole) when a function of that name is not a direct method of the statement's
+   * class: a module-level function, a nested one, a method of a nested class.
+   */
+  private methodSignature(chunk: ChunkIndex, name: string): string | undefined {
+    const top = chunk.node;
+    const cls = top.type === 'decorated_definition' ? top.children.find((c) => c.type === 'class_definition') : top;
+    if (cls?.type !== 'class_definition') return undefined;
+    const body = child(cls, 'body');
+    if (!body) return undefined;
+    const header = this.text.slice(top.start, body.start);
+    const parts: string[] = [];
+    for (const f of chunk.functions) {
+      if (f.name !== name) continue;
+      if (f.cls?.node !== cls || !this.isDirectMethod(f.node, cls)) return undefined;
+      const def = f.node.parent?.type === 'decorated_definition' ? f.node.parent : f.node;
+      parts.push(this.text.slice(def.start, def.end));
+    }
+    return JSON.stringify([header, parts]);
   }
 
   /** Every call in the file, in document order (gathered from the statements on first use). */
