@@ -359,7 +359,8 @@ export class Workspace implements WorkspaceFacts {
       const out = new Set<string>();
       for (const perFile of this.classes.values()) {
         for (const list of perFile.values()) {
-          for (const cls of list) for (const m of cls.methods.keys()) if (this.accumulatingParams(cls.name, m)) out.add(m);
+          // `accumulatingParams(cls.name, m)` is some class of that name's `classAccumulates(c, m)`, and every such class is in this scan.
+          for (const cls of list) for (const m of cls.methods.keys()) if (classAccumulates(cls, m)) out.add(m);
         }
       }
       return out;
