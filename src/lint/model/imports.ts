@@ -36,6 +36,8 @@ export abstract class ModelImports {
   /** The stale keys of this file's versions, for the kept facts (`functionFacts`, the statements' `kept`) to check when asked. */
   protected staleLog: StaleLog = { seq: 0, allBefore: 0, batches: [] };
   protected factsGeneration = -1;
+  /** The statements replaced since the version this one was made from, until the workspace takes them (`takeChangesSince`). */
+  private changes: { readonly from: ModelImports; readonly removed: ChunkIndex[]; readonly added: ChunkIndex[] } | undefined;
 
   constructor(
     readonly path: string,
@@ -367,6 +369,17 @@ export abstract class ModelImports {
   }
 
   /**
+   * The statements' indexes replaced since `previous`, when this version was made from it (else
+   * undefined), for the workspace to update only their names; given once, and then forgotten:
+   * the removed ones hold the previous version, which must not stay alive with this one.
+   */
+  takeChangesSince(previous: ModelImports): { readonly removed: readonly ChunkIndex[]; readonly added: readonly ChunkIndex[] } | undefined {
+    const changes = this.changes;
+    this.changes = undefined;
+    return changes?.from === previous ? changes : undefined;
+  }
+
+  /**
    * Names used as values rather than called, for the workspace's reference index: an identifier
    * read (not bound, not imported, not a parameter) and `x.name` read without a call
    * (`callbacks=[evaluate]`, `hook(self.predict)`). A function named so may be called from anywhere.
@@ -523,12 +536,19 @@ export abstract class ModelImports {
   /** Takes over the previous version's function facts that are still valid (see `functionFact`). */
   protected carryFunctionFacts(previous: ModelImports): void {
     const stale = new Set<string>();
+    const removed: ChunkIndex[] = [];
+    const added: ChunkIndex[] = [];
     for (const [node, chunk] of previous.chunks) {
-      if (this.chunks.get(node) !== chunk) for (const k of previous.exportsOf(node)) stale.add(k);
+      if (this.chunks.get(node) === chunk) continue;
+      removed.push(chunk);
+      for (const k of previous.exportsOf(node)) stale.add(k);
     }
     for (const [node, chunk] of this.chunks) {
-      if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
+      if (previous.chunks.get(node) === chunk) continue;
+      added.push(chunk);
+      for (const k of this.exportsOf(node)) stale.add(k);
     }
+    this.changes = { from: previous, removed, added };
     // Taken over in place: the previous version is not linted again. Facts whose lookups the
     // changed statements answer are found stale when asked (`staleLog`).
     for (const [fn, facts] of previous.functionFacts) if (this.functionByNode.get(fn.node) === fn) this.functionFacts.set(fn, facts);

@@ -11,6 +11,7 @@ import { corpusLib } from '../../../bench/lint/_realMatch';
 import { repoRoot } from '../../paths';
 import { createLinter, Linter } from '../../../src/lint/linter';
 import { Workspace } from '../../../src/lint/workspace';
+import { FileModel } from '../../../src/lint/model';
 import { lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
 
@@ -350,6 +351,31 @@ describe('incremental re-analysis', function () {
     assert.equal(counts[0], 2 + n);
     // An edit in reset(): only the class; one in update(): the class and every train_<i>.
     assert.deepEqual(counts.slice(1), [1, 1 + n]);
+  });
+
+  it('updates the workspace index from the statements an edit replaced, without listing every statement of the file', () => {
+    const text = `import torch\n\n\n${Array.from({ length: 50 }, (_, i) => `def step_${i}(model, x):\n    return model(x)\n`).join('\n\n')}`;
+    const path = '/incremental/index.py';
+    incremental.lintFile(path, text);
+    let listed = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const chunkList = FileModel.prototype.chunkList;
+    FileModel.prototype.chunkList = function (this: FileModel) {
+      listed++;
+      return chunkList.call(this);
+    };
+    const edited = text.replace('def step_7(model, x)', 'def step_seven(model, x)');
+    try {
+      incremental.lintFile(path, edited);
+    } finally {
+      FileModel.prototype.chunkList = chunkList;
+    }
+    fresh.removeFile(path);
+    assert.deepEqual(incremental.lintFile(path), fresh.lintFile(path, edited));
+    assert.deepEqual(incremental.indexSize(), fresh.indexSize());
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    assert.equal(listed, 0);
   });
 
   it('equals a fresh analysis when another file of the workspace changes', () => {
