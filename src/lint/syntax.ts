@@ -131,15 +131,69 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
   const rootStart = cursor.startIndex;
   const rootEnd = cursor.endIndex;
   const stack: Node[] = [root];
+  const olds = reuse ? (reuse.root.children as Node[]) : [];
+  // The previous statements that lie wholly before the edit and before every changed range: the
+  // new tree has the same statements there (tree-sitter's changed ranges cover every difference
+  // of structure), so the cursor jumps to the last of them (`gotoDescendant`) instead of stepping
+  // over each one (four calls into wasm per statement). Checked on that statement; if it differs,
+  // the walk starts from the first statement as without the jump.
+  let before = 0;
+  if (reuse) {
+    let firstChange = reuse.edit.startIndex;
+    for (const r of reuse.changed) firstChange = Math.min(firstChange, r.startIndex);
+    while (before < olds.length && olds[before].end < firstChange) before++;
+  }
+  let started = false;
+  if (before >= 2) {
+    // Its place in the walk: the nodes of the statements before it (a statement's shift counts its nodes), and the root.
+    let index = 1;
+    for (let i = 0; i < before - 1; i++) index += olds[i].shift.size;
+    const last = olds[before - 1];
+    cursor.gotoDescendant(index);
+    if (cursor.currentDepth === 1 && cursor.startIndex === last.start && cursor.endIndex === last.end && reusable(last.start, last.end, cursor.nodeTypeId) === last) {
+      for (let i = 0; i < before; i++) {
+        move(olds[i], root);
+        root.children.push(olds[i]);
+      }
+      started = cursor.gotoNextSibling();
+    } else {
+      cursor.gotoDescendant(0);
+      before = 0;
+    }
+  }
+  if (before < 2) started = cursor.gotoFirstChild();
+  // From this index on, every previous statement lies after the edit's last row and after every
+  // changed range: once the walk has reused one of them, the new tree's statements after it are
+  // the rest of them (as before the edit), moved in without being visited.
+  let after = olds.length;
+  if (reuse) {
+    const { edit, changed } = reuse;
+    while (after > 0) {
+      const o = olds[after - 1];
+      const start = o.start + delta;
+      if (o.start < edit.oldEndIndex || start < edit.newEndIndex || rowOf(start) <= editEndRow || changed.some((r) => r.startIndex <= o.end + delta && r.endIndex >= start)) break;
+      after--;
+    }
+  }
   // Iterative pre-order walk: deep expressions must not overflow the JS stack.
-  if (cursor.gotoFirstChild()) {
+  if (started) {
     for (;;) {
       const parent = stack[stack.length - 1];
       if (stack.length === 1 && reuse) {
         const old = reusable(cursor.startIndex, cursor.endIndex, cursor.nodeTypeId);
         if (old) {
+          // One of the statements after which every one is reusable (compared before it moves: `olds` are in order).
+          let at = after < olds.length && old.start >= olds[after].start ? after : -1;
+          while (at !== -1 && at < olds.length && olds[at] !== old) at++;
           move(old, parent);
           parent.children.push(old);
+          if (at !== -1 && at < olds.length) {
+            for (let i = at + 1; i < olds.length; i++) {
+              move(olds[i], parent);
+              parent.children.push(olds[i]);
+            }
+            break;
+          }
           if (cursor.gotoNextSibling()) continue;
           break;
         }

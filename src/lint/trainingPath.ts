@@ -12,6 +12,7 @@ import { callSitesOf, type CallSite, type FileModel, type FunctionInfo } from '.
 import { ancestors, baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, type SyntaxNode } from './syntax';
 import { optimizerLike } from './model/types';
 import { calleesOf } from './model/summaries';
+import { track } from './deps';
 
 /** 'train': some caller's computation reaches a backward pass; 'unknown': callers unknown (a callback, a property); 'eval': every caller is known and evaluates. */
 export type PathStatus = 'eval' | 'train' | 'unknown';
@@ -499,6 +500,8 @@ function tensorUsesIn(model: FileModel, body: SyntaxNode): Map<string, number> {
  * attribute it accumulates it into (`self.sum += val`, then `self.sum.item()`)?
  */
 export function meterUsesAsTensor(model: FileModel, cls: string, method: string, index: number): boolean {
+  // Reads every method of the class: compared whole, not by method (`signatureOf`).
+  track(`cls:${cls}`);
   for (const fn of model.facts.functionsNamed(method)) {
     if (fn.cls?.name !== cls || !fn.body) continue;
     const param = fn.params.slice(1)[index];

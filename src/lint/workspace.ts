@@ -137,8 +137,7 @@ export class Workspace implements WorkspaceFacts {
     const old = this.files.get(model.path);
     if (!this.perStatement) this.setWhole(model);
     else {
-      const chunks = model.chunkList();
-      if (!old || !this.setChanged(model, old, chunks)) this.setWhole(model, chunks);
+      if (!old || !this.setChanged(model, old)) this.setWhole(model, model.chunkList());
     }
     this.generation++;
     this.noteChange(model.path);
@@ -213,19 +212,21 @@ export class Workspace implements WorkspaceFacts {
   /**
    * A new version of a file already indexed: only the names of the statements it replaced
    * change, each name's entries kept in document order (statement by statement, as a full
-   * index lists them). Answers false, changing nothing, when the old version's entries are not
-   * all known (then the whole file is indexed again).
+   * index lists them). Answers false, changing nothing, when the version was not made from the
+   * indexed one by an edit (`takeChangesSince`) or the replaced statements' entries are not
+   * known (then the whole file is indexed again).
    */
-  private setChanged(model: FileModel, old: FileModel, chunks: readonly ChunkIndex[]): boolean {
+  private setChanged(model: FileModel, old: FileModel): boolean {
     const names = this.namesByFile.get(model.path);
-    if (!names) return false;
-    const before = old.chunkList();
-    if (before.some((c) => !this.chunkEntries.has(c))) return false;
-    const now = new Set(chunks);
-    const was = new Set(before);
-    const removed = before.filter((c) => !now.has(c));
-    const added = chunks.filter((c) => !was.has(c));
-    const position = new Map<ChunkIndex, number>(chunks.map((c, i) => [c, i]));
+    // Only for a version made from the indexed one: it knows which statements it replaced, without a pass over the file.
+    const changes = model.takeChangesSince(old);
+    if (!names || !changes) return false;
+    const { removed, added } = changes;
+    // The kept statements' entries were made when an earlier version was indexed; the removed ones' must be known to take them out.
+    if (removed.some((c) => !this.chunkEntries.has(c))) return false;
+    const gone = new Set(removed);
+    // Document order: a kept statement's node has moved to its place in this version.
+    const position = (e: unknown): number => (this.entryChunk.get(e as object) as ChunkIndex).node.start;
     this.files.set(model.path, model);
     this.holderOf(model);
     for (const kind of kinds) {
@@ -241,9 +242,9 @@ export class Workspace implements WorkspaceFacts {
       const index = this.index(kind);
       for (const [name, fresh] of affected) {
         const perFile = index.get(name);
-        const list = [...(perFile?.get(model.path) ?? []).filter((e) => position.has(this.entryChunk.get(e as object) as ChunkIndex)), ...fresh];
+        const list = [...(perFile?.get(model.path) ?? []).filter((e) => !gone.has(this.entryChunk.get(e as object) as ChunkIndex)), ...fresh];
         // Stable: the entries of one statement keep their order.
-        list.sort((a, b) => (position.get(this.entryChunk.get(a as object) as ChunkIndex) as number) - (position.get(this.entryChunk.get(b as object) as ChunkIndex) as number));
+        list.sort((a, b) => position(a) - position(b));
         if (list.length === 0) {
           if (perFile?.delete(model.path) && perFile.size === 0) index.delete(name);
           names[kind].delete(name);
@@ -359,7 +360,8 @@ export class Workspace implements WorkspaceFacts {
       const out = new Set<string>();
       for (const perFile of this.classes.values()) {
         for (const list of perFile.values()) {
-          for (const cls of list) for (const m of cls.methods.keys()) if (this.accumulatingParams(cls.name, m)) out.add(m);
+          // `accumulatingParams(cls.name, m)` is some class of that name's `classAccumulates(c, m)`, and every such class is in this scan.
+          for (const cls of list) for (const m of cls.methods.keys()) if (classAccumulates(cls, m)) out.add(m);
         }
       }
       return out;

@@ -36,6 +36,8 @@ export abstract class ModelImports {
   /** The stale keys of this file's versions, for the kept facts (`functionFacts`, the statements' `kept`) to check when asked. */
   protected staleLog: StaleLog = { seq: 0, allBefore: 0, batches: [] };
   protected factsGeneration = -1;
+  /** The statements replaced since the version this one was made from, until the workspace takes them (`takeChangesSince`). */
+  private changes: { readonly from: ModelImports; readonly removed: ChunkIndex[]; readonly added: ChunkIndex[] } | undefined;
 
   constructor(
     readonly path: string,
@@ -301,7 +303,35 @@ export abstract class ModelImports {
       const show = (b: Binding | undefined): string | null => (b ? `${b.target.type} ${b.unpacked} ${b.value ? this.src(b.value) : ''}` : null);
       return JSON.stringify([show(lastBindingIn([chunk.root], text)), show(lastBindingIn(functions, text))]);
     }
+    if (key.startsWith('fn:') || key.startsWith('method:')) return this.methodSignature(chunk, key.slice(key.indexOf(':') + 1));
     return undefined;
+  }
+
+  /**
+   * `signatureOf` for `fn:<name>` and `method:<name>` of a top-level class: the text of each of
+   * its methods named so, each with the class's header (decorators, name, bases). A lookup by
+   * name gives the methods, and what is read of a method without a lookup key of its own is its
+   * own text and its class's header: what the analysis reads of the other methods of the class
+   * records `cls:<class>` (`attributeBinding`, `meterUsesAsTensor`), which is compared whole.
+   * So an edit in one method leaves the other methods' keys clean (an early cutoff). Undefined
+   * (compared whole) when a function of that name is not a direct method of the statement's
+   * class: a module-level function, a nested one, a method of a nested class.
+   */
+  private methodSignature(chunk: ChunkIndex, name: string): string | undefined {
+    const top = chunk.node;
+    const cls = top.type === 'decorated_definition' ? top.children.find((c) => c.type === 'class_definition') : top;
+    if (cls?.type !== 'class_definition') return undefined;
+    const body = child(cls, 'body');
+    if (!body) return undefined;
+    const header = this.text.slice(top.start, body.start);
+    const parts: string[] = [];
+    for (const f of chunk.functions) {
+      if (f.name !== name) continue;
+      if (f.cls?.node !== cls || !this.isDirectMethod(f.node, cls)) return undefined;
+      const def = f.node.parent?.type === 'decorated_definition' ? f.node.parent : f.node;
+      parts.push(this.text.slice(def.start, def.end));
+    }
+    return JSON.stringify([header, parts]);
   }
 
   /** Every call in the file, in document order (gathered from the statements on first use). */
@@ -336,6 +366,17 @@ export abstract class ModelImports {
   /** The statements' indexes in document order: the workspace updates its index per statement. */
   chunkList(): ChunkIndex[] {
     return [...this.chunks.values()];
+  }
+
+  /**
+   * The statements' indexes replaced since `previous`, when this version was made from it (else
+   * undefined), for the workspace to update only their names; given once, and then forgotten:
+   * the removed ones hold the previous version, which must not stay alive with this one.
+   */
+  takeChangesSince(previous: ModelImports): { readonly removed: readonly ChunkIndex[]; readonly added: readonly ChunkIndex[] } | undefined {
+    const changes = this.changes;
+    this.changes = undefined;
+    return changes?.from === previous ? changes : undefined;
   }
 
   /**
@@ -495,12 +536,19 @@ export abstract class ModelImports {
   /** Takes over the previous version's function facts that are still valid (see `functionFact`). */
   protected carryFunctionFacts(previous: ModelImports): void {
     const stale = new Set<string>();
+    const removed: ChunkIndex[] = [];
+    const added: ChunkIndex[] = [];
     for (const [node, chunk] of previous.chunks) {
-      if (this.chunks.get(node) !== chunk) for (const k of previous.exportsOf(node)) stale.add(k);
+      if (this.chunks.get(node) === chunk) continue;
+      removed.push(chunk);
+      for (const k of previous.exportsOf(node)) stale.add(k);
     }
     for (const [node, chunk] of this.chunks) {
-      if (previous.chunks.get(node) !== chunk) for (const k of this.exportsOf(node)) stale.add(k);
+      if (previous.chunks.get(node) === chunk) continue;
+      added.push(chunk);
+      for (const k of this.exportsOf(node)) stale.add(k);
     }
+    this.changes = { from: previous, removed, added };
     // Taken over in place: the previous version is not linted again. Facts whose lookups the
     // changed statements answer are found stale when asked (`staleLog`).
     for (const [fn, facts] of previous.functionFacts) if (this.functionByNode.get(fn.node) === fn) this.functionFacts.set(fn, facts);

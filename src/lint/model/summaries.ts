@@ -137,6 +137,8 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
 function attributeBinding(model: FileModel, key: string, atNode: SyntaxNode): Binding | undefined {
   const cls = key.startsWith('self.') ? model.functionOf(atNode)?.cls : undefined;
   if (!cls) return undefined;
+  // Reads the class's other methods: compared whole, not by method (`signatureOf`).
+  track(`cls:${cls.name}`);
   for (const m of cls.methods.values()) {
     const list = model.bindingsIn(m.node, key);
     if (list.length) return list[list.length - 1];

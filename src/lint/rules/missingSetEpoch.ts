@@ -12,6 +12,7 @@ import { headerRange, indentUnit, insertAtBodyTop } from '../fixes';
 import { lastName, type ClassInfo, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { resolveCall } from '../model/summaries';
+import { track } from '../deps';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 
@@ -501,6 +502,8 @@ function loopsOverLoaderAttributes(model: FileModel): { loop: SyntaxNode; key: s
 
 /** Does some `self.x` of the class hold a distributed loader (the cheap test before any loop is looked at)? */
 function keepsLoader(cls: ClassInfo): boolean {
+  // Reads another method of the class: compared whole, not by method (`signatureOf`).
+  track(`cls:${cls.name}`);
   const init = cls.methods.get('__init__');
   if (!init?.body) return false;
   return cls.model.fact(`keepsLoader:${cls.node.order}`, () => {
@@ -533,6 +536,7 @@ function attributesIteratedIn(model: FileModel, node: SyntaxNode, cls: ClassInfo
     if (d.type === 'call' && depth < 2) {
       const mc = model.methodCall(d);
       if (!mc || model.src(mc.receiver) !== 'self') continue;
+      track(`cls:${cls.name}`);
       const m = cls.methods.get(mc.method);
       if (m?.body) out.push(...attributesIteratedIn(model, m.body, cls, depth + 1));
     }
@@ -542,6 +546,7 @@ function attributesIteratedIn(model: FileModel, node: SyntaxNode, cls: ClassInfo
 
 /** Where `self.x` of `cls` gets a shuffling distributed loader: `__init__` stores a parameter that a constructor call fills with a helper's loader. */
 function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
+  track(`cls:${cls.name}`);
   const init = cls.methods.get('__init__');
   if (!init?.body) return undefined;
   const model = cls.model;

@@ -9,8 +9,9 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { corpusLib } from '../../../bench/lint/_realMatch';
 import { repoRoot } from '../../paths';
-import { createLinter, type Linter } from '../../../src/lint/linter';
+import { createLinter, Linter } from '../../../src/lint/linter';
 import { Workspace } from '../../../src/lint/workspace';
+import { FileModel } from '../../../src/lint/model';
 import { lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
 
@@ -317,6 +318,64 @@ describe('incremental re-analysis', function () {
     incremental.removeFile(path);
     fresh.removeFile(path);
     assert.equal(asked, 0);
+  });
+
+  it('re-analyses only the class when one of its methods changes, not the statements that look up its other methods', () => {
+    // Each train_<i> calls `losses.update(...)` on a receiver of unknown class: it looks up every method named `update`.
+    const n = 10;
+    const trains = Array.from({ length: n }, (_, i) => `def train_${i}(model, loader, losses, optimizer):\n    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        losses.update(loss.item(), x.size(0))\n`).join('\n\n');
+    const text = `import torch\n\n\nclass AverageMeter:\n    def __init__(self):\n        self.reset()\n\n    def reset(self):\n        self.sum = 0\n        self.count = 0\n\n    def update(self, val, n=1):\n        self.sum += val * n\n        self.count += n\n\n\n${trains}`;
+    const path = '/incremental/methods.py';
+    const spied = Linter.prototype as unknown as { analyse: (...args: unknown[]) => unknown };
+    const analyse = spied.analyse;
+    let analysed = 0;
+    spied.analyse = function (this: Linter, ...args: unknown[]) {
+      if (this === incremental) analysed++;
+      return analyse.apply(this, args);
+    };
+    const steps = [text, text.replace('self.count = 0', 'self.count = 0.0'), text.replace('self.sum += val * n', 'self.sum += val * n * 1')];
+    const counts: number[] = [];
+    try {
+      for (const step of steps) {
+        analysed = 0;
+        const got = incremental.lintFile(path, step);
+        counts.push(analysed);
+        fresh.removeFile(path);
+        assert.deepEqual(got, fresh.lintFile(path, step));
+      }
+    } finally {
+      spied.analyse = analyse;
+      incremental.removeFile(path);
+      fresh.removeFile(path);
+    }
+    assert.equal(counts[0], 2 + n);
+    // An edit in reset(): only the class; one in update(): the class and every train_<i>.
+    assert.deepEqual(counts.slice(1), [1, 1 + n]);
+  });
+
+  it('updates the workspace index from the statements an edit replaced, without listing every statement of the file', () => {
+    const text = `import torch\n\n\n${Array.from({ length: 50 }, (_, i) => `def step_${i}(model, x):\n    return model(x)\n`).join('\n\n')}`;
+    const path = '/incremental/index.py';
+    incremental.lintFile(path, text);
+    let listed = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const chunkList = FileModel.prototype.chunkList;
+    FileModel.prototype.chunkList = function (this: FileModel) {
+      listed++;
+      return chunkList.call(this);
+    };
+    const edited = text.replace('def step_7(model, x)', 'def step_seven(model, x)');
+    try {
+      incremental.lintFile(path, edited);
+    } finally {
+      FileModel.prototype.chunkList = chunkList;
+    }
+    fresh.removeFile(path);
+    assert.deepEqual(incremental.lintFile(path), fresh.lintFile(path, edited));
+    assert.deepEqual(incremental.indexSize(), fresh.indexSize());
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    assert.equal(listed, 0);
   });
 
   it('equals a fresh analysis when another file of the workspace changes', () => {

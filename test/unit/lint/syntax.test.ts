@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { Node } from 'web-tree-sitter';
+import { TreeCursor, type Node } from 'web-tree-sitter';
 import { loadPython, PythonParser } from '../../../src/lint/parser';
 import { descendants, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
 import { lintFixtures, readFixtures } from './corpus';
+import { mulberry32 } from '../../../src/common/random';
 
 describe('toSyntax', () => {
   it('copies every node with the type, field and position tree-sitter gives it', async () => {
@@ -30,6 +31,66 @@ describe('toSyntax', () => {
       });
       tree.delete();
     }
+    parser.delete();
+  });
+
+  /** Every node's type, field, positions and document order, in walk order. */
+  const shape = (root: SyntaxNode): string[] => [root, ...descendants(root)].map((n) => `${n.type} ${n.field} ${n.start}-${n.end} ${n.startRow}:${n.startCol}-${n.endRow}:${n.endCol} #${n.order}`);
+
+  it('after seeded random edits, a conversion that reuses the previous one equals a fresh one', async () => {
+    const parser = new PythonParser(await loadPython());
+    const texts = readFixtures(join(lintFixtures, 'bad')).map((f) => f.text);
+    const r = mulberry32(7);
+    const snippets = ['x', '\n', '    ', '(', ')', '"""', '#', 'def g():\n    pass\n', 'class C:\n', '\n\n', ':', 'if x:\n'];
+    let text = texts.slice(0, 12).join('\n');
+    let tree = parser.parse(text);
+    let root = toSyntax(tree, text);
+    try {
+      for (let i = 0; i < 150; i++) {
+        const at = Math.floor(r() * text.length);
+        const k = r();
+        const next = k < 0.5 ? text.slice(0, at) + snippets[Math.floor(r() * snippets.length)] + text.slice(at) : k < 0.8 ? text.slice(0, at) + text.slice(at + 1 + Math.floor(r() * 40)) : text.slice(0, at) + text.slice(at).replace(/\n/, '\n\n');
+        const re = parser.reparse(next, { tree, text });
+        tree.delete();
+        tree = re.tree;
+        root = toSyntax(tree, next, { root, edit: re.edit, changed: re.changed });
+        const fresh = parser.parse(next);
+        assert.deepEqual(shape(root), shape(toSyntax(fresh, next)), `edit ${i + 1}`);
+        fresh.delete();
+        text = next;
+      }
+    } finally {
+      tree.delete();
+      parser.delete();
+    }
+  });
+
+  it('does not step through the statements before and after an edit in the new tree (they are the previous ones, moved)', async () => {
+    const parser = new PythonParser(await loadPython());
+    const text = Array.from({ length: 300 }, (_, i) => `def f${i}(x):\n    return x + ${i}\n`).join('\n');
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    const at = text.indexOf('x + 150');
+    const next = `${text.slice(0, at)}y${text.slice(at)}`;
+    const re = parser.reparse(next, { tree, text });
+    let steps = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const step = TreeCursor.prototype.gotoNextSibling;
+    TreeCursor.prototype.gotoNextSibling = function (this: TreeCursor): boolean {
+      steps++;
+      return step.call(this);
+    };
+    let reused: SyntaxNode;
+    try {
+      reused = toSyntax(re.tree, next, { root, edit: re.edit, changed: re.changed });
+    } finally {
+      TreeCursor.prototype.gotoNextSibling = step;
+    }
+    const fresh = parser.parse(next);
+    assert.deepEqual(shape(reused), shape(toSyntax(fresh, next)));
+    // The edited statement's own nodes, and the step from one statement to the next around it: not one per statement.
+    assert.ok(steps < 40, `${steps} steps`);
+    for (const t of [tree, re.tree, fresh]) t.delete();
     parser.delete();
   });
 });
