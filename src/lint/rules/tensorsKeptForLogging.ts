@@ -4,8 +4,10 @@
  * so they stay on the GPU until the epoch ends: an evaluation loop under `no_grad`, or
  * `.detach()`ed outputs kept for an epoch metric.
  *
- * Values that do carry history are `accumulated-loss`'s (the same line is never reported
- * twice). Reductions (`argmax`, comparisons, `.sum()`) are small and not reported;
+ * An output is followed through every definition that reaches the append, rows, arithmetic,
+ * and what the project's own functions return; the loop is the batch loop, or one that moves
+ * its batch to the device (itself or through a helper). Values that do carry history are
+ * `accumulated-loss`'s (the same line is never reported twice). Reductions (`argmax`, comparisons, `.sum()`) are small and not reported;
  * see docs/rules/tensors-kept-for-logging.md for why.
  */
 import { appendToExpression, rangeOf } from '../fixes';
