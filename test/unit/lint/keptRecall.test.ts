@@ -135,6 +135,25 @@ class Classification(BaseProcess):
     assert.deepEqual(kept(process.replace('        return prediction\n', '        return prediction.argmax(-1)\n')), []);
   });
 
+  it("follows the overrides into another file, and re-answers when that file's override changes", async () => {
+    // A workspace of its own: the other tests leave their snippets (with their overrides) in the shared one.
+    const own = await createLinter({ onError: (path, err) => { throw new Error(`internal error on ${path}: ${String(err)}`); } });
+    const cut = process.indexOf('class Classification(BaseProcess):');
+    const base = process.slice(0, cut);
+    const sub = `from base import BaseProcess\n\n\n${process.slice(cut)}`;
+    const ws = (subText: string) => {
+      own.setFile('/ws/classify.py', subText);
+      return own.lintFile('/ws/base.py', base).filter((f) => f.ruleId === 'tensors-kept-for-logging').map((f) => f.range.start.line + 1);
+    };
+    try {
+      assert.deepEqual(ws(sub), [22]);
+      assert.deepEqual(ws(sub.replace('        return prediction\n', '        return prediction.argmax(-1)\n')), []);
+      assert.deepEqual(ws(sub), [22]);
+    } finally {
+      own.dispose();
+    }
+  });
+
   it('is silent on a forward that keeps one feature map per block (a loop over layers, nothing moved)', () => {
     const pyramid = `import torch
 from torch import nn
