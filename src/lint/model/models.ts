@@ -14,7 +14,7 @@ export abstract class ModelModels extends ModelGuards {
     return this.memo(`moduleClass:${cls.node.order}`, () => cls.bases.some((b) => {
       const q = this.qualify(b) ?? '';
       if (moduleBases.test(q)) return true;
-      if (torchFamily.test(q)) return /\.(Module|LightningModule|PreTrainedModel|[A-Z]\w*Model)$/.test(q) && !/Dataset|DataLoader|Sampler|Optimizer/.test(q);
+      if (torchFamily.test(q)) return /\.(Module|Sequential|LightningModule|PreTrainedModel|[A-Z]\w*Model)$/.test(q) && !/Dataset|DataLoader|Sampler|Optimizer/.test(q);
       return this.facts.isModuleClass(lastName(q));
     }));
   }

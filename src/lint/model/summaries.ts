@@ -439,7 +439,7 @@ export function paramsReaching(fn: FunctionInfo, expr: SyntaxNode): Set<string> 
 // ---------------------------------------------------------------- function summaries
 
 /** The return statements of a function's own body (not of nested functions). */
-function returnsOf(fn: FunctionInfo): SyntaxNode[] {
+export function returnsOf(fn: FunctionInfo): SyntaxNode[] {
   const out: SyntaxNode[] = [];
   for (const n of fn.body ? descendants(fn.body, isScopeNode) : []) {
     if (n.type !== 'return_statement') continue;

@@ -15,6 +15,8 @@ import { lastName, type FileModel } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
+import { resolveCall, runsTrainingStep } from '../model/summaries';
+import type { FunctionInfo } from '../model/types';
 
 const id = 'carried-hidden-state';
 const recurrentName = /(^|_)(rnn|lstm|gru|cell)$/i;
@@ -43,20 +45,23 @@ function check(model: FileModel): RawFinding[] {
   for (const call of model.targetCalls()) {
     const assignment = call.parent;
     if (assignment?.type !== 'assignment' || call.field !== 'right' || assignment.parent?.type !== 'expression_statement') continue;
-    if (!isRecurrentCall(model, call) || model.gradState(call) === 'off' || forwardDetaches(model, call)) continue;
+    // The syntax first (most calls pass no state), then what needs the analysis.
+    const args = stateArgs(model, call);
     const left = child(assignment, 'left');
-    if (!left) continue;
+    if (!left || args.length === 0) continue;
+    if (!isRecurrentCall(model, call) || model.gradState(call) === 'off' || forwardDetaches(model, call)) continue;
     const targets = new Set(flatten(left).map((n) => model.src(n)));
-    const fed = stateArgs(model, call).filter((a) => targets.has(model.src(a.node)));
+    // `h_in = h_out` before `prob, h_out = model.pi(x, h_in)`: the state is fed back through a copy.
+    const fed = args.map((a) => (targets.has(model.src(a.node)) ? a : viaCopy(model, a, targets))).filter((a): a is StateArg => !!a);
     if (fed.length === 0) continue;
     const loop = trainingLoopOf(model, assignment);
     if (!loop) continue;
-    const carried = fed.filter((a) => isCarried(model, a.node, assignment, call, loop));
+    const carried = fed.filter((a) => isCarried(model, a.node, assignment, call, loop, a.copy));
     if (carried.length === 0 || carried.length < fed.length) continue;
-    const names = carried.map((a) => model.src(a.node));
+    const names = carried.map((a) => `\`${model.src(a.node)}\`` + (a.copy ? ` (passed as \`${model.src(a.copy)}\`)` : ''));
     const fix = fixFor(model, call, loop, carried);
     findings.push({
-      message: `\`${names.join('`, `')}\` ${names.length > 1 ? 'are' : 'is'} fed back into \`${model.src(model.callee(call) ?? call)}\` on the next batch with ${names.length > 1 ? 'their' : 'its'} autograd graph: each backward pass reaches into the previous batch; detach at the top of the loop.`,
+      message: `${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} fed back into \`${model.src(model.callee(call) ?? call)}\` on the next batch with ${names.length > 1 ? 'their' : 'its'} autograd graph: each backward pass reaches into the previous batch; detach at the top of the loop.`,
       range: rangeOf(assignment.parent),
       fixes: fix ? [fix] : [],
     });
@@ -65,12 +70,36 @@ function check(model: FileModel): RawFinding[] {
 }
 
 /** A module call (`self.rnn(...)`, `model(...)`), or a callee named like a recurrent layer. */
-function isRecurrentCall(model: FileModel, call: SyntaxNode): boolean {
+function isRecurrentCall(model: FileModel, call: SyntaxNode, level = 0): boolean {
   if (model.isModelCall(call)) return true;
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
   const q = model.qualify(callee) ?? '';
-  return !q.startsWith('torch.') && recurrentName.test(lastName(model.src(callee)));
+  if (!q.startsWith('torch.') && recurrentName.test(lastName(model.src(callee)))) return true;
+  return level < 2 && !!wrappedRecurrence(model, call, level);
+}
+
+/**
+ * The project function a call reaches when it runs a recurrent call itself and detaches
+ * nothing (`def pi(self, x, hidden): ... x, h = self.lstm(x, hidden) ... return prob, h`): a
+ * policy's or a model's method that takes the state and hands back the new one.
+ */
+function wrappedRecurrence(model: FileModel, call: SyntaxNode, level: number): FunctionInfo | undefined {
+  const t = resolveCall(model, call);
+  const fn = t?.fn && !t.cls ? t.fn : undefined;
+  if (!fn?.body || fn.name === 'forward' || fn.name === '__init__') return undefined;
+  const body = fn.body;
+  const runs = fn.model.fact(`chs:wraps:${fn.node.order}:${level + 1}`, () => {
+    const calls = [...descendants(body, isScopeNode)].filter((d) => d.type === 'call');
+    if (calls.some((d) => /^detach_?$/.test(fn.model.methodCall(d)?.method ?? ''))) return false;
+    return calls.some((d) => {
+      const inner = d.parent?.type === 'assignment' && d.field === 'right' ? child(d.parent, 'left') : undefined;
+      const args = stateArgs(fn.model, d).map((x) => fn.model.src(x.node));
+      // The recurrent call takes a parameter as its state and binds a new one.
+      return !!inner && args.some((x) => fn.params.includes(x)) && isRecurrentCall(fn.model, d, level + 1);
+    });
+  });
+  return runs ? fn : undefined;
 }
 
 /** The callee is a workspace module whose `forward` detaches something itself (a stateful model that returns a detached state). */
@@ -95,9 +124,26 @@ function flatten(node: SyntaxNode): SyntaxNode[] {
 }
 
 interface StateArg {
+  /** The state: the name the call's result is bound to. */
   readonly node: SyntaxNode;
   /** Part of a literal tuple `(h, c)` passed as one argument. */
   readonly inTuple: boolean;
+  /** The argument, when it is a copy of the state made in the loop (`h_in = h_out`). */
+  readonly copy?: SyntaxNode;
+}
+
+/**
+ * The state an argument copies: every definition of it that reaches the call is `arg = name`
+ * with `name` a target of the call's assignment (`h_in = h_out`, then `_, h_out = rnn(x, h_in)`).
+ */
+function viaCopy(model: FileModel, a: StateArg, targets: ReadonlySet<string>): StateArg | undefined {
+  if (a.node.type !== 'identifier') return undefined;
+  const r = model.reachingDefs(model.src(a.node), a.node);
+  if (!r || r.entry || r.defs.length !== 1) return undefined;
+  const d = r.defs[0];
+  const v = d.value && !d.unpacked ? unparen(d.value) : undefined;
+  if (!v || (v.type !== 'identifier' && v.type !== 'attribute') || !targets.has(model.src(v))) return undefined;
+  return { node: v, inTuple: a.inTuple, copy: a.node };
 }
 
 /** Arguments that can be a state: names and attributes, and the names inside a tuple argument. Not the first (the input). */
@@ -119,10 +165,22 @@ function stateArgs(model: FileModel, call: SyntaxNode): StateArg[] {
 function trainingLoopOf(model: FileModel, stmt: SyntaxNode): SyntaxNode | undefined {
   for (const a of ancestors(stmt)) {
     if (isScopeNode(a)) return undefined;
-    if (!loopTypes.has(a.type) || !model.isStepLoop(a)) continue;
-    return trains(model, a) ? a : undefined;
+    if (!loopTypes.has(a.type)) continue;
+    if (model.isStepLoop(a)) return trains(model, a) ? a : undefined;
+    // A rollout loop that calls the project's own training step (`agent.train_net()`) every so often.
+    if (callsTrainingStep(model, a)) return a;
   }
   return undefined;
+}
+
+/** Does the loop call a project function that runs backward or an optimizer step (its summary)? */
+function callsTrainingStep(model: FileModel, loop: SyntaxNode): boolean {
+  for (const d of descendants(loop, isScopeNode)) {
+    if (d.type !== 'call') continue;
+    const t = resolveCall(model, d);
+    if (t?.fn && !t.cls && runsTrainingStep(t.fn, 1)) return true;
+  }
+  return false;
 }
 
 function trains(model: FileModel, loop: SyntaxNode): boolean {
@@ -158,11 +216,15 @@ function rootName(model: FileModel, node: SyntaxNode): string {
  * attribute, a parameter), and inside the loop neither rebound (except by `assignment`)
  * nor passed to anything but the model call?
  */
-function isCarried(model: FileModel, state: SyntaxNode, assignment: SyntaxNode, call: SyntaxNode, loop: SyntaxNode): boolean {
+function isCarried(model: FileModel, state: SyntaxNode, assignment: SyntaxNode, call: SyntaxNode, loop: SyntaxNode, copy?: SyntaxNode): boolean {
   const key = model.src(state);
+  // The copy made in the loop (`h_in = h_out`) is the only other binding allowed, and a call that hands the copy on handles it too.
+  const copyKey = copy ? model.src(copy) : undefined;
+  const copyDef = copy ? model.reachingDefs(model.src(copy), copy)?.defs[0] : undefined;
   const scope = model.scopeOf(assignment);
   const bindings = model.bindingsIn(scope, key);
   if (bindings.some((b) => contains(loop, b.target) && !contains(assignment, b.target))) return false;
+  if (copyKey && model.bindingsIn(scope, copyKey).some((b) => contains(loop, b.target) && b !== copyDef)) return false;
   const outside = bindings.some((b) => !contains(loop, b.target)) || state.type === 'attribute' || model.isParam(scope, key) || model.isGlobalIn(scope, key);
   if (!outside) return false;
   for (const d of descendants(loop, isScopeNode)) {
@@ -171,14 +233,14 @@ function isCarried(model: FileModel, state: SyntaxNode, assignment: SyntaxNode, 
     if (d.type !== 'call' || d === call || d.parent?.type !== 'expression_statement') continue;
     const mc = model.methodCall(d);
     // `hidden.detach_()`, `hidden[0].detach_()`, `self.hidden.zero_()`
-    if (mc && rootName(model, mc.receiver) === key && mc.method !== 'size' && mc.method !== 'dim') return false;
+    if (mc && (rootName(model, mc.receiver) === key || rootName(model, mc.receiver) === copyKey) && mc.method !== 'size' && mc.method !== 'dim') return false;
     const args = child(d, 'arguments');
     if (!args) continue;
     for (const a of namedChildren(args)) {
       const v = a.type === 'keyword_argument' ? child(a, 'value') : a;
       if (!v) continue;
       const nodes = [v, ...descendants(v)];
-      if (nodes.some((n) => (n.type === 'identifier' || n.type === 'attribute') && model.src(n) === key)) return false;
+      if (nodes.some((n) => (n.type === 'identifier' || n.type === 'attribute') && (model.src(n) === key || model.src(n) === copyKey)) && !onlyStores(model, d, v)) return false;
     }
   }
   // `for h in hidden: h.detach_()`
@@ -189,6 +251,38 @@ function isCarried(model: FileModel, state: SyntaxNode, assignment: SyntaxNode, 
     }
   }
   return true;
+}
+
+/**
+ * Does the project function this call reaches only store the argument `arg` (`def
+ * put_data(self, transition): self.data.append(transition)`): every use of its parameter is
+ * appended to a container? Such a call keeps the state; it does not detach or reset it.
+ */
+function onlyStores(model: FileModel, call: SyntaxNode, arg: SyntaxNode): boolean {
+  const t = resolveCall(model, call);
+  const fn = t?.fn && !t.cls ? t.fn : undefined;
+  if (!fn?.body) return false;
+  const param = fnParamFor(model, call, fn, t?.bound ?? false, arg);
+  if (!param) return false;
+  const uses = [...descendants(fn.body)].filter((n) => n.type === 'identifier' && fn.model.src(n) === param && n.parent?.type !== 'keyword_argument');
+  return uses.length > 0 && uses.every((u) => {
+    const args = u.parent;
+    const c = args?.type === 'argument_list' ? args.parent : undefined;
+    const mc = c?.type === 'call' ? fn.model.methodCall(c) : undefined;
+    return !!mc && /^(append|extend|insert)$/.test(mc.method) && c?.parent?.type === 'expression_statement';
+  });
+}
+
+/** The parameter of `fn` that `arg` (an argument of `call`) is passed to. */
+function fnParamFor(model: FileModel, call: SyntaxNode, fn: FunctionInfo, bound: boolean, arg: SyntaxNode): string | undefined {
+  if (arg.parent?.type === 'keyword_argument') {
+    const name = child(arg.parent, 'name');
+    return name ? model.src(name) : undefined;
+  }
+  const i = model.positionalArgs(call).indexOf(arg);
+  if (i < 0) return undefined;
+  const self = bound && fn.cls && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0;
+  return fn.params[i + self];
 }
 
 /** The class the recurrent callee was built from, when the file shows it. */

@@ -4,20 +4,29 @@
  * so they stay on the GPU until the epoch ends: an evaluation loop under `no_grad`, or
  * `.detach()`ed outputs kept for an epoch metric.
  *
- * Values that do carry history are `accumulated-loss`'s (the same line is never reported
- * twice). Reductions (`argmax`, comparisons, `.sum()`) are small and not reported;
+ * An output is followed through every definition that reaches the append, rows, arithmetic,
+ * and what the project's own functions return; the loop is the batch loop, or one that moves
+ * its batch to the device (itself or through a helper). Values that do carry history are
+ * `accumulated-loss`'s (the same line is never reported twice). Reductions (`argmax`, comparisons, `.sum()`) are small and not reported;
  * see docs/rules/tensors-kept-for-logging.md for why.
  */
 import { appendToExpression, rangeOf } from '../fixes';
 import type { FileModel } from '../model';
 import type { Rule } from '../rule';
-import { baseOf, child, contains, descendants, isScopeNode, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, baseOf, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
+import { resolveCall, returnsOf } from '../model/summaries';
+import { lastName, type Binding, type ClassInfo, type FunctionInfo } from '../model/types';
 
 const id = 'tensors-kept-for-logging';
 /** Methods whose result has the size of their receiver and stays on its device. */
 const sizeKeeping = new Set(['detach', 'float', 'half', 'double', 'bfloat16', 'squeeze', 'unsqueeze', 'view', 'view_as', 'reshape', 'reshape_as', 'flatten', 'contiguous', 'clone', 'softmax', 'log_softmax', 'sigmoid', 'exp', 'tanh', 'relu', 'permute', 'transpose', 't', 'type', 'to', 'cuda', 'data']);
-const sizeKeepingTorch = /^torch\.(softmax|log_softmax|sigmoid|tanh|exp|relu|flatten|squeeze|unsqueeze|clone|nn\.functional\.(softmax|log_softmax|sigmoid|tanh|relu|gelu|normalize))$/;
+/**
+ * Functions whose result is their first argument's values rearranged or transformed, or a
+ * model layer applied to them (a pooling layer keeps a feature vector per sample: the
+ * features of an Inception network are its last pooling), so a model's output still.
+ */
+const sizeKeepingTorch = /^(torch\.(softmax|log_softmax|sigmoid|tanh|exp|relu|flatten|squeeze|unsqueeze|clone|nn\.functional\.(softmax|log_softmax|sigmoid|tanh|relu|gelu|normalize|(adaptive_)?(avg|max)_pool[123]d))|einops\.(rearrange|repeat))$/;
 const notTensor = /^(shape|dtype|device|requires_grad|is_cuda|ndim|grad_fn|is_leaf)$/;
 /** Evidence that the file runs on a GPU at all; a CPU-only script keeps nothing on a GPU (the loop must also move its batches). */
 const gpuEvidence = /cuda|accelerator|local_rank|\bgpu/i;
@@ -60,7 +69,7 @@ function check(model: FileModel): RawFinding[] {
     if (base.type !== 'identifier' && base.type !== 'attribute') continue;
     const key = model.src(base);
     if (model.reachesBackward(key, stmt)) continue;
-    const loop = model.stepLoopOf(stmt);
+    const loop = model.stepLoopOf(stmt) ?? loadingLoopOf(model, stmt);
     if (!loop || sampled(model, stmt, loop) || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop)) continue;
     const suffix = model.gradState(stmt) === 'off' || /\.detach\(\)$/.test(model.src(acc.value)) ? '.cpu()' : '.detach().cpu()';
     const valueText = model.src(acc.value);
@@ -75,14 +84,32 @@ function check(model: FileModel): RawFinding[] {
   return findings;
 }
 
-/** The loop moves something to a device (`x.cuda()`, `x.to(device)`): its outputs are on the GPU, not a CPU model's. */
-function movesToDevice(model: FileModel, loop: SyntaxNode): boolean {
-  for (const d of descendants(loop, isScopeNode)) {
+/**
+ * The innermost loop around `stmt` (in its scope) that loads a batch onto a device each
+ * iteration: a loop over a `range`, a progress bar or an iterator, which the step-loop test
+ * (a loader, a backward pass) does not recognise, but whose body moves its input with
+ * `.to(device)` / `.cuda()`, itself or through a project helper (`batch = self._get_batch(it)`).
+ */
+function loadingLoopOf(model: FileModel, stmt: SyntaxNode): SyntaxNode | undefined {
+  for (const a of ancestors(stmt)) {
+    if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') return undefined;
+    if (loopTypes.has(a.type) && movesToDevice(model, a)) return a;
+  }
+  return undefined;
+}
+
+/** The loop (or function body) moves something to a device (`x.cuda()`, `x.to(device)`), itself or in a project function it calls: its outputs are on the GPU, not a CPU model's. */
+function movesToDevice(model: FileModel, body: SyntaxNode, level = 0): boolean {
+  for (const d of descendants(body, isScopeNode)) {
     if (d.type !== 'call') continue;
     const mc = model.methodCall(d);
     if (mc?.method === 'cuda') return true;
     const args = child(d, 'arguments');
     if (mc?.method === 'to' && args && model.positionalArgs(d).length + (model.keywordArg(d, 'device') ? 1 : 0) > 0 && !/cpu/.test(model.src(args))) return true;
+    if (level >= 2 || mc?.method === 'to' || mc?.method === 'cuda') continue;
+    const target = resolveCall(model, d);
+    const fn = target && !target.cls ? target.fn : undefined;
+    if (fn?.body && fn.model.fact(`tkl:moves:${fn.node.order}:${level + 1}`, () => movesToDevice(fn.model, fn.body as SyntaxNode, level + 1))) return true;
   }
   return false;
 }
@@ -120,12 +147,14 @@ function sampled(model: FileModel, stmt: SyntaxNode, loop: SyntaxNode): boolean 
 
 /**
  * Is this a model's output, or something of the same size on the same device (a softmax,
- * a slice, a `.detach()`)? Anything that moves to the CPU, reduces, or is of unknown
- * provenance is not.
+ * a slice, a `.detach()`, arithmetic with it, a row of it, what a project function returns
+ * from one)? Must, not may: a name is one when every definition of it that reaches here is
+ * one (a definition being answered already, through a loop's back edge, neither adds nor
+ * vetoes). Anything that moves to the CPU, reduces, or is of unknown provenance is not.
  */
-function isFullOutput(model: FileModel, expr: SyntaxNode, depth: number): boolean {
+function isFullOutput(model: FileModel, expr: SyntaxNode, depth: number, seen: Set<SyntaxNode> = new Set()): boolean {
   const n = unparen(expr);
-  if (depth > 12) return false;
+  if (depth > 12 || seen.size > 64) return false;
   switch (n.type) {
     case 'identifier':
     case 'attribute': {
@@ -133,15 +162,40 @@ function isFullOutput(model: FileModel, expr: SyntaxNode, depth: number): boolea
         const attr = child(n, 'attribute');
         if (attr && notTensor.test(model.src(attr))) return false;
       }
-      const b = model.binding(model.src(n), n);
-      if (b?.value) return isFullOutput(model, b.value, depth + 1);
+      const key = model.src(n);
+      const r = model.reachingDefs(key, n);
+      if (r && r.defs.length > 0) {
+        if (r.entry) return false;
+        let found = false;
+        for (const d of r.defs) {
+          if (seen.has(d.target)) continue;
+          seen.add(d.target);
+          try {
+            if (!definitionIsFullOutput(model, d, depth + 1, seen)) return false;
+          } finally {
+            seen.delete(d.target);
+          }
+          found = true;
+        }
+        return found;
+      }
+      const b = model.binding(key, n);
+      if (b?.value && !b.unpacked) return isFullOutput(model, b.value, depth + 1, seen);
       if (b) return false;
       const object = n.type === 'attribute' ? child(n, 'object') : undefined;
-      return !!object && model.src(object) !== 'self' && isFullOutput(model, object, depth + 1);
+      return !!object && model.src(object) !== 'self' && isFullOutput(model, object, depth + 1, seen);
     }
     case 'subscript': {
       const v = child(n, 'value');
-      return !!v && isFullOutput(model, v, depth + 1);
+      return !!v && isFullOutput(model, v, depth + 1, seen);
+    }
+    case 'binary_operator': {
+      // Broadcasting: the result is at least as large as either operand (`emb * mask`, `mean + std * noise`).
+      const op = child(n, 'operator');
+      if (!op || !/^(\+|-|\*|\/|\/\/|%|\*\*)$/.test(model.src(op))) return false;
+      const l = child(n, 'left');
+      const r = child(n, 'right');
+      return (!!l && isFullOutput(model, l, depth + 1, seen)) || (!!r && isFullOutput(model, r, depth + 1, seen));
     }
     case 'call': {
       if (model.isModelCall(n)) return true;
@@ -149,18 +203,97 @@ function isFullOutput(model: FileModel, expr: SyntaxNode, depth: number): boolea
       const q = model.qualify(model.callee(n)) ?? '';
       if (mc && sizeKeeping.has(mc.method) && !q.startsWith('torch.')) {
         if (mc.method === 'to' && /cpu|numpy/.test(model.src(child(n, 'arguments') ?? n))) return false;
-        return isFullOutput(model, mc.receiver, depth + 1);
+        return isFullOutput(model, mc.receiver, depth + 1, seen);
       }
       if (sizeKeepingTorch.test(q)) {
         const first = model.positionalArgs(n)[0];
-        return !!first && isFullOutput(model, first, depth + 1);
+        return !!first && isFullOutput(model, first, depth + 1, seen);
       }
-      return false;
+      return returnsFullOutput(model, n, undefined);
     }
     default:
       return false;
   }
 }
+
+/** Does a definition bind a full output: its value, the element of a model's or a project function's result it unpacks, a row of one (`for emb in embeddings`)? */
+function definitionIsFullOutput(model: FileModel, d: Binding, depth: number, seen: Set<SyntaxNode>): boolean {
+  if (!d.value) {
+    // `for emb in embeddings`: iterating a tensor gives its rows, views of it.
+    if (d.at.type !== 'for_statement' || child(d.at, 'left') !== d.target) return false;
+    const right = child(d.at, 'right');
+    return !!right && unparen(right).type === 'identifier' && isFullOutput(model, right, depth, seen);
+  }
+  if (!d.unpacked) return isFullOutput(model, d.value, depth, seen);
+  const value = unparen(d.value);
+  if (value.type !== 'call') return false;
+  const left = d.at.type === 'assignment' ? child(d.at, 'left') : undefined;
+  const items = left && d.target.parent === left ? namedChildren(left) : [];
+  const index = items.indexOf(d.target);
+  if (index < 0 || items.some((i) => i.type === 'list_splat_pattern')) return false;
+  // `out, _, _ = model(x)`: a model returning a tuple returns its outputs; the first is the prediction.
+  if (model.isModelCall(value)) return index === 0;
+  return returnsFullOutput(model, value, index);
+}
+
+/**
+ * Does this call of a project function return a full output (element `index` of its result,
+ * the whole when undefined): every value its own body returns is one, by the function's own
+ * definitions (`return features` after `features = self.inception(x)[0]`).
+ */
+function returnsFullOutput(model: FileModel, call: SyntaxNode, index: number | undefined): boolean {
+  if (callLevel >= maxCallLevel) return false;
+  const target = resolveCall(model, call);
+  const fn = target?.fn;
+  if (!fn || target.cls || fn.name === '__init__') return false;
+  return functionReturnsFullOutput(fn, index, callLevel + 1);
+}
+
+function functionReturnsFullOutput(fn: FunctionInfo, index: number | undefined, level: number): boolean {
+  return fn.model.fact(`tkl:returns:${fn.node.order}:${index ?? ''}:${level}`, () => {
+    const outer = callLevel;
+    callLevel = level;
+    try {
+      const returns = returnsOf(fn);
+      // An abstract method (`raise NotImplementedError`): what the subclasses' overrides return, every one of them.
+      if (returns.length === 0) {
+        const overrides = abstract(fn) ? overridesOf(fn) : [];
+        return overrides.length > 0 && overrides.every((o) => functionReturnsFullOutput(o, index, level));
+      }
+      return returns.every((r) => {
+        let v = unparen(r);
+        if (index !== undefined) {
+          if (v.type !== 'expression_list' && v.type !== 'tuple') return false;
+          const items = namedChildren(v);
+          const item = items[index];
+          if (!item || items.some((i) => i.type === 'list_splat')) return false;
+          v = item;
+        }
+        return isFullOutput(fn.model, v, 0);
+      });
+    } finally {
+      callLevel = outer;
+    }
+  }) ?? false;
+}
+
+/** A method whose body only raises `NotImplementedError` (after a docstring). */
+function abstract(fn: FunctionInfo): boolean {
+  if (!fn.cls || !fn.body) return false;
+  const stmts = namedChildren(fn.body).filter((c) => c.type !== 'comment' && !(c.type === 'expression_statement' && namedChildren(c)[0]?.type === 'string'));
+  return stmts.length === 1 && stmts[0].type === 'raise_statement' && /NotImplementedError/.test(fn.model.src(stmts[0]));
+}
+
+/** The methods of the same name in the workspace's direct subclasses of `fn`'s class. */
+function overridesOf(fn: FunctionInfo): FunctionInfo[] {
+  const cls = fn.cls as ClassInfo;
+  const all = new Set([...fn.model.functionsHere(fn.name), ...fn.model.facts.functionsNamed(fn.name)]);
+  return [...all].filter((f) => f !== fn && f.cls && f.cls.bases.some((b) => lastName(f.model.src(b)) === cls.name));
+}
+
+/** How many project-function calls deep `returnsFullOutput` is looking (the statement's own call is level 0). */
+let callLevel = 0;
+const maxCallLevel = 3;
 
 /** The list outlives one iteration of `loop`: bound before it (or an attribute, a parameter, a global), never rebound or cleared inside it. */
 function keptAcross(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, loop: SyntaxNode): boolean {
