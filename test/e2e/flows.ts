@@ -48,6 +48,42 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
   await row.click({ timeout: timeoutMs });
 }
 
+/** The steps of "Start Training…", as `startTraining` calls them back. */
+export type StartTrainingStep = 'job' | 'strategy' | 'devices';
+
+/** Whether a quick pick's row label is the one `pickItem(page, want)` clicks. */
+function labelMatches(label: string, want: string | RegExp): boolean {
+  return typeof want === 'string' ? label.includes(want) : want.test(label);
+}
+
+/**
+ * F1 → "GPU Workbench: Start Training" → the job file `file` → the strategy `strategy` (its exact
+ * label; `undefined` for a torchrun job, which has no strategy pick: its devices pick is step 2/2)
+ * → the devices row `devices`; returns when the quick pick has closed. Each row is first checked
+ * to be listed (the error names the rows there are). `atStep`, if given, runs at each pick before
+ * its row is chosen (a screenshot, a check of `quickPickLabels`).
+ */
+export async function startTraining(page: Page, file: string, strategy: string | undefined, devices: string | RegExp,
+  atStep: (step: StartTrainingStep) => Promise<unknown> = async () => undefined): Promise<void> {
+  const choose = async (step: StartTrainingStep, title: string | RegExp, row: string | RegExp, timeoutMs = 60_000): Promise<void> => {
+    await quickPick(page, title, timeoutMs);
+    let labels: string[] = [];
+    await waitUntil(`${String(row)} in the ${step} pick`, 10_000, async () => (labels = await quickPickLabels(page)).some((l) => labelMatches(l, row)), 200)
+      .catch(() => { throw new Error(`Start Training: the ${step} pick (${String(title)}) lacks ${String(row)}: ${JSON.stringify(labels)}`); });
+    await atStep(step);
+    await pickItem(page, row);
+  };
+  await runCommand(page, 'GPU Workbench: Start Training');
+  await choose('job', 'Start Training (1/3): job file', file);
+  if (strategy === undefined) {
+    await choose('devices', /Start Training \(2\/2\): devices for .* \(torchrun/, devices, 30_000);
+  } else {
+    await choose('strategy', 'Start Training (2/3): strategy', new RegExp(`^${strategy.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+    await choose('devices', 'Start Training (3/3): devices', devices, 30_000);
+  }
+  await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
+}
+
 /** A notification toast (or one in the notification centre) whose text matches. */
 export function notification(page: Page, text: string | RegExp): Locator {
   return page.locator('.notifications-toasts .notification-toast, .notifications-center .notification-list-item', { hasText: text }).first();
