@@ -64,7 +64,7 @@ function labelMatches(label: string, want: string | RegExp): boolean {
  * its row is chosen (a screenshot, a check of `quickPickLabels`).
  */
 export async function startTraining(page: Page, file: string, strategy: string | undefined, devices: string | RegExp,
-  atStep: (step: StartTrainingStep) => Promise<unknown> = async () => undefined): Promise<void> {
+  atStep: (step: StartTrainingStep) => Promise<unknown> = () => Promise.resolve()): Promise<void> {
   const choose = async (step: StartTrainingStep, title: string | RegExp, row: string | RegExp, timeoutMs = 60_000): Promise<void> => {
     await quickPick(page, title, timeoutMs);
     let labels: string[] = [];
