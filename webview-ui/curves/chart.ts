@@ -22,6 +22,13 @@ export function readRunPalette(): RunPalette {
   return { ...c, runs: runColourVars.map((v) => cssVar(v, c.line)) };
 }
 
+/** uPlot's range for a scale, kept within `bounds` (the whole of them where nothing of it is left). */
+export function withinBounds(range: uPlot.Range.MinMax, bounds: readonly [number, number]): uPlot.Range.MinMax {
+  const lo = Math.max(range[0] ?? bounds[0], bounds[0]);
+  const hi = Math.min(range[1] ?? bounds[1], bounds[1]);
+  return hi > lo ? [lo, hi] : [bounds[0], bounds[1]];
+}
+
 /** A value as the chart's axis and tooltip show it: a percentage for an accuracy. */
 export function valueText(m: CurvesMetric, y: number): string {
   return m.percent ? `${(100 * y).toFixed(2)}%` : formatMetric(y);
@@ -76,15 +83,18 @@ export class MetricChart extends FittedChart {
     this.host.dataset.metric = m.key;
     this.host.dataset.runs = String(series.length);
     this.host.setAttribute('aria-label', `${m.title}: ${series.map((s) => this.runs.get(s.runId)?.label).join(', ')}`);
-    const key = JSON.stringify([series.map((s) => [s.runId, this.runs.get(s.runId)?.colour, s.points.length === 1]), m.key, m.axis, m.percent]);
+    const key = JSON.stringify([series.map((s) => [s.runId, this.runs.get(s.runId)?.colour, s.points.length === 1]), m.key, m.axis, m.percent, m.bounds]);
     this.showKeyed(key, data, (width) => {
       this.order = series.map((s) => s.runId);
       const p = this.palette;
       const { axis, options } = chartBase(p, width, chartHeight);
       const focus = this.focus.options();
+      const bounds = m.bounds;
       return new uPlot({
         ...options,
         cursor: focus.cursor,
+        // An accuracy's axis stays within what an accuracy can be (uPlot pads a lone point's range past it: 95 % gave 0..190 %).
+        ...(bounds ? { scales: { ...options.scales, y: { range: (_u, min, max) => withinBounds(uPlot.rangeNum(min, max, 0.1, true), bounds) } } } : {}),
         series: [
           { label: axisWord(m.axis) },
           ...series.map((s): uPlot.Series => {
@@ -100,7 +110,8 @@ export class MetricChart extends FittedChart {
           { ...axis, space: 50, size: 28, ...(xs.every(Number.isInteger) ? { incrs: wholeIncrs } : {}), values: (_u, splits) => splits.map((v) => (v == null ? '' : compactNumber(v))) },
           { ...axis, size: 60, space: 30, values: (_u, splits) => splits.map((v) => (v == null ? '' : valueText(m, v))) },
         ],
-        hooks: focus.hooks,
+        // The y axis's extent, for the tests (the axis's labels are canvas pixels).
+        hooks: { ...focus.hooks, setScale: [(u, scale) => { if (scale === 'y') this.host.dataset.yRange = `${u.scales.y.min},${u.scales.y.max}`; }] },
       }, data, this.host);
     });
   }
