@@ -48,6 +48,19 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
   await row.click({ timeout: timeoutMs });
 }
 
+/**
+ * Developer: Reload Window (notifications cleared first), then waits for the reloaded workbench to
+ * show `landmark`: an explorer row or a view's header. A mark on the old window tells it from the
+ * reloaded one (waiting on the old page's DOM would race the reload).
+ */
+export async function reloadWindow(page: Page, landmark: string | RegExp): Promise<void> {
+  await runCommand(page, 'Notifications: Clear All Notifications');
+  await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
+  await runCommand(page, 'Developer: Reload Window');
+  await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
+  await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: landmark }).first().waitFor({ timeout: 120_000 });
+}
+
 /** The steps of "Start Training…", as `startTraining` calls them back. */
 export type StartTrainingStep = 'job' | 'strategy' | 'devices';
 
