@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { screenshot, waitUntil } from './harness';
-import { codeServerSuite, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { codeServerSuite, reloadWindow, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: the Runs view in code-server', function () {
   this.timeout(300_000);
@@ -75,12 +75,7 @@ describe('e2e: the Runs view in code-server', function () {
     assert.ok(details.some((t) => new RegExp(`^${s.ws.name} done · [\\d.]+ s · test_acc [\\d.]+% · test_loss [\\d.]+ · loss [\\d.]+$`).test(t)), JSON.stringify(details));
     await screenshot(page, 'runs-two-done');
 
-    await runCommand(page, 'Notifications: Clear All Notifications');
-    // A mark on this page's window: gone once the reloaded window has loaded (waiting on the old page's DOM would race the reload).
-    await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
-    await runCommand(page, 'Developer: Reload Window');
-    await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
-    await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: /mnist-ddp\.job\.json|Runs/ }).first().waitFor({ timeout: 120_000 });
+    await reloadWindow(page, /mnist-ddp\.job\.json|Runs/);
     await showRuns(page);
     await waitUntil('both runs listed again after the reload', 60_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
     await screenshot(page, 'runs-after-reload');
