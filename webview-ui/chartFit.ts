@@ -47,6 +47,8 @@ export class ChartFit {
 export abstract class FittedChart {
   protected plot: uPlot | undefined;
   protected readonly fit: ChartFit;
+  /** What the plot was built for (`showKeyed`). */
+  private key = '';
 
   constructor(box: HTMLElement, height: number) {
     this.fit = new ChartFit(box, height, () => this.plot, () => this.draw());
@@ -63,6 +65,22 @@ export abstract class FittedChart {
     // A collapsed card or a hidden section has no width yet; the fit draws when it gets one.
     const width = this.fit.measure();
     if (width > 0) this.plot = create(width);
+  }
+
+  /**
+   * As `show`, for a chart whose plot is built for what `key` says (its series, colours, axes): the
+   * same key gives the plot new data, another key (or none built yet) creates it anew.
+   */
+  protected showKeyed(key: string, data: uPlot.AlignedData, create: (width: number) => uPlot): void {
+    if (this.plot && key === this.key) {
+      this.plot.setData(data);
+      return;
+    }
+    const width = this.fit.measure();
+    if (width <= 0) return;
+    this.plot?.destroy();
+    this.key = key;
+    this.plot = create(width);
   }
 
   protected redraw(): void {

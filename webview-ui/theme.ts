@@ -10,7 +10,8 @@ export interface ChartColors {
   readonly font: string;
 }
 
-function cssVar(name: string, fallback: string): string {
+/** A theme variable's value (on <html>, else <body>), `fallback` where it has none. */
+export function cssVar(name: string, fallback: string): string {
   const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim()
     || getComputedStyle(document.body).getPropertyValue(name).trim();
   return v || fallback;

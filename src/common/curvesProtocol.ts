@@ -32,6 +32,8 @@ export interface CurvesMetric {
   readonly axis: CurvesAxis;
   /** Values in 0..1 shown as percentages. */
   readonly percent: boolean;
+  /** What the values cannot leave (an accuracy: 0..1 as a fraction, 0..100 in percent): the y axis stays within it. */
+  readonly bounds?: readonly [number, number];
   readonly series: readonly CurvesSeries[];
 }
 

@@ -126,6 +126,30 @@ describe('Curves page webview (headless Chromium)', function () {
     assert.equal(await p.page.locator('.legend-entry.dimmed').count(), 0);
   });
 
+  it('keeps an accuracy\'s y axis within 0..100 %, also for a run of one point, whether it is recorded as a fraction or in percent', async () => {
+    const p = await curves();
+    // One epoch: a single point, which uPlot pads above and below.
+    const fraction = record('run-a', 'mnist', '2026-11-26T08:00:00.000Z', { testAccuracy: { axis: 'epoch', points: [[1, 0.95]], seen: 1 } });
+    // A script's `acc` in percent (beyond 0..1, so no fraction): its bound is 100.
+    const percent = record('run-b', 'resnet', '2026-11-26T09:00:00.000Z', { acc: { axis: 'report', points: [[1, 97.5]], seen: 1 }, loss: flat(3, 'report') }, { kind: 'torchrun' });
+    await p.send(data([fraction, percent], false));
+    const yRange = async (metric: string): Promise<number[]> => {
+      const box = p.page.locator(`.metric-chart[data-metric="${metric}"]`);
+      await box.locator('canvas').waitFor();
+      return (await box.getAttribute('data-y-range') ?? '').split(',').map(Number);
+    };
+    const [lo, hi] = await yRange('testAccuracy');
+    assert.ok(lo >= 0 && lo < 0.95 && hi > 0.95 && hi <= 1, `testAccuracy's y axis from ${lo} to ${hi}: not within 0..100 % around 95 %`);
+    const [plo, phi] = await yRange('acc');
+    assert.ok(plo >= 0 && plo < 97.5 && phi > 97.5 && phi <= 100, `acc's y axis from ${plo} to ${phi}: not within 0..100 around 97.5`);
+    // The point is drawn inside the axis: its tooltip is found.
+    const seen = await hoverScan(p.page, '.metric-chart[data-metric="testAccuracy"]');
+    assert.ok(seen.some((s) => s.text === 'mnist · epoch 1: testAccuracy 95.00%'), JSON.stringify(seen));
+    // A loss has no such bound.
+    const [, lossHi] = await yRange('loss');
+    assert.ok(lossHi > 3, `loss's y axis up to ${lossHi}`);
+  });
+
   it('the legend works from the keyboard: Tab to an entry, Enter or Space highlights its run, again clears it, Escape too; the pick survives a reload', async () => {
     const p = await curves();
     await p.send(data([runA, runB, runC]));

@@ -2,7 +2,9 @@
  * Comparing runs' curves in a real VS Code (code-server + Debian chromium): two short
  * `gpu-workbench train` runs in the workspace (the repository's built CLI, as a user runs it in a
  * terminal), both selected in the Runs view (click, Ctrl+click), "Compare Run Curves…" from the
- * rows' context menu opens one Curves tab whose legend names both runs and whose charts draw them.
+ * rows' context menu opens one Curves tab whose legend names both runs and whose charts draw them;
+ * the tab comes back after Developer: Reload Window (its serializer); and "Compare Run Curves…"
+ * from the palette, with no two runs selected, asks for the runs in a multi-select quick pick.
  */
 import * as assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -10,7 +12,7 @@ import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { screenshot, waitUntil } from './harness';
-import { codeServerSuite, panelWebview, runCommand, trainingWorkspace } from './flows';
+import { codeServerSuite, panelWebview, quickPick, quickPickLabels, reloadWindow, runCommand, trainingWorkspace } from './flows';
 
 /** Runs `gpu-workbench train` in the workspace to its end. */
 function train(dir: string, jobFile: string): Promise<void> {
@@ -26,6 +28,9 @@ function train(dir: string, jobFile: string): Promise<void> {
 describe('e2e: Compare Run Curves in code-server', function () {
   this.timeout(300_000);
   const s = codeServerSuite('curves', () => trainingWorkspace({ trainSize: 1000, testSize: 200, epochs: 1 }));
+
+  /** The legend's labels of the compared runs (set by the first test, for the next ones). */
+  let compared: string[] = [];
 
   const runsPane = (p: Page): Locator => p.locator('.pane', { has: p.locator('.pane-header', { hasText: /^\s*Runs/ }) });
 
@@ -60,5 +65,49 @@ describe('e2e: Compare Run Curves in code-server', function () {
     await frame.locator('.metric-chart[data-metric="loss"][data-runs="2"] canvas').waitFor({ timeout: 30_000 });
     assert.equal(await frame.locator('.metric-chart[data-metric="testAccuracy"]').getAttribute('data-runs'), '2');
     await screenshot(page, 'curves-compare');
+    compared = labels;
+  });
+
+  it('the Curves tab comes back after Developer: Reload Window, with the same runs', async () => {
+    assert.ok(s.page && compared.length === 2, 'needs the Curves tab of the last test');
+    const page = s.page;
+    await reloadWindow(page, /mnist-ddp\.job\.json|Runs/);
+    // The reloaded workbench lists the tab again; the serializer brings its page back from the runs' ids in its state.
+    const tab = page.locator('.tabs-container .tab', { hasText: 'Curves: 2 runs' }).first();
+    await tab.waitFor({ timeout: 120_000 });
+    await tab.click();
+    const frame = panelWebview(page);
+    const labels = frame.locator('.legend-entry .run-label');
+    await waitUntil('the restored Curves tab\'s legend to list the two runs', 90_000, async () => (await labels.count()) === 2 || undefined, 250);
+    assert.deepEqual(await labels.allTextContents(), compared);
+    await frame.locator('.metric-chart[data-metric="loss"][data-runs="2"] canvas').waitFor({ timeout: 30_000 });
+    await screenshot(page, 'curves-restored');
+  });
+
+  it('Compare Run Curves… with fewer than two runs selected asks for the runs in a multi-select quick pick', async () => {
+    assert.ok(s.page && compared.length === 2, 'needs the two runs of the first test');
+    const page = s.page;
+    // No Curves tab open: the one the pick opens is new.
+    await runCommand(page, 'View: Close All Editors');
+    await page.locator('.tabs-container .tab', { hasText: 'Curves:' }).first().waitFor({ state: 'detached', timeout: 30_000 });
+    await runCommand(page, 'GPU Workbench: Compare Run Curves');
+    const rows = await quickPick(page, 'Compare Curves');
+    await waitUntil('both runs in the pick', 30_000, async () => (await rows.count()) === 2 || undefined, 250);
+    assert.deepEqual(await quickPickLabels(page), [s.ws.name, s.ws.name]);
+    // Nothing selected in the view: nothing picked yet; check both, then accept.
+    const checked = async (): Promise<string[]> => rows.evaluateAll((rs) => rs.map((r) => (r as unknown as { getAttribute(n: string): string | null }).getAttribute('aria-checked') ?? ''));
+    assert.deepEqual(await checked(), ['false', 'false']);
+    await screenshot(page, 'curves-compare-pick');
+    for (let i = 0; i < 2; i++) {
+      await rows.nth(i).click();
+      await waitUntil(`run ${i + 1} checked`, 30_000, async () => (await checked())[i] === 'true' || undefined, 100);
+    }
+    await page.keyboard.press('Enter');
+    await page.locator('.tabs-container .tab', { hasText: 'Curves: 2 runs' }).first().waitFor({ timeout: 60_000 });
+    const frame = panelWebview(page);
+    const labels = frame.locator('.legend-entry .run-label');
+    await waitUntil('the new Curves tab\'s legend to list the two runs', 60_000, async () => (await labels.count()) === 2 || undefined, 250);
+    assert.deepEqual([...await labels.allTextContents()].sort(), [...compared].sort());
+    await screenshot(page, 'curves-compare-picked');
   });
 });

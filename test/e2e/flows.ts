@@ -48,6 +48,55 @@ export async function pickItem(page: Page, label: string | RegExp, timeoutMs = 3
   await row.click({ timeout: timeoutMs });
 }
 
+/**
+ * Developer: Reload Window (notifications cleared first), then waits for the reloaded workbench to
+ * show `landmark`: an explorer row or a view's header. A mark on the old window tells it from the
+ * reloaded one (waiting on the old page's DOM would race the reload).
+ */
+export async function reloadWindow(page: Page, landmark: string | RegExp): Promise<void> {
+  await runCommand(page, 'Notifications: Clear All Notifications');
+  await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
+  await runCommand(page, 'Developer: Reload Window');
+  await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
+  await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: landmark }).first().waitFor({ timeout: 120_000 });
+}
+
+/** The steps of "Start Training…", as `startTraining` calls them back. */
+export type StartTrainingStep = 'job' | 'strategy' | 'devices';
+
+/** Whether a quick pick's row label is the one `pickItem(page, want)` clicks. */
+function labelMatches(label: string, want: string | RegExp): boolean {
+  return typeof want === 'string' ? label.includes(want) : want.test(label);
+}
+
+/**
+ * F1 → "GPU Workbench: Start Training" → the job file `file` → the strategy `strategy` (its exact
+ * label; `undefined` for a torchrun job, which has no strategy pick: its devices pick is step 2/2)
+ * → the devices row `devices`; returns when the quick pick has closed. Each row is first checked
+ * to be listed (the error names the rows there are). `atStep`, if given, runs at each pick before
+ * its row is chosen (a screenshot, a check of `quickPickLabels`).
+ */
+export async function startTraining(page: Page, file: string, strategy: string | undefined, devices: string | RegExp,
+  atStep: (step: StartTrainingStep) => Promise<unknown> = () => Promise.resolve()): Promise<void> {
+  const choose = async (step: StartTrainingStep, title: string | RegExp, row: string | RegExp, timeoutMs = 60_000): Promise<void> => {
+    await quickPick(page, title, timeoutMs);
+    let labels: string[] = [];
+    await waitUntil(`${String(row)} in the ${step} pick`, 10_000, async () => (labels = await quickPickLabels(page)).some((l) => labelMatches(l, row)), 200)
+      .catch(() => { throw new Error(`Start Training: the ${step} pick (${String(title)}) lacks ${String(row)}: ${JSON.stringify(labels)}`); });
+    await atStep(step);
+    await pickItem(page, row);
+  };
+  await runCommand(page, 'GPU Workbench: Start Training');
+  await choose('job', 'Start Training (1/3): job file', file);
+  if (strategy === undefined) {
+    await choose('devices', /Start Training \(2\/2\): devices for .* \(torchrun/, devices, 30_000);
+  } else {
+    await choose('strategy', 'Start Training (2/3): strategy', new RegExp(`^${strategy.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+    await choose('devices', 'Start Training (3/3): devices', devices, 30_000);
+  }
+  await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
+}
+
 /** A notification toast (or one in the notification centre) whose text matches. */
 export function notification(page: Page, text: string | RegExp): Locator {
   return page.locator('.notifications-toasts .notification-toast, .notifications-center .notification-list-item', { hasText: text }).first();

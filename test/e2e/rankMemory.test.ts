@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixtures } from '../paths';
 import { openGpuView, screenshot, since, waitUntil } from './harness';
-import { codeServerSuite, pickItem, processesWith, quickPick, runCommand, waitForNotification } from './flows';
+import { codeServerSuite, processesWith, runCommand, startTraining, waitForNotification } from './flows';
 
 const torchPython = '/usr/bin/python3';
 const torchProbe = spawnSync(torchPython, ['-c', 'import torch.distributed as d; print(d.is_gloo_available())'], { encoding: 'utf8', timeout: 60_000 });
@@ -45,12 +45,7 @@ function leakWorkspace(): { dir: string; script: string; leakLine: number } {
   it('the GPU panel shows each rank\'s RSS curve and that rank 0 grows every step, linked to the accumulated-loss finding, and the task terminal shows the memory line', async () => {
     const t0 = performance.now();
     const page = await s.open('leak.job.json');
-    await runCommand(page, 'GPU Workbench: Start Training');
-    await quickPick(page, 'Start Training (1/3): job file');
-    await pickItem(page, 'leak.job.json');
-    await quickPick(page, 'Start Training (2/2): devices for leak (torchrun', 30_000);
-    await pickItem(page, '2 CPU workers');
-    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
+    await startTraining(page, 'leak.job.json', undefined, '2 CPU workers');
 
     const web = await openGpuView(page);
     const job = web.locator('section.job');

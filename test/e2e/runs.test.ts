@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { screenshot, waitUntil } from './harness';
-import { codeServerSuite, pickItem, quickPick, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { codeServerSuite, reloadWindow, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: the Runs view in code-server', function () {
   this.timeout(300_000);
@@ -54,13 +54,7 @@ describe('e2e: the Runs view in code-server', function () {
 
   it('shows a run from Start Training… with where it ran, and both runs are still there after a window reload', async () => {
     const page = s.page!;
-    await runCommand(page, 'GPU Workbench: Start Training');
-    await quickPick(page, 'Start Training (1/3): job file');
-    await pickItem(page, 'mnist-ddp.job.json');
-    await quickPick(page, 'Start Training (2/3): strategy');
-    await pickItem(page, /^ddp$/);
-    await quickPick(page, 'Start Training (3/3): devices', 30_000);
-    await pickItem(page, '2 CPU workers');
+    await startTraining(page, 'mnist-ddp.job.json', 'ddp', '2 CPU workers');
     // The terminal run's checkpoints are in the job's folder: Start Over moves them aside.
     const dialog = page.locator('.monaco-dialog-box', { hasText: 'already holds a run of' });
     await dialog.waitFor({ state: 'visible', timeout: 30_000 });
@@ -81,12 +75,7 @@ describe('e2e: the Runs view in code-server', function () {
     assert.ok(details.some((t) => new RegExp(`^${s.ws.name} done · [\\d.]+ s · test_acc [\\d.]+% · test_loss [\\d.]+ · loss [\\d.]+$`).test(t)), JSON.stringify(details));
     await screenshot(page, 'runs-two-done');
 
-    await runCommand(page, 'Notifications: Clear All Notifications');
-    // A mark on this page's window: gone once the reloaded window has loaded (waiting on the old page's DOM would race the reload).
-    await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
-    await runCommand(page, 'Developer: Reload Window');
-    await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
-    await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: /mnist-ddp\.job\.json|Runs/ }).first().waitFor({ timeout: 120_000 });
+    await reloadWindow(page, /mnist-ddp\.job\.json|Runs/);
     await showRuns(page);
     await waitUntil('both runs listed again after the reload', 60_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
     await screenshot(page, 'runs-after-reload');

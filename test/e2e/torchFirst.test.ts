@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../paths';
 import { openFileFromExplorer, screenshot, since, waitUntil } from './harness';
-import { codeServerSuite, pickItem, processesWith, quickPick, quickPickLabels, runCommand, waitForNotification } from './flows';
+import { codeServerSuite, pickItem, processesWith, quickPick, quickPickLabels, reloadWindow, runCommand, waitForNotification } from './flows';
 
 const torchPython = '/usr/bin/python3';
 const torchProbe = spawnSync(torchPython, ['-c', 'import torch.distributed as d; print(d.is_gloo_available())'], { encoding: 'utf8', timeout: 60_000 });
@@ -123,11 +123,7 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
     for (const row of rows) assert.match(row, /^train done · [\d.]+ s · .*loss [\d.]+/, JSON.stringify(rows));
     await screenshot(page, 'torchfirst-runs');
 
-    await runCommand(page, 'Notifications: Clear All Notifications');
-    await page.evaluate(() => { (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload = true; });
-    await runCommand(page, 'Developer: Reload Window');
-    await waitUntil('the reloaded window', 120_000, () => page.evaluate(() => (globalThis as { e2eBeforeReload?: boolean }).e2eBeforeReload !== true).catch(() => false), 250);
-    await page.locator('.explorer-folders-view .monaco-list-row, .pane-header', { hasText: /train\.py|Runs/ }).first().waitFor({ timeout: 120_000 });
+    await reloadWindow(page, /train\.py|Runs/);
     await showRuns();
     const again = await waitUntil('both torchrun runs listed again after the reload', 60_000, async () => { const d = await doneRuns(); return d.length === 2 ? d : undefined; }, 250);
     assert.deepEqual(again, rows, 'the same rows, read back from the run records');

@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import type { Page, Request } from 'playwright-core';
 import { repoRoot } from '../paths';
 import { openFileFromExplorer, openGpuView, problemRows, screenshot, since, waitUntil } from './harness';
-import { codeServerSuite, notification, pickItem, pressInEditor, processesWith, quickPick, quickPickLabels, runCommand, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { codeServerSuite, notification, pickItem, pressInEditor, processesWith, quickPickLabels, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: training in code-server', function () {
   this.timeout(300_000);
@@ -45,26 +45,8 @@ describe('e2e: training in code-server', function () {
   /** The installed extension's training host processes (host and workers) of this test's server only. */
   const trainingProcesses = () => processesWith(s.server!.extensionsDir, 'trainingHost.js');
 
-  /** F1 → Start Training… → job file → ddp → 2 CPU workers; returns when the device pick is accepted. */
-  async function startTraining(p: Page, shots: string): Promise<void> {
-    await runCommand(p, 'GPU Workbench: Start Training');
-    await quickPick(p, 'Start Training (1/3): job file');
-    assert.ok((await quickPickLabels(p)).includes('mnist-ddp.job.json'), `the job pick lacks mnist-ddp.job.json: ${JSON.stringify(await quickPickLabels(p))}`);
-    await screenshot(p, `${shots}-pick-job`);
-    await pickItem(p, 'mnist-ddp.job.json');
-
-    await quickPick(p, 'Start Training (2/3): strategy');
-    await screenshot(p, `${shots}-pick-strategy`);
-    await pickItem(p, /^ddp$/);
-
-    // No nvidia-smi on the server's PATH: the devices are counts of CPU workers.
-    await quickPick(p, 'Start Training (3/3): devices', 30_000);
-    const devices = await quickPickLabels(p);
-    assert.ok(devices.includes('2 CPU workers'), `the device pick lacks "2 CPU workers": ${JSON.stringify(devices)}`);
-    await screenshot(p, `${shots}-pick-devices`);
-    await pickItem(p, '2 CPU workers');
-    await p.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
-  }
+  /** F1 → Start Training… → job file → ddp → 2 CPU workers (no nvidia-smi on the server's PATH: the devices are counts of CPU workers), a screenshot of each pick. */
+  const startMnist = (p: Page, shots: string): Promise<void> => startTraining(p, 'mnist-ddp.job.json', 'ddp', '2 CPU workers', (step) => screenshot(p, `${shots}-pick-${step}`));
 
   it('Start Training… runs the MNIST job with ddp on 2 CPU workers: progress, then the test accuracy', async () => {
     const t0 = performance.now();
@@ -87,7 +69,7 @@ describe('e2e: training in code-server', function () {
     const installed = readdirSync(s.server!.extensionsDir).find((d) => d.startsWith('gpu-workbench.gpu-workbench-'));
     assert.ok(installed, `the extension is installed in ${s.server!.extensionsDir}`);
     assert.deepEqual((JSON.parse(readFileSync(join(s.server!.extensionsDir, installed, 'package.json'), 'utf8')) as { extensionKind?: string[] }).extensionKind, ['workspace']);
-    await startTraining(page, 'training');
+    await startMnist(page, 'training');
 
     // The progress notification "Training mnist-ddp" reports "epoch 1/2 · step 3/16 · loss …".
     const progress = notification(page, `Training ${s.ws.name}`);
@@ -139,7 +121,7 @@ describe('e2e: training in code-server', function () {
     await runCommand(s.page, 'Notifications: Clear All Notifications');
 
     const t0 = performance.now();
-    await startTraining(s.page, 'training-stop');
+    await startMnist(s.page, 'training-stop');
     // The first run's checkpoints are in the job's folder: asked, not overwritten.
     const dialog = s.page.locator('.monaco-dialog-box', { hasText: 'already holds a run of' });
     await dialog.waitFor({ state: 'visible', timeout: 30_000 });
@@ -220,17 +202,12 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
   let terminateDone = false;
   let tasksJsonDone = false;
 
-  async function startJob(p: Page): Promise<void> {
-    await runCommand(p, 'GPU Workbench: Start Training');
-    await quickPick(p, 'Start Training (1/3): job file');
-    await pickItem(p, 'recorded-cuda-oom.job.json');
-    // No strategy pick (the script has its own); the devices, one process each: no nvidia-smi here, so CPU processes, the job's 2 first.
-    await quickPick(p, 'Start Training (2/2): devices for recorded-cuda-oom (torchrun', 30_000);
+  // No strategy pick (the script has its own); the devices, one process each: no nvidia-smi here, so CPU processes, the job's 2 first.
+  const startJob = (p: Page): Promise<void> => startTraining(p, 'recorded-cuda-oom.job.json', undefined, '2 CPU workers', async (step) => {
+    if (step !== 'devices') return;
     const labels = await quickPickLabels(p);
     assert.equal(labels[0], '2 CPU workers', `the job's process count first: ${JSON.stringify(labels)}`);
-    await pickItem(p, '2 CPU workers');
-    await p.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 30_000 });
-  }
+  });
 
   /** The text of the visible terminal (the DOM renderer's rows). */
   async function terminalScreen(p: Page): Promise<string> {

@@ -7,7 +7,7 @@
 import * as assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { since, waitUntil } from './harness';
-import { codeServerSuite, pickItem, quickPick, runCommand, trainingWorkspace, waitForNotification } from './flows';
+import { codeServerSuite, startTraining, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: a webgpu job in code-server (lavapipe)', function () {
   this.timeout(420_000);
@@ -21,13 +21,7 @@ describe('e2e: a webgpu job in code-server (lavapipe)', function () {
   it('Start Training… on a job with "backend": "webgpu" trains on Dawn over lavapipe and the log names the adapter', async () => {
     const t0 = performance.now();
     const page = await s.open('mnist-ddp.job.json');
-    await runCommand(page, 'GPU Workbench: Start Training');
-    await quickPick(page, 'Start Training (1/3): job file');
-    await pickItem(page, 'mnist-ddp.job.json');
-    await quickPick(page, 'Start Training (2/3): strategy');
-    await pickItem(page, /^ddp$/);
-    await quickPick(page, 'Start Training (3/3): devices', 30_000);
-    await pickItem(page, '2 CPU workers');
+    await startTraining(page, 'mnist-ddp.job.json', 'ddp', '2 CPU workers');
     // Software Vulkan is the CPU: the end message says so, with the backend the workers loaded.
     const done = await waitForNotification(page, new RegExp(`Training ${s.ws.name} finished: test accuracy [\\d.]+% after 1 epoch on CPU \\(webgpu\\)`), 360_000);
     s.timings.toFinishedMs = since(t0);

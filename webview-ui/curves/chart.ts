@@ -2,8 +2,9 @@ import uPlot from 'uplot';
 import { axisWord, type CurvesMetric, type CurvesRun } from '../../src/common/curvesProtocol';
 import { compactNumber, formatMetric } from '../../src/common/tuningProtocol';
 import { FittedChart } from '../chartFit';
+import { alignLines, chartBase } from '../chartPage';
 import { LineFocus } from '../lineFocus';
-import { readChartColors, type ChartColors } from '../theme';
+import { cssVar, readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 240;
 /** Steps, epochs and reports are whole numbers: ticks only at whole ones. */
@@ -18,8 +19,14 @@ export interface RunPalette extends ChartColors {
 
 export function readRunPalette(): RunPalette {
   const c = readChartColors();
-  const style = getComputedStyle(document.documentElement);
-  return { ...c, runs: runColourVars.map((v) => style.getPropertyValue(v).trim() || c.line) };
+  return { ...c, runs: runColourVars.map((v) => cssVar(v, c.line)) };
+}
+
+/** uPlot's range for a scale, kept within `bounds` (the whole of them where nothing of it is left). */
+export function withinBounds(range: uPlot.Range.MinMax, bounds: readonly [number, number]): uPlot.Range.MinMax {
+  const lo = Math.max(range[0] ?? bounds[0], bounds[0]);
+  const hi = Math.min(range[1] ?? bounds[1], bounds[1]);
+  return hi > lo ? [lo, hi] : [bounds[0], bounds[1]];
 }
 
 /** A value as the chart's axis and tooltip show it: a percentage for an accuracy. */
@@ -35,7 +42,6 @@ export function valueText(m: CurvesMetric, y: number): string {
 export class MetricChart extends FittedChart {
   private metric: CurvesMetric | undefined;
   private runs = new Map<string, CurvesRun>();
-  private key = '';
   private order: string[] = [];
   private readonly focus: LineFocus;
 
@@ -72,53 +78,41 @@ export class MetricChart extends FittedChart {
     const m = this.metric;
     if (!m) return;
     const series = m.series.filter((s) => this.runs.has(s.runId) && s.points.length);
-    const xs = [...new Set(series.flatMap((s) => s.points.map(([x]) => x)))].sort((a, b) => a - b);
-    const index = new Map(xs.map((x, i) => [x, i]));
-    const ys = series.map((s) => {
-      const col = new Array<number | null>(xs.length).fill(null);
-      for (const [x, y] of s.points) col[index.get(x) as number] = y;
-      return col;
-    });
-    const data = [xs, ...ys] as uPlot.AlignedData;
+    const data = alignLines(series.map((s) => s.points));
+    const xs = data[0];
     this.host.dataset.metric = m.key;
     this.host.dataset.runs = String(series.length);
     this.host.setAttribute('aria-label', `${m.title}: ${series.map((s) => this.runs.get(s.runId)?.label).join(', ')}`);
-    const key = JSON.stringify([series.map((s) => [s.runId, this.runs.get(s.runId)?.colour, s.points.length === 1]), m.key, m.axis, m.percent]);
-    if (this.plot && key === this.key) {
-      this.plot.setData(data);
-      return;
-    }
-    const width = this.fit.measure();
-    if (width <= 0) return;
-    this.plot?.destroy();
-    this.key = key;
-    this.order = series.map((s) => s.runId);
-    const p = this.palette;
-    const axis: uPlot.Axis = { stroke: p.axis, font: p.font, grid: { stroke: p.grid, width: 1 }, ticks: { stroke: p.grid, width: 1, size: 4 } };
-    const metric = m;
-    const focus = this.focus.options();
-    this.plot = new uPlot({
-      width,
-      height: chartHeight,
-      legend: { show: false },
-      ...focus,
-      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
-      scales: { x: { time: false } },
-      series: [
-        { label: axisWord(m.axis) },
-        ...series.map((s): uPlot.Series => {
-          const colour = this.runs.get(s.runId)?.colour ?? 0;
-          return {
-            label: this.runs.get(s.runId)?.label, stroke: p.runs[colour % p.runs.length], width: 2, spanGaps: true,
-            ...(colour >= p.runs.length ? { dash: [6, 4] } : {}),
-            points: { show: s.points.length === 1, size: 6 },
-          };
-        }),
-      ],
-      axes: [
-        { ...axis, space: 50, size: 28, ...(xs.every(Number.isInteger) ? { incrs: wholeIncrs } : {}), values: (_u, splits) => splits.map((v) => (v == null ? '' : compactNumber(v))) },
-        { ...axis, size: 60, space: 30, values: (_u, splits) => splits.map((v) => (v == null ? '' : valueText(metric, v))) },
-      ],
-    }, data, this.host);
+    const key = JSON.stringify([series.map((s) => [s.runId, this.runs.get(s.runId)?.colour, s.points.length === 1]), m.key, m.axis, m.percent, m.bounds]);
+    this.showKeyed(key, data, (width) => {
+      this.order = series.map((s) => s.runId);
+      const p = this.palette;
+      const { axis, options } = chartBase(p, width, chartHeight);
+      const focus = this.focus.options();
+      const bounds = m.bounds;
+      return new uPlot({
+        ...options,
+        cursor: focus.cursor,
+        // An accuracy's axis stays within what an accuracy can be (uPlot pads a lone point's range past it: 95 % gave 0..190 %).
+        ...(bounds ? { scales: { ...options.scales, y: { range: (_u, min, max) => withinBounds(uPlot.rangeNum(min, max, 0.1, true), bounds) } } } : {}),
+        series: [
+          { label: axisWord(m.axis) },
+          ...series.map((s): uPlot.Series => {
+            const colour = this.runs.get(s.runId)?.colour ?? 0;
+            return {
+              label: this.runs.get(s.runId)?.label, stroke: p.runs[colour % p.runs.length], width: 2, spanGaps: true,
+              ...(colour >= p.runs.length ? { dash: [6, 4] } : {}),
+              points: { show: s.points.length === 1, size: 6 },
+            };
+          }),
+        ],
+        axes: [
+          { ...axis, space: 50, size: 28, ...(xs.every(Number.isInteger) ? { incrs: wholeIncrs } : {}), values: (_u, splits) => splits.map((v) => (v == null ? '' : compactNumber(v))) },
+          { ...axis, size: 60, space: 30, values: (_u, splits) => splits.map((v) => (v == null ? '' : valueText(m, v))) },
+        ],
+        // The y axis's extent, for the tests (the axis's labels are canvas pixels).
+        hooks: { ...focus.hooks, setScale: [(u, scale) => { if (scale === 'y') this.host.dataset.yRange = `${u.scales.y.min},${u.scales.y.max}`; }] },
+      }, data, this.host);
+    });
   }
 }

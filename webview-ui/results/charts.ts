@@ -1,8 +1,9 @@
 import uPlot from 'uplot';
 import { compactNumber, compactValue, formatMetric, type ResultsExperiment, type ResultsTrial } from '../../src/common/tuningProtocol';
 import { FittedChart } from '../chartFit';
+import { alignLines, chartBase } from '../chartPage';
 import { LineFocus } from '../lineFocus';
-import { readChartColors, type ChartColors } from '../theme';
+import { cssVar, readChartColors, type ChartColors } from '../theme';
 
 const chartHeight = 260;
 
@@ -14,23 +15,18 @@ export interface Palette extends ChartColors {
   readonly other: string;
 }
 
-function themeVar(name: string, fallback: string): string {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
-}
-
 export function readPalette(): Palette {
   const c = readChartColors();
   return {
     ...c,
-    best: themeVar('--vscode-charts-green', c.line),
-    stopped: themeVar('--vscode-charts-orange', c.line),
-    failed: themeVar('--vscode-charts-red', c.line),
-    other: themeVar('--vscode-charts-foreground', c.axis),
+    best: cssVar('--vscode-charts-green', c.line),
+    stopped: cssVar('--vscode-charts-orange', c.line),
+    failed: cssVar('--vscode-charts-red', c.line),
+    other: cssVar('--vscode-charts-foreground', c.axis),
   };
 }
 
-function axes(p: Palette, xLabel: (v: number) => string, xSpace = 60): uPlot.Axis[] {
-  const axis: uPlot.Axis = { stroke: p.axis, font: p.font, grid: { stroke: p.grid, width: 1 }, ticks: { stroke: p.grid, width: 1, size: 4 } };
+function axes(axis: uPlot.Axis, xLabel: (v: number) => string, xSpace = 60): uPlot.Axis[] {
   return [
     { ...axis, space: xSpace, size: 28, values: (_u, splits) => splits.map((v) => (v == null ? '' : xLabel(v))) },
     { ...axis, size: 56, space: 30, values: (_u, splits) => splits.map((v) => formatMetric(v)) },
@@ -49,12 +45,9 @@ function stopWords(t: ResultsTrial, e: ResultsExperiment): string {
  * markers are elements over the plot (not canvas pixels), so they carry a tooltip and can be found.
  */
 export class CurvesChart extends FittedChart {
-  private key = '';
   private trials: readonly ResultsTrial[] = [];
   private experiment: ResultsExperiment | undefined;
   private selected: number | null = null;
-  /** The plot's series are the trials in draw order (highlighted last); updates are reordered to match. */
-  private reorder: number[] = [];
   /** The trials in the plot's series order. */
   private ordered: readonly ResultsTrial[] = [];
   /** The tooltip and click-to-highlight, shared with the Curves page (lineFocus.ts). */
@@ -102,51 +95,31 @@ export class CurvesChart extends FittedChart {
   protected draw(): void {
     const e = this.experiment;
     if (!e) return;
-    const xs = [...new Set(this.trials.flatMap((t) => t.curve.map(([x]) => x)))].sort((a, b) => a - b);
-    const index = new Map(xs.map((x, i) => [x, i]));
-    const ys = this.trials.map((t) => {
-      const col: (number | null)[] = new Array<number | null>(xs.length).fill(null);
-      for (const [x, y] of t.curve) col[index.get(x) as number] = y;
-      return col;
-    });
-    const data = [xs, ...ys] as uPlot.AlignedData;
     this.host.dataset.trials = String(this.trials.length);
     this.host.setAttribute('aria-label', `Learning curves: ${e.metric} by ${e.timeAttr} for ${this.trials.length} trial${this.trials.length === 1 ? '' : 's'}`);
+    // Draw the highlighted curves last, on top: the plot's series are the trials in that order.
+    const order = (t: ResultsTrial): number => (t.trialId === e.best?.trialId ? 2 : t.trialId === this.selected ? 1 : 0);
+    const ordered = this.trials.map((t, i) => ({ t, i, o: order(t) })).sort((a, b) => a.o - b.o || a.i - b.i).map((s) => s.t);
+    const data = alignLines(ordered.map((t) => t.curve));
     // The series (their number and colours) change only when a trial starts, ends or is picked; reports only add points.
     const key = JSON.stringify([this.trials.map((t) => [t.trialId, this.colour(t)]), e.metric, e.timeAttr]);
-    if (this.plot && key === this.key) {
-      this.plot.setData(this.reorderData(data));
-      return;
-    }
-    const width = this.fit.measure();
-    if (width <= 0) return;
-    this.plot?.destroy();
-    this.key = key;
-    // Draw the highlighted curves last, on top.
-    const order = (t: ResultsTrial): number => (t.trialId === e.best?.trialId ? 2 : t.trialId === this.selected ? 1 : 0);
-    const series: uPlot.Series[] = [{ label: e.timeAttr }];
-    for (const t of this.trials) {
-      const c = this.colour(t);
-      series.push({ label: `Trial ${t.trialId}`, stroke: c.stroke, width: c.width, alpha: c.alpha, spanGaps: true, points: { show: t.curve.length === 1, size: 5 } });
-    }
-    const drawOrder = this.trials.map((t, i) => ({ i: i + 1, o: order(t) })).sort((a, b) => a.o - b.o).map((s) => s.i);
-    const reordered = [series[0], ...drawOrder.map((i) => series[i])];
-    this.reorder = drawOrder;
-    const reorderedData = this.reorderData(data);
-    const ordered = drawOrder.map((i) => this.trials[i - 1]);
-    this.ordered = ordered;
-    const focus = this.focus.options();
-    this.plot = new uPlot({
-      width,
-      height: chartHeight,
-      legend: { show: false },
-      cursor: focus.cursor,
-      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
-      scales: { x: { time: false } },
-      series: reordered,
-      axes: axes(this.palette, compactNumber, 50),
-      hooks: { ...focus.hooks, draw: [(u) => this.placeMarkers(u, ordered)] },
-    }, reorderedData, this.host);
+    this.showKeyed(key, data, (width) => {
+      this.ordered = ordered;
+      const series: uPlot.Series[] = [{ label: e.timeAttr }];
+      for (const t of ordered) {
+        const c = this.colour(t);
+        series.push({ label: `Trial ${t.trialId}`, stroke: c.stroke, width: c.width, alpha: c.alpha, spanGaps: true, points: { show: t.curve.length === 1, size: 5 } });
+      }
+      const { axis, options } = chartBase(this.palette, width, chartHeight);
+      const focus = this.focus.options();
+      return new uPlot({
+        ...options,
+        cursor: focus.cursor,
+        series,
+        axes: axes(axis, compactNumber, 50),
+        hooks: { ...focus.hooks, draw: [(u) => this.placeMarkers(u, ordered)] },
+      }, data, this.host);
+    });
   }
 
   /** A diamond on the last point of each trial ASHA stopped. */
@@ -170,11 +143,6 @@ export class CurvesChart extends FittedChart {
       u.over.append(marker);
     }
   }
-
-  /** uPlot's setData keeps the plot's series order, so updates are reordered as the plot was built. */
-  private reorderData(data: uPlot.AlignedData): uPlot.AlignedData {
-    return [data[0], ...this.reorder.map((i) => data[i])] as uPlot.AlignedData;
-  }
 }
 
 /** Where a parameter's values go on the x axis: numbers as they are, other values by category. */
@@ -191,7 +159,6 @@ function xOf(values: readonly unknown[]): { x: (v: unknown) => number | null; la
 
 /** The metric against one parameter, a point per trial that reported it, the best trial's larger and green. */
 export class ScatterChart extends FittedChart {
-  private key = '';
   private experiment: ResultsExperiment | undefined;
   private trials: readonly ResultsTrial[] = [];
   private param: string | null = null;
@@ -236,42 +203,31 @@ export class ScatterChart extends FittedChart {
     this.host.dataset.categories = place.categories?.join(',') ?? '';
     this.host.setAttribute('aria-label', `${e.metric} against ${name}: ${points.length} trial${points.length === 1 ? '' : 's'}${e.best ? `, best trial ${e.best.trialId}` : ''}`);
     const key = JSON.stringify([name, log, place.categories, e.metric]);
-    if (this.plot && key === this.key) {
-      this.plot.setData(data);
-      return;
-    }
-    const width = this.fit.measure();
-    if (width <= 0) return;
-    this.plot?.destroy();
-    this.key = key;
-    const p = this.palette;
-    const noLine = (): null => null;
-    const categories = place.categories;
-    this.plot = new uPlot({
-      width,
-      height: chartHeight,
-      legend: { show: false },
-      cursor: { drag: { x: false, y: false } },
-      select: { show: false, left: 0, top: 0, width: 0, height: 0 },
-      scales: {
-        x: {
-          time: false,
-          ...(log ? { distr: 3 } : {}),
-          ...(categories ? { range: (): uPlot.Range.MinMax => [-0.5, categories.length - 0.5] } : {}),
+    this.showKeyed(key, data, (width) => {
+      const p = this.palette;
+      const noLine = (): null => null;
+      const categories = place.categories;
+      const base = chartBase(p, width, chartHeight);
+      const [x, y] = axes(base.axis, place.label);
+      // A log axis: ticks, grid and labels at the powers of ten only (uPlot also splits at 2..9 × 10^k).
+      const decades = (_u: uPlot, splits: number[]): Array<number | null> => splits.map((v) => (v != null && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9 ? v : null));
+      return new uPlot({
+        ...base.options,
+        scales: {
+          x: {
+            time: false,
+            ...(log ? { distr: 3 } : {}),
+            ...(categories ? { range: (): uPlot.Range.MinMax => [-0.5, categories.length - 0.5] } : {}),
+          },
         },
-      },
-      series: [
-        { label: name },
-        { label: e.metric, stroke: p.line, paths: noLine, points: { show: true, size: 7, width: 1, fill: p.fill, stroke: p.line } },
-        { label: 'best', stroke: p.best, paths: noLine, points: { show: true, size: 12, width: 2, fill: p.best, stroke: p.best } },
-      ],
-      axes: (() => {
-        const [x, y] = axes(p, place.label);
-        if (categories) return [{ ...x, splits: () => categories.map((_, i) => i) }, y];
-        // A log axis: ticks, grid and labels at the powers of ten only (uPlot also splits at 2..9 × 10^k).
-        const decades = (_u: uPlot, splits: number[]): Array<number | null> => splits.map((v) => (v != null && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9 ? v : null));
-        return [log ? { ...x, filter: decades, grid: { ...x.grid, filter: decades }, ticks: { ...x.ticks, filter: decades } } : x, y];
-      })(),
-    }, data, this.host);
+        series: [
+          { label: name },
+          { label: e.metric, stroke: p.line, paths: noLine, points: { show: true, size: 7, width: 1, fill: p.fill, stroke: p.line } },
+          { label: 'best', stroke: p.best, paths: noLine, points: { show: true, size: 12, width: 2, fill: p.best, stroke: p.best } },
+        ],
+        axes: categories ? [{ ...x, splits: () => categories.map((_, i) => i) }, y]
+          : [log ? { ...x, filter: decades, grid: { ...x.grid, filter: decades }, ticks: { ...x.ticks, filter: decades } } : x, y],
+      }, data, this.host);
+    });
   }
 }

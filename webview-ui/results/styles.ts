@@ -1,26 +1,13 @@
 /**
- * The results page's styles, adopted as a constructable style sheet: CSP governs <style> and
- * style attributes, not `document.adoptedStyleSheets`, so the page needs no 'unsafe-inline'.
- * Every colour is a `--vscode-*` variable (fallbacks are only `transparent` / `inherit`).
+ * The Tuning Results page's own styles, after the base both chart pages share (chartPage.ts's
+ * `chartPageCss`; adopted with it as a constructable style sheet). Every colour is a `--vscode-*`
+ * variable (fallbacks are only `transparent` / `inherit`).
  */
-import { tooltipCss } from '../chartTooltip';
 
-const css = `
-body {
-  color: var(--vscode-foreground);
-  font-family: var(--vscode-font-family);
-  font-size: var(--vscode-font-size);
-  padding: 0 20px 20px;
-}
-.waiting, .empty { color: var(--vscode-descriptionForeground); }
-header.summary { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 16px; padding: 12px 0 8px; border-bottom: 1px solid var(--vscode-panel-border, transparent); }
-header.summary h1 { font-size: 1.4em; font-weight: 600; margin: 0; }
-.state { color: var(--vscode-descriptionForeground); }
+export const resultsCss = `
 .best-summary { flex-basis: 100%; display: flex; flex-wrap: wrap; align-items: center; gap: 8px 12px; margin-top: 4px; }
 .best-summary .best-text { font-family: var(--vscode-editor-font-family); }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 16px; margin: 16px 0; }
-figure { margin: 0; min-width: 0; }
-figcaption { color: var(--vscode-descriptionForeground); margin-bottom: 6px; display: flex; align-items: center; gap: 6px; }
+figcaption { display: flex; align-items: center; gap: 6px; }
 select {
   color: var(--vscode-dropdown-foreground, inherit);
   background: var(--vscode-dropdown-background, transparent);
@@ -29,7 +16,7 @@ select {
   padding: 1px 4px;
 }
 select:focus { outline: 1px solid var(--vscode-focusBorder); outline-offset: -1px; }
-.chart { position: relative; min-height: 240px; }
+.chart { min-height: 240px; }
 .stop-marker {
   position: absolute;
   width: 9px;
@@ -45,8 +32,6 @@ select:focus { outline: 1px solid var(--vscode-focusBorder); outline-offset: -1p
 table.trials { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 table.trials th, table.trials td { text-align: left; padding: 3px 10px 3px 6px; border-bottom: 1px solid var(--vscode-panel-border, transparent); white-space: nowrap; }
 table.trials td.num, table.trials th.num { text-align: right; }
-table.trials a.log-link { color: var(--vscode-textLink-foreground); text-decoration: none; }
-table.trials a.log-link:hover, table.trials a.log-link:focus { color: var(--vscode-textLink-activeForeground, var(--vscode-textLink-foreground)); text-decoration: underline; }
 table.trials th { font-weight: 600; }
 table.trials th button {
   all: unset;
@@ -76,11 +61,4 @@ table.trials tbody tr.best td:first-child { box-shadow: inset 3px 0 0 var(--vsco
 .status-interrupted, .status-pending { color: var(--vscode-descriptionForeground); }
 body.vscode-high-contrast table.trials th, body.vscode-high-contrast table.trials td { border-bottom-color: var(--vscode-contrastBorder, transparent); }
 body.vscode-high-contrast table.trials tbody tr.selected { outline: 1px dotted var(--vscode-contrastActiveBorder, transparent); }
-${tooltipCss}
 `;
-
-export function adoptStyles(): void {
-  const sheet = new CSSStyleSheet();
-  sheet.replaceSync(css);
-  document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
-}

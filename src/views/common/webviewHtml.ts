@@ -64,3 +64,15 @@ ${page.body}
 </html>
 `;
 }
+
+/**
+ * The body of a page whose script draws it into `<main id="app">`: `waiting` (escaped here) until
+ * it does; `data` becomes the element's `data-*` attributes (escaped; an undefined one is left out),
+ * which the script reads.
+ */
+export function appMain(waiting: string, data: Readonly<Record<string, string | undefined>> = {}): string {
+  const attributes = Object.entries(data).flatMap(([name, value]) => (value === undefined ? [] : [` data-${name}="${escapeHtml(value)}"`])).join('');
+  return `    <main id="app" aria-live="polite"${attributes}>
+      <p class="waiting">${escapeHtml(waiting)}</p>
+    </main>`;
+}

@@ -2,7 +2,7 @@
  * The GPU panel's page, as a pure function of its resource URIs, so that the browser tests load
  * exactly what VS Code loads (same CSP, same markup) without a `vscode` import.
  */
-import { renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
+import { appMain, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
 
 export { makeNonce } from '../common/webviewHtml';
 
@@ -19,8 +19,6 @@ export function renderPanelHtml(opts: PanelHtmlOptions): string {
   return renderWebviewPage(opts, {
     title: 'GPUs',
     bodyAttributes: `data-first-sample-timeout-ms="${timeout}"`,
-    body: `    <main id="app" aria-live="polite">
-      <p class="waiting">Waiting for the first sample…</p>
-    </main>`,
+    body: appMain('Waiting for the first sample…'),
   });
 }

@@ -2,7 +2,7 @@
  * The Curves page, as a pure function of its resource URIs (as the Tuning Results page's
  * resultsHtml.ts), so that the browser tests load exactly what VS Code loads: same CSP, same markup.
  */
-import { escapeHtml, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
+import { appMain, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
 
 export interface CurvesHtmlOptions extends WebviewPageOptions {
   /** The document title's words: a run's name, or `3 runs`. */
@@ -14,8 +14,6 @@ export interface CurvesHtmlOptions extends WebviewPageOptions {
 export function renderCurvesHtml(opts: CurvesHtmlOptions): string {
   return renderWebviewPage(opts, {
     title: `Curves: ${opts.what}`,
-    body: `    <main id="app" aria-live="polite" data-run-ids="${escapeHtml(opts.runIds.join('\n'))}">
-      <p class="waiting">Loading the curves of ${escapeHtml(opts.what)}…</p>
-    </main>`,
+    body: appMain(`Loading the curves of ${opts.what}…`, { 'run-ids': opts.runIds.join('\n') }),
   });
 }

@@ -19,6 +19,13 @@ const known: ReadonlyArray<readonly [key: string, title: string]> = [
 /** A metric whose values are a fraction shown as a percentage. */
 const isAccuracy = (key: string): boolean => /acc|accuracy/i.test(key);
 
+/** What an accuracy's values cannot leave, by what they are: 0..1 (a fraction), 0..100 (in percent); none for other metrics. */
+function accuracyBounds(key: string, values: readonly number[]): readonly [number, number] | undefined {
+  if (!isAccuracy(key)) return undefined;
+  if (values.every((y) => y >= 0 && y <= 1)) return [0, 1];
+  return values.every((y) => y >= 0 && y <= 100) ? [0, 100] : undefined;
+}
+
 /** `HH:MM:SS` of an ISO time, in this machine's time zone. */
 export function localTime(iso: string): string {
   const d = new Date(iso);
@@ -64,8 +71,10 @@ export function curvesView(records: readonly RunRecord[], running: (r: RunRecord
     for (const s of series) counts.set(s.axis, (counts.get(s.axis) ?? 0) + 1);
     const axis = [...counts].sort((a, b) => b[1] - a[1])[0][0] as CurvesMetric['axis'];
     const title = known.find(([k]) => k === key)?.[1] ?? key;
+    const bounds = accuracyBounds(key, series.flatMap((s) => s.points.map(([, y]) => y)));
     return {
-      key, title: `${title} by ${axis}`, axis, percent: isAccuracy(key) && series.every((s) => s.points.every(([, y]) => y >= 0 && y <= 1)),
+      key, title: `${title} by ${axis}`, axis, percent: bounds?.[1] === 1,
+      ...(bounds ? { bounds } : {}),
       series: series.filter((s) => s.axis === axis).map(({ runId, points }) => ({ runId, points })),
     };
   });

@@ -8,10 +8,10 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import * as vscode from 'vscode';
-import { parseCurvesMessage, type HostToCurvesMessage } from '../../common/curvesProtocol';
+import { parseCurvesMessage, type CurvesToHostMessage, type HostToCurvesMessage } from '../../common/curvesProtocol';
 import { log } from '../../log';
 import { logFile, parseRunRecord, recordFile, runProcessGone, type RunRecord } from '../../training/job/runRecord';
-import { makeNonce } from '../common/webviewHtml';
+import { chartPageOptions, chartWebviewOptions, createChartPanel, PageLink } from '../common/chartPanel';
 import { renderCurvesHtml } from './curvesHtml';
 import { curvesView } from './curvesModel';
 
@@ -46,8 +46,8 @@ export class CurvesPanel implements vscode.Disposable {
   static readonly viewType = 'gpuWorkbench.runCurves';
   private static readonly open = new Map<string, CurvesPanel>();
 
-  private ready = false;
   private readonly subscriptions: vscode.Disposable[] = [];
+  private readonly link: PageLink<HostToCurvesMessage, CurvesToHostMessage>;
   /** The last good record of each run (a record that reads badly for a moment keeps its last curves). */
   private readonly records = new Map<string, RunRecord>();
   private readonly told = new Set<string>();
@@ -67,45 +67,32 @@ export class CurvesPanel implements vscode.Disposable {
       existing.refresh();
       return existing;
     }
-    const dist = vscode.Uri.joinPath(extensionUri, 'dist');
-    const panel = vscode.window.createWebviewPanel(CurvesPanel.viewType, 'Curves', vscode.ViewColumn.Active, { enableScripts: true, localResourceRoots: [dist] });
-    return new CurvesPanel(panel, dist, refs, key);
+    return new CurvesPanel(createChartPanel(CurvesPanel.viewType, 'Curves', extensionUri, { viewColumn: vscode.ViewColumn.Active }), extensionUri, refs, key);
   }
 
   /** Takes over a panel VS Code brings back after a window reload (the serializer's). */
   static restore(extensionUri: vscode.Uri, panel: vscode.WebviewPanel, refs: readonly RunRef[]): CurvesPanel {
-    const dist = vscode.Uri.joinPath(extensionUri, 'dist');
-    panel.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    panel.webview.options = chartWebviewOptions(extensionUri);
     const key = CurvesPanel.keyOf(refs);
     CurvesPanel.open.get(key)?.panel.dispose();
-    return new CurvesPanel(panel, dist, refs, key);
+    return new CurvesPanel(panel, extensionUri, refs, key);
   }
 
   static disposeAll(): void {
     for (const p of [...CurvesPanel.open.values()]) p.panel.dispose();
   }
 
-  private constructor(readonly panel: vscode.WebviewPanel, dist: vscode.Uri, private readonly refs: readonly RunRef[], private readonly key: string) {
+  private constructor(readonly panel: vscode.WebviewPanel, extensionUri: vscode.Uri, private readonly refs: readonly RunRef[], private readonly key: string) {
     CurvesPanel.open.set(key, this);
     this.load();
     const names = refs.map((r) => this.records.get(r.id)?.name ?? r.id);
     const what = refs.length === 1 ? names[0] : `${refs.length} runs`;
     panel.title = `Curves: ${what}`;
     const webview = panel.webview;
-    webview.html = renderCurvesHtml({
-      cspSource: webview.cspSource,
-      nonce: makeNonce(),
-      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'curves.js')).toString(),
-      styleUris: [webview.asWebviewUri(vscode.Uri.joinPath(dist, 'uPlot.min.css')).toString()],
-      what,
-      runIds: refs.map((r) => r.id),
-    });
+    webview.html = renderCurvesHtml({ ...chartPageOptions(webview, extensionUri, 'curves'), what, runIds: refs.map((r) => r.id) });
+    this.link = new PageLink(panel, 'Curves', 'curves/ready', parseCurvesMessage, (m) => this.onMessage(m), this.subscriptions);
     this.subscriptions.push(
-      webview.onDidReceiveMessage((raw: unknown) => this.onMessage(raw)),
-      panel.onDidChangeViewState(({ webviewPanel }) => {
-        if (!webviewPanel.visible) this.ready = false;
-        this.follow();
-      }),
+      panel.onDidChangeViewState(() => this.follow()),
       panel.onDidDispose(() => this.dispose()),
     );
   }
@@ -151,7 +138,7 @@ export class CurvesPanel implements vscode.Disposable {
 
   /** Polls the records while a run is running and the page shows (cheap: one stat per run a second). */
   private follow(): void {
-    const wanted = this.ready && this.panel.visible && this.live();
+    const wanted = this.link.ready && this.panel.visible && this.live();
     if (wanted && !this.timer) {
       this.timer = setInterval(() => {
         if (this.load()) this.post();
@@ -169,15 +156,9 @@ export class CurvesPanel implements vscode.Disposable {
     return { type: 'curves/data', runs: view.runs, metrics: view.metrics, live: view.live };
   }
 
-  private onMessage(raw: unknown): void {
-    const message = parseCurvesMessage(raw);
-    if (!message) {
-      log.warn(`Curves: ignored a malformed message from the webview: ${JSON.stringify(raw)?.slice(0, 200)}`);
-      return;
-    }
+  private onMessage(message: CurvesToHostMessage): void {
     switch (message.type) {
       case 'curves/ready':
-        this.ready = true;
         this.load();
         this.post();
         this.follow();
@@ -195,7 +176,6 @@ export class CurvesPanel implements vscode.Disposable {
   }
 
   private post(): void {
-    if (!this.ready) return;
-    this.panel.webview.postMessage(this.message()).then(undefined, (err: unknown) => log.warn(`Curves: postMessage failed: ${String(err)}`));
+    if (this.link.ready) this.link.post(this.message());
   }
 }

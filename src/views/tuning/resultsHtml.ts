@@ -4,7 +4,7 @@
  * own styles are adopted by its script (constructable style sheets, which CSP does not govern),
  * so the only style sheet it links is uPlot's.
  */
-import { escapeHtml, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
+import { appMain, renderWebviewPage, type WebviewPageOptions } from '../common/webviewHtml';
 
 export interface ResultsHtmlOptions extends WebviewPageOptions {
   /** The experiment's name, for the document title. */
@@ -19,8 +19,6 @@ export interface ResultsHtmlOptions extends WebviewPageOptions {
 export function renderResultsHtml(opts: ResultsHtmlOptions): string {
   return renderWebviewPage(opts, {
     title: `Tuning Results: ${opts.experiment}`,
-    body: `    <main id="app" aria-live="polite"${opts.experimentKey ? ` data-experiment-key="${escapeHtml(opts.experimentKey)}"` : ''}>
-      <p class="waiting">Loading the results of ${escapeHtml(opts.experiment)}…</p>
-    </main>`,
+    body: appMain(`Loading the results of ${opts.experiment}…`, { 'experiment-key': opts.experimentKey || undefined }),
   });
 }

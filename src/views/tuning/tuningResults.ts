@@ -5,9 +5,9 @@
  * retainContextWhenHidden), so the flag resets and the page asks again when shown.
  */
 import * as vscode from 'vscode';
-import { parseResultsMessage, type HostToResultsMessage, type ResultsTrial } from '../../common/tuningProtocol';
+import { parseResultsMessage, type HostToResultsMessage, type ResultsToHostMessage, type ResultsTrial } from '../../common/tuningProtocol';
 import { log } from '../../log';
-import { makeNonce } from '../gpu/panelHtml';
+import { chartPageOptions, chartWebviewOptions, createChartPanel, PageLink } from '../common/chartPanel';
 import { renderResultsHtml } from './resultsHtml';
 import type { ResultsModel } from './tuningModel';
 
@@ -27,8 +27,8 @@ export class ResultsPanel implements vscode.Disposable {
   private static readonly open = new Map<string, ResultsPanel>();
   private static activeKey: string | undefined;
 
-  private ready = false;
   private readonly subscriptions: vscode.Disposable[] = [];
+  private readonly link: PageLink<HostToResultsMessage, ResultsToHostMessage>;
 
   /** Opens (or reveals) the experiment's panel; a live source replaces a journal one with the same key. */
   static show(extensionUri: vscode.Uri, source: ResultsSource, opts: { preserveFocus?: boolean; column?: vscode.ViewColumn } = {}): ResultsPanel {
@@ -38,14 +38,9 @@ export class ResultsPanel implements vscode.Disposable {
       existing.panel.reveal(opts.column, opts.preserveFocus);
       return existing;
     }
-    const dist = vscode.Uri.joinPath(extensionUri, 'dist');
-    const panel = vscode.window.createWebviewPanel(
-      ResultsPanel.viewType,
-      `Tuning Results: ${source.model.experiment().name}`,
-      { viewColumn: opts.column ?? vscode.ViewColumn.Active, preserveFocus: opts.preserveFocus },
-      { enableScripts: true, localResourceRoots: [dist] },
-    );
-    const p = new ResultsPanel(panel, dist, source);
+    const panel = createChartPanel(ResultsPanel.viewType, `Tuning Results: ${source.model.experiment().name}`, extensionUri,
+      { viewColumn: opts.column ?? vscode.ViewColumn.Active, preserveFocus: opts.preserveFocus });
+    const p = new ResultsPanel(panel, extensionUri, source);
     ResultsPanel.open.set(source.key, p);
     return p;
   }
@@ -59,10 +54,9 @@ export class ResultsPanel implements vscode.Disposable {
       existing.setSource(source);
       return existing;
     }
-    const dist = vscode.Uri.joinPath(extensionUri, 'dist');
-    panel.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    panel.webview.options = chartWebviewOptions(extensionUri);
     panel.title = `Tuning Results: ${source.model.experiment().name}`;
-    const p = new ResultsPanel(panel, dist, source);
+    const p = new ResultsPanel(panel, extensionUri, source);
     ResultsPanel.open.set(source.key, p);
     return p;
   }
@@ -80,21 +74,13 @@ export class ResultsPanel implements vscode.Disposable {
     for (const p of [...ResultsPanel.open.values()]) p.panel.dispose();
   }
 
-  private constructor(readonly panel: vscode.WebviewPanel, dist: vscode.Uri, private source: ResultsSource) {
+  private constructor(readonly panel: vscode.WebviewPanel, extensionUri: vscode.Uri, private source: ResultsSource) {
     const webview = panel.webview;
-    webview.html = renderResultsHtml({
-      cspSource: webview.cspSource,
-      nonce: makeNonce(),
-      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(dist, 'results.js')).toString(),
-      styleUris: [webview.asWebviewUri(vscode.Uri.joinPath(dist, 'uPlot.min.css')).toString()],
-      experiment: source.model.experiment().name,
-      experimentKey: source.key,
-    });
+    webview.html = renderResultsHtml({ ...chartPageOptions(webview, extensionUri, 'results'), experiment: source.model.experiment().name, experimentKey: source.key });
     if (panel.active) ResultsPanel.activeKey = source.key;
+    this.link = new PageLink(panel, 'Tuning results', 'results/ready', parseResultsMessage, (m) => this.onMessage(m), this.subscriptions);
     this.subscriptions.push(
-      webview.onDidReceiveMessage((raw: unknown) => this.onMessage(raw)),
       panel.onDidChangeViewState(({ webviewPanel }) => {
-        if (!webviewPanel.visible) this.ready = false;
         if (webviewPanel.active) ResultsPanel.activeKey = this.source.key;
       }),
       panel.onDidDispose(() => this.dispose()),
@@ -116,12 +102,12 @@ export class ResultsPanel implements vscode.Disposable {
 
   /** A trial changed. */
   postTrial(trial: ResultsTrial): void {
-    this.post({ type: 'results/trial', trial });
+    this.link.post({ type: 'results/trial', trial });
   }
 
   /** The experiment's state or best trial changed. */
   postExperiment(): void {
-    this.post({ type: 'results/experiment', experiment: this.source.model.experiment() });
+    this.link.post({ type: 'results/experiment', experiment: this.source.model.experiment() });
   }
 
   dispose(): void {
@@ -131,18 +117,12 @@ export class ResultsPanel implements vscode.Disposable {
   }
 
   private postInit(): void {
-    this.post({ type: 'results/init', experiment: this.source.model.experiment(), trials: this.source.model.rows() });
+    this.link.post({ type: 'results/init', experiment: this.source.model.experiment(), trials: this.source.model.rows() });
   }
 
-  private onMessage(raw: unknown): void {
-    const message = parseResultsMessage(raw);
-    if (!message) {
-      log.warn(`Tuning results: ignored a malformed message from the webview: ${JSON.stringify(raw)?.slice(0, 200)}`);
-      return;
-    }
+  private onMessage(message: ResultsToHostMessage): void {
     switch (message.type) {
       case 'results/ready':
-        this.ready = true;
         this.postInit();
         break;
       case 'results/applyBest':
@@ -159,10 +139,5 @@ export class ResultsPanel implements vscode.Disposable {
         log.warn(`Tuning results: unhandled message ${JSON.stringify(unreachable)}`);
       }
     }
-  }
-
-  private post(message: HostToResultsMessage): void {
-    if (!this.ready) return;
-    this.panel.webview.postMessage(message).then(undefined, (err: unknown) => log.warn(`Tuning results: postMessage failed: ${String(err)}`));
   }
 }

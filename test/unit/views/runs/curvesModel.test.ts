@@ -56,6 +56,23 @@ describe('Curves page data (curvesView)', () => {
     assert.equal(v.metrics[0].series[0].points.length, 300);
     assert.deepEqual(v.metrics[0].series[0].points[299], [4999, 99]);
     assert.equal(v.metrics[0].percent, false);
+    // In percent: its chart's y axis stays within 0..100.
+    assert.deepEqual(v.metrics[0].bounds, [0, 100]);
+  });
+
+  it('bounds an accuracy\'s axis by its unit (0..1 as a fraction, 0..100 in percent) and nothing else', () => {
+    const v = curvesView([rec('a', 'x', { curves: {
+      testAccuracy: { axis: 'epoch', points: [[1, 0.95]], seen: 1 },
+      val_acc: { axis: 'report', points: [[1, 97.5]], seen: 1 },
+      top5_acc_delta: { axis: 'report', points: [[1, -3]], seen: 1 },
+      loss: { axis: 'step', points: [[1, 0.5]], seen: 1 },
+    } })]);
+    assert.deepEqual(v.metrics.map((m) => [m.key, m.percent, m.bounds]), [
+      ['loss', false, undefined],
+      ['testAccuracy', true, [0, 1]],
+      ['top5_acc_delta', false, undefined],
+      ['val_acc', false, [0, 100]],
+    ]);
   });
 
   it('one metric on different axes in two runs: the axis most runs used wins, the other run is left out of that chart', () => {
