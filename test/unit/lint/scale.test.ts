@@ -72,15 +72,18 @@ async function countReads(text: string, incremental: boolean): Promise<{ reads: 
   const saved = new Map<string, PropertyDescriptor>();
   for (const key of ['start', 'end', 'order', 'startRow', 'endRow']) {
     const d = Object.getOwnPropertyDescriptor(proto, key);
-    assert.ok(d?.get, `syntax nodes have a ${key} getter`);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- a getter, called below with its node as `this`
+    const get = d?.get as ((this: unknown) => unknown) | undefined;
+    assert.ok(d && get, `syntax nodes have a ${key} getter`);
     saved.set(key, d);
-    const get = d.get;
     Object.defineProperty(proto, key, { ...d, get(this: unknown) { reads.positions++; return get.call(this); } });
   }
   // A file's classes, and the workspace's `forward`s, as arrays that count the elements read.
   const counting = <T extends object>(list: T, field: 'classes' | 'forwards'): T =>
     new Proxy(list, { get(target, p, receiver) { if (typeof p === 'string' && /^\d+$/.test(p)) reads[field]++; return Reflect.get(target, p, receiver) as unknown; } });
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
   const set = Workspace.prototype.set;
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
   const functionsNamed = Workspace.prototype.functionsNamed;
   const proxies = new WeakMap<object, object>();
   Workspace.prototype.set = function (this: Workspace, model: FileModel) {
@@ -95,9 +98,8 @@ async function countReads(text: string, incremental: boolean): Promise<{ reads: 
     return p as typeof list;
   };
   const linter = new Linter(new PythonParser(language), { incremental });
-  let findings = 0;
+  let findings: number;
   try {
-    reads.positions = 0;
     findings = linter.lintFile('/ws/big.py', text).length;
   } finally {
     for (const [key, d] of saved) Object.defineProperty(proto, key, d);
