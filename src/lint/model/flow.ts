@@ -50,6 +50,15 @@ interface Reached {
 const NOTHING: Reached = { defs: [], entry: false };
 const ENTRY: Reached = { defs: [], entry: true };
 
+/** See `ScopeFlow.shape`. */
+interface Shape {
+  readonly position: ReadonlyMap<FlowNode, number>;
+  readonly horizon: readonly number[];
+  readonly entry: readonly boolean[];
+  /** By key: the first place of a node that defines it. */
+  readonly firstDefs: ReadonlyMap<string, number>;
+}
+
 /** Walks of one key in one scope before `solve` answers it for all nodes at once. */
 const solveAfter = 16;
 
@@ -80,6 +89,7 @@ export class ScopeFlow implements Flow {
   private readonly walks = new Map<string, number>();
   private readonly solved = new Map<string, Map<FlowNode, Reached>>();
   private nodes: FlowNode[] | undefined;
+  private shaped: Shape | undefined;
   private readonly loops: LoopFrame[] = [];
   private src: ((n: SyntaxNode) => string) | undefined;
   private readonly tries: FlowNode[][] = [];
@@ -174,10 +184,20 @@ export class ScopeFlow implements Flow {
     let entry = false;
     const seen = new Set<FlowNode>();
     const stack: FlowNode[] = [from];
+    const shape = this.shape();
+    const first = this.firstDefinition(key, prefixes);
     while (stack.length) {
       const n = stack.pop() as FlowNode;
       if (seen.has(n)) continue;
       seen.add(n);
+      // Nothing before this node defines the key (all its definitions come later in the scope,
+      // and it is in no loop around them): only whether the entry reaches it matters. A name
+      // first bound in a loop, asked at the loop's head, walked back to the entry each time.
+      const at = shape.position.get(n);
+      if (at !== undefined && shape.horizon[at] < first) {
+        if (shape.entry[at]) entry = true;
+        continue;
+      }
       // What reaches a node asked about before is what reaches it: its answer, not another walk
       // (a module-level script asks at each statement, and each walk went back to the first).
       const known = n === from ? undefined : this.cache.get(n)?.get(key);
@@ -256,6 +276,50 @@ export class ScopeFlow implements Flow {
     }
     this.solved.set(key, value);
     return value;
+  }
+
+  /**
+   * Key-independent facts of the graph, once: each node's place in `allNodes`, the latest place
+   * of any node a walk back from it can meet (`horizon`: past its own place only through a
+   * loop around it), and whether the entry reaches it.
+   */
+  private shape(): Shape {
+    if (this.shaped) return this.shaped;
+    const nodes = (this.nodes ??= this.allNodes());
+    const position = new Map<FlowNode, number>(nodes.map((n, i) => [n, i]));
+    const horizon = nodes.map((_, i) => i);
+    const entry = nodes.map((n) => n.kind === 0);
+    for (let changed = true; changed; ) {
+      changed = false;
+      nodes.forEach((n, i) => {
+        const preds = n.kind === 1 ? [n.prev] : n.kind === 2 ? n.preds : [];
+        for (const p of preds) {
+          const j = position.get(p) as number;
+          if (horizon[j] > horizon[i]) {
+            horizon[i] = horizon[j];
+            changed = true;
+          }
+          if (entry[j] && !entry[i]) {
+            entry[i] = true;
+            changed = true;
+          }
+        }
+      });
+    }
+    const firstDefs = new Map<string, number>();
+    nodes.forEach((n, i) => {
+      if (n.kind !== 1) return;
+      for (const k of n.defs.keys()) if (!firstDefs.has(k)) firstDefs.set(k, i);
+    });
+    return (this.shaped = { position, horizon, entry, firstDefs });
+  }
+
+  /** The first place (`allNodes`) of a node that defines the key or a name it is an attribute of (`out` for `out.logits`). */
+  private firstDefinition(key: string, prefixes: readonly string[]): number {
+    const { firstDefs } = this.shape();
+    let first = firstDefs.get(key) ?? Infinity;
+    for (const p of prefixes) first = Math.min(first, firstDefs.get(p) ?? Infinity);
+    return first;
   }
 
   /** Every node a statement's walk can meet, predecessors before their successors (but for back edges). */
