@@ -19,8 +19,20 @@ export function appendToExpression(model: FileModel, expr: SyntaxNode, suffix: s
   return { range: rangeOf(expr), newText: `(${model.src(expr)})${suffix}` };
 }
 
+/** `indentUnit` per file version: asked per fix, a walk of the file each time grew with fixes × file size. */
+const indentUnits = new WeakMap<FileModel, string>();
+
 /** The file's indentation unit, from its first indented block; four spaces when there is none. */
 export function indentUnit(model: FileModel): string {
+  let unit = indentUnits.get(model);
+  if (unit === undefined) {
+    unit = firstIndent(model);
+    indentUnits.set(model, unit);
+  }
+  return unit;
+}
+
+function firstIndent(model: FileModel): string {
   for (const n of descendants(model.root)) {
     if (n.type !== 'block' || !n.parent) continue;
     const first = n.children.find((c) => c.named && c.type !== 'comment');

@@ -41,6 +41,35 @@ type FlowNode = typeof START | Assign | Label | typeof UNREACHABLE;
 const comprehensions = new Set(['list_comprehension', 'set_comprehension', 'dictionary_comprehension', 'generator_expression']);
 const NONE: Reaching = { defs: [], entry: true };
 
+/** What reaches a node for one key (`solve`): the definitions, unsorted, and whether the entry does. */
+interface Reached {
+  readonly defs: readonly Binding[];
+  readonly entry: boolean;
+}
+
+const NOTHING: Reached = { defs: [], entry: false };
+const ENTRY: Reached = { defs: [], entry: true };
+
+/** See `ScopeFlow.shape`. */
+interface Shape {
+  readonly position: ReadonlyMap<FlowNode, number>;
+  readonly horizon: readonly number[];
+  readonly entry: readonly boolean[];
+  /** By key: the first place of a node that defines it. */
+  readonly firstDefs: ReadonlyMap<string, number>;
+}
+
+/** Walks of one key in one scope before `solve` answers it for all nodes at once. */
+const solveAfter = 16;
+
+function union(a: Reached, b: Reached): Reached {
+  if (a === b || (b.defs.length === 0 && (!b.entry || a.entry))) return a;
+  if (a.defs.length === 0 && (!a.entry || b.entry)) return b;
+  const defs = [...a.defs];
+  for (const d of b.defs) if (!defs.includes(d)) defs.push(d);
+  return { defs, entry: a.entry || b.entry };
+}
+
 interface LoopFrame {
   readonly breaks: FlowNode[];
   readonly continues: FlowNode[];
@@ -56,6 +85,11 @@ export class ScopeFlow implements Flow {
   /** The bindings of comprehension targets, by their `for_in_clause`. */
   private readonly clauses = new Map<SyntaxNode, [string, Binding][]>();
   private readonly cache = new Map<FlowNode, Map<string, Reaching>>();
+  /** How often each key was walked for; past `solveAfter`, `solve` answers it for every node. */
+  private readonly walks = new Map<string, number>();
+  private readonly solved = new Map<string, Map<FlowNode, Reached>>();
+  private nodes: FlowNode[] | undefined;
+  private shaped: Shape | undefined;
   private readonly loops: LoopFrame[] = [];
   private src: ((n: SyntaxNode) => string) | undefined;
   private readonly tries: FlowNode[][] = [];
@@ -133,16 +167,45 @@ export class ScopeFlow implements Flow {
     let byKey = this.cache.get(from);
     const hit = byKey?.get(key);
     if (hit) return hit;
+    // A key asked at many places (`model`, `loss` all over a module-level script): each walk
+    // could go back to the scope's entry, so the answer for every node is computed at once.
+    const asked = (this.walks.get(key) ?? 0) + 1;
+    this.walks.set(key, asked);
+    if (asked > solveAfter) {
+      const v = this.solve(key).get(from);
+      const r = !v || (v.defs.length === 0 && v.entry) ? (v ? NONE : { defs: [], entry: false }) : { defs: [...v.defs].sort((a, b) => a.at.order - b.at.order), entry: v.entry };
+      if (!byKey) this.cache.set(from, (byKey = new Map<string, Reaching>()));
+      byKey.set(key, r);
+      return r;
+    }
     const prefixes: string[] = [];
     for (let i = key.indexOf('.'); i !== -1; i = key.indexOf('.', i + 1)) prefixes.push(key.slice(0, i));
     const defs: Binding[] = [];
     let entry = false;
     const seen = new Set<FlowNode>();
     const stack: FlowNode[] = [from];
+    const shape = this.shape();
+    const first = this.firstDefinition(key, prefixes);
     while (stack.length) {
       const n = stack.pop() as FlowNode;
       if (seen.has(n)) continue;
       seen.add(n);
+      // Nothing before this node defines the key (all its definitions come later in the scope,
+      // and it is in no loop around them): only whether the entry reaches it matters. A name
+      // first bound in a loop, asked at the loop's head, walked back to the entry each time.
+      const at = shape.position.get(n);
+      if (at !== undefined && shape.horizon[at] < first) {
+        if (shape.entry[at]) entry = true;
+        continue;
+      }
+      // What reaches a node asked about before is what reaches it: its answer, not another walk
+      // (a module-level script asks at each statement, and each walk went back to the first).
+      const known = n === from ? undefined : this.cache.get(n)?.get(key);
+      if (known) {
+        for (const b of known.defs) if (!defs.includes(b)) defs.push(b);
+        if (known.entry) entry = true;
+        continue;
+      }
       switch (n.kind) {
         case 0:
           entry = true;
@@ -169,6 +232,121 @@ export class ScopeFlow implements Flow {
     if (!byKey) this.cache.set(from, (byKey = new Map<string, Reaching>()));
     byKey.set(key, r);
     return r;
+  }
+
+  /**
+   * What reaches each node of the graph for one key: the walk's answer (the definitions met
+   * first on each path back, and whether a path reaches the entry without one) for all nodes at
+   * once, as the least fixpoint of the usual reaching-definitions equations, iterated over the
+   * nodes in an order where predecessors mostly come first.
+   */
+  private solve(key: string): Map<FlowNode, Reached> {
+    const known = this.solved.get(key);
+    if (known) return known;
+    const prefixes: string[] = [];
+    for (let i = key.indexOf('.'); i !== -1; i = key.indexOf('.', i + 1)) prefixes.push(key.slice(0, i));
+    const nodes = (this.nodes ??= this.allNodes());
+    const value = new Map<FlowNode, Reached>();
+    const own = new Map<FlowNode, Reached>();
+    const get = (n: FlowNode): Reached => value.get(n) ?? NOTHING;
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const n of nodes) {
+        let v: Reached;
+        if (n.kind === 0) v = ENTRY;
+        else if (n.kind === 3) v = NOTHING;
+        else if (n.kind === 1) {
+          const d = n.defs.get(key);
+          if (d) {
+            v = own.get(n) ?? { defs: [...new Set(d)], entry: false };
+            own.set(n, v);
+          } else if (prefixes.some((p) => n.defs.has(p))) v = ENTRY;
+          else v = get(n.prev);
+        } else {
+          v = get(n.preds[0] ?? UNREACHABLE);
+          for (let i = 1; i < n.preds.length; i++) v = union(v, get(n.preds[i]));
+        }
+        const old = value.get(n);
+        // Values only grow: the same size is the same value.
+        if (!old || old.entry !== v.entry || old.defs.length !== v.defs.length) {
+          value.set(n, v);
+          changed = true;
+        }
+      }
+    }
+    this.solved.set(key, value);
+    return value;
+  }
+
+  /**
+   * Key-independent facts of the graph, once: each node's place in `allNodes`, the latest place
+   * of any node a walk back from it can meet (`horizon`: past its own place only through a
+   * loop around it), and whether the entry reaches it.
+   */
+  private shape(): Shape {
+    if (this.shaped) return this.shaped;
+    const nodes = (this.nodes ??= this.allNodes());
+    const position = new Map<FlowNode, number>(nodes.map((n, i) => [n, i]));
+    const horizon = nodes.map((_, i) => i);
+    const entry = nodes.map((n) => n.kind === 0);
+    for (let changed = true; changed; ) {
+      changed = false;
+      nodes.forEach((n, i) => {
+        const preds = n.kind === 1 ? [n.prev] : n.kind === 2 ? n.preds : [];
+        for (const p of preds) {
+          const j = position.get(p) as number;
+          if (horizon[j] > horizon[i]) {
+            horizon[i] = horizon[j];
+            changed = true;
+          }
+          if (entry[j] && !entry[i]) {
+            entry[i] = true;
+            changed = true;
+          }
+        }
+      });
+    }
+    const firstDefs = new Map<string, number>();
+    nodes.forEach((n, i) => {
+      if (n.kind !== 1) return;
+      for (const k of n.defs.keys()) if (!firstDefs.has(k)) firstDefs.set(k, i);
+    });
+    return (this.shaped = { position, horizon, entry, firstDefs });
+  }
+
+  /** The first place (`allNodes`) of a node that defines the key or a name it is an attribute of (`out` for `out.logits`). */
+  private firstDefinition(key: string, prefixes: readonly string[]): number {
+    const { firstDefs } = this.shape();
+    let first = firstDefs.get(key) ?? Infinity;
+    for (const p of prefixes) first = Math.min(first, firstDefs.get(p) ?? Infinity);
+    return first;
+  }
+
+  /** Every node a statement's walk can meet, predecessors before their successors (but for back edges). */
+  private allNodes(): FlowNode[] {
+    const order: FlowNode[] = [];
+    const seen = new Set<FlowNode>();
+    for (const start of [...this.before.values(), ...this.heads.values()]) {
+      if (seen.has(start)) continue;
+      seen.add(start);
+      const stack: [FlowNode, number][] = [[start, 0]];
+      while (stack.length) {
+        const top = stack[stack.length - 1];
+        const n = top[0];
+        const preds = n.kind === 1 ? [n.prev] : n.kind === 2 ? n.preds : [];
+        if (top[1] < preds.length) {
+          const p = preds[top[1]++];
+          if (!seen.has(p)) {
+            seen.add(p);
+            stack.push([p, 0]);
+          }
+        } else {
+          stack.pop();
+          order.push(n);
+        }
+      }
+    }
+    return order;
   }
 
   // ---------------------------------------------------------------- building

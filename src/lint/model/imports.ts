@@ -13,8 +13,8 @@ export abstract class ModelImports {
   readonly classes: ClassInfo[] = [];
   /** `functions` by name (methods too), in the same order: a lookup per call was a scan of every function. */
   private readonly functionsByName = new Map<string, FunctionInfo[]>();
-  /** The names of `classes`. */
-  private readonly classNames = new Set<string>();
+  /** `classes` by name, in the same order. */
+  private readonly classesByName = new Map<string, ClassInfo[]>();
   protected allCalls: SyntaxNode[] | undefined;
   protected allReferences: SyntaxNode[] | undefined;
   readonly functionByNode = new Map<SyntaxNode, FunctionInfo>();
@@ -26,6 +26,8 @@ export abstract class ModelImports {
    */
   focus: SyntaxNode | undefined;
   protected readonly scopes = new Map<SyntaxNode, ScopeData>();
+  /** The scopes that bind each name, in the order of `scopes` (`scopesBinding`); built when first asked. */
+  protected bindingScopes: Map<string, ScopeData[]> | undefined;
   protected readonly chunks = new Map<SyntaxNode, ChunkIndex>();
   protected readonly lines: string[];
   protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
@@ -85,7 +87,9 @@ export abstract class ModelImports {
       }
       for (const c of chunk.classes) {
         this.classes.push(c);
-        this.classNames.add(c.name);
+        const same = this.classesByName.get(c.name);
+        if (same) same.push(c);
+        else this.classesByName.set(c.name, [c]);
       }
       for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
       for (const c of chunk.root.calls) rootData.calls.push(c);
@@ -526,7 +530,12 @@ export abstract class ModelImports {
 
   /** Does this file define a class named `name`? */
   definesClass(name: string): boolean {
-    return this.classNames.has(name);
+    return this.classesByName.has(name);
+  }
+
+  /** This file's classes named `name`, in document order (`classes.filter(c => c.name === name)`). */
+  classesHere(name: string): readonly ClassInfo[] {
+    return this.classesByName.get(name) ?? [];
   }
 
   functionOf(node: SyntaxNode): FunctionInfo | undefined {

@@ -209,7 +209,7 @@ export abstract class ModelModels extends ModelGuards {
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
   constructedClass(text: string): string | undefined {
     track(`ctor:${text}`);
-    return this.constructedIn(this.scopes.values(), text);
+    return this.constructedIn(this.scopesBinding(text), text);
   }
 
   /** `constructedClass` over some scopes, in order. */

@@ -190,7 +190,7 @@ export abstract class ModelProvenance extends ModelModels {
     const facts = this.backwardFacts(this.scopeOf(at));
     // Asked at a statement that binds `key` (`loss = crit(out, y)`, a loop that assigns it): the values it binds.
     if (at.type !== 'identifier' && at.type !== 'attribute') {
-      const own = this.bindingsIn(this.scopeOf(at), key).filter((b) => contains(at, b.target));
+      const own = this.bindingsStartingIn(this.scopeOf(at), key, at.start, at.end).filter((b) => contains(at, b.target));
       if (own.length) return own.some((b) => facts.reachesDefs.has(b));
     }
     const r = this.reachingDefs(key, at);
@@ -201,7 +201,7 @@ export abstract class ModelProvenance extends ModelModels {
   /** Does the definition `stmt` makes of `target` (or, for `x += v`, the value it updates) flow into a backward pass? */
   protected definitionReaches(target: SyntaxNode, stmt: SyntaxNode, facts: BackwardFacts): boolean {
     const key = this.src(target);
-    const own = this.bindingsIn(this.scopeOf(stmt), key).find((b) => b.target === target);
+    const own = this.bindingsStartingIn(this.scopeOf(stmt), key, target.start, target.start).find((b) => b.target === target);
     return own ? facts.reachesDefs.has(own) : this.reachesBackward(key, stmt);
   }
 
@@ -672,12 +672,20 @@ export abstract class ModelProvenance extends ModelModels {
     const scope = this.scopeOf(call);
     if (scope === this.root) track('root*');
     const events = this.scopeData(scope).modeEvents;
-    let last: ModeEvent | undefined;
-    for (const e of events) {
-      if (e.at.order >= call.order) break;
-      if (calleeText === e.receiver || calleeText.startsWith(`${e.receiver}.`) || (e.receiver.startsWith(`${calleeText}.`))) last = e;
+    if (events.length === 0) return undefined;
+    const index = modeEventIndex(events);
+    // The events before the call (they are in document order)…
+    let cut = 0;
+    for (let hi = events.length; cut < hi; ) {
+      const mid = (cut + hi) >> 1;
+      if (events[mid].at.order < call.order) cut = mid + 1;
+      else hi = mid;
     }
-    return last?.inference ? { order: last.at.order, receiver: last.receiver } : undefined;
+    // …whose receiver is the callee, a prefix of it (`model` for `model.encoder`) or an extension of it: the last one.
+    let last = Math.max(lastBefore(index.exact.get(calleeText), cut), lastBefore(index.extended.get(calleeText), cut));
+    for (let dot = calleeText.indexOf('.'); dot !== -1; dot = calleeText.indexOf('.', dot + 1)) last = Math.max(last, lastBefore(index.exact.get(calleeText.slice(0, dot)), cut));
+    const e = last >= 0 ? events[last] : undefined;
+    return e?.inference ? { order: e.at.order, receiver: e.receiver } : undefined;
   }
 
   /** The outermost loop around `node` (in its scope) that iterates a validation/test loader. */
@@ -755,4 +763,48 @@ export interface Accumulation {
   readonly kind: 'add' | 'list' | 'cat';
   readonly target: SyntaxNode;
   readonly value: SyntaxNode;
+}
+
+/** A scope's `x.eval()` / `x.train()` events by receiver: positions in the list, ascending. */
+interface ModeEventIndex {
+  /** By the receiver's text. */
+  readonly exact: Map<string, number[]>;
+  /** By each text the receiver extends with `.name` (`model` and `model.encoder` for `model.encoder.head`). */
+  readonly extended: Map<string, number[]>;
+}
+
+/** Per list of events: a scope's list does not change once its statement is indexed. */
+const modeEventIndexes = new WeakMap<readonly ModeEvent[], ModeEventIndex>();
+
+/**
+ * Indexes a scope's mode events once, so that finding the one in force at a call does not scan
+ * every earlier event (at module level that grew with calls × events).
+ */
+function modeEventIndex(events: readonly ModeEvent[]): ModeEventIndex {
+  let index = modeEventIndexes.get(events);
+  if (index) return index;
+  index = { exact: new Map(), extended: new Map() };
+  const add = (map: Map<string, number[]>, key: string, i: number): void => {
+    const list = map.get(key);
+    if (list) list.push(i);
+    else map.set(key, [i]);
+  };
+  events.forEach((e, i) => {
+    add(index.exact, e.receiver, i);
+    for (let dot = e.receiver.indexOf('.'); dot !== -1; dot = e.receiver.indexOf('.', dot + 1)) add(index.extended, e.receiver.slice(0, dot), i);
+  });
+  modeEventIndexes.set(events, index);
+  return index;
+}
+
+/** The largest position in the ascending list below `cut`; -1 when none. */
+function lastBefore(list: readonly number[] | undefined, cut: number): number {
+  if (!list) return -1;
+  let lo = 0;
+  for (let hi = list.length; lo < hi; ) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid] < cut) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 ? list[lo - 1] : -1;
 }

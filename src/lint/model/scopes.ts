@@ -8,6 +8,45 @@ import { ScopeFlow, statementsOf } from './flow';
 import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
 import { checkStale, logStale, ModelImports } from './imports';
 
+/**
+ * A scope's bindings of one name sorted by where their targets start (`bindingsStartingIn`). A
+ * list does not change once its statement is indexed, and the nodes of one statement move
+ * together across edits, so the order stays.
+ */
+const byTargetStart = new WeakMap<readonly Binding[], Binding[]>();
+
+/** A scope's bindings of one name sorted by the order of their statements, stably (`nearestBefore`); see `byTargetStart`. */
+const byOrder = new WeakMap<readonly Binding[], Binding[]>();
+
+/**
+ * The binding of the list whose statement comes last before `order` (the first such in the
+ * list on a tie); undefined when none does. Long lists (a name bound all over a module-level
+ * script, asked at each use) by a binary search over them sorted once.
+ */
+function nearestBefore(list: readonly Binding[], order: number): Binding | undefined {
+  if (list.length <= 8) {
+    let best: Binding | undefined;
+    for (const b of list) if (b.at.order < order && (!best || b.at.order > best.at.order)) best = b;
+    return best;
+  }
+  let sorted = byOrder.get(list);
+  if (!sorted) {
+    sorted = [...list].sort((a, b) => a.at.order - b.at.order);
+    byOrder.set(list, sorted);
+  }
+  let lo = 0;
+  for (let hi = sorted.length; lo < hi; ) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid].at.order < order) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo === 0) return undefined;
+  // The first of those at the same statement, as a scan in list order keeps (the sort is stable).
+  let i = lo - 1;
+  while (i > 0 && sorted[i - 1].at.order === sorted[lo - 1].at.order) i--;
+  return sorted[i];
+}
+
 /** `callFact`s being computed (a cycle guard), and how many cycles were cut so far. */
 const callFacts = { asking: new WeakMap<SyntaxNode, Set<string>>(), cycles: 0 };
 
@@ -103,12 +142,7 @@ export abstract class ModelScopes extends ModelImports {
         return best ?? defs[defs.length - 1];
       }
     }
-    const pick = (list: Binding[] | undefined): Binding | undefined => {
-      if (!list?.length) return undefined;
-      let best: Binding | undefined;
-      for (const b of list) if (b.at.order < at.order && (!best || b.at.order > best.at.order)) best = b;
-      return best ?? list[list.length - 1];
-    };
+    const pick = (list: Binding[] | undefined): Binding | undefined => (list?.length ? (nearestBefore(list, at.order) ?? list[list.length - 1]) : undefined);
     const found = pick(own);
     if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
     track(`root:${key}`);
@@ -154,7 +188,27 @@ export abstract class ModelScopes extends ModelImports {
    */
   bindingAnywhere(key: string): Binding | undefined {
     track(`any:${key}`);
-    return lastBindingIn(this.scopes.values(), key);
+    return lastBindingIn(this.scopesBinding(key), key);
+  }
+
+  /**
+   * The scopes of the file that bind `key`, in the order of `scopes`: from an index of every
+   * scope's names built once per file version, since asked per use a scan of every scope grew
+   * with uses × scopes.
+   */
+  protected scopesBinding(key: string): readonly ScopeData[] {
+    if (!this.bindingScopes) {
+      this.bindingScopes = new Map();
+      for (const data of this.scopes.values()) {
+        for (const [k, list] of data.bindings) {
+          if (list.length === 0) continue;
+          const scopes = this.bindingScopes.get(k);
+          if (scopes) scopes.push(data);
+          else this.bindingScopes.set(k, [data]);
+        }
+      }
+    }
+    return this.bindingScopes.get(key) ?? [];
   }
 
   /** `self.x = None`: the binding `attributeSetToNone` looks for, and that makes a statement answer `none:<key>`. */
@@ -166,7 +220,7 @@ export abstract class ModelScopes extends ModelImports {
   attributeSetToNone(key: string): boolean {
     // Only a statement that sets an attribute to None answers this (`exportsOf`).
     track(`none:${key}`);
-    for (const data of this.scopes.values()) {
+    for (const data of this.scopesBinding(key)) {
       if ((data.bindings.get(key) ?? []).some((b) => this.setsAttributeToNone(b))) return true;
     }
     return false;
@@ -175,6 +229,30 @@ export abstract class ModelScopes extends ModelImports {
   bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
     if (scope === this.root) track(`root:${key}`);
     return this.scopeData(scope).bindings.get(key) ?? [];
+  }
+
+  /**
+   * The bindings of `key` in `scope` whose target starts within `start`..`end` (offsets), by a
+   * binary search over them sorted once: asked per statement, a scan of every binding of a name
+   * grew with its bindings × statements (`loss` at module level).
+   */
+  bindingsStartingIn(scope: SyntaxNode, key: string, start: number, end: number): Binding[] {
+    const list = this.bindingsIn(scope, key);
+    if (list.length <= 8) return list.filter((b) => b.target.start >= start && b.target.start <= end);
+    let sorted = byTargetStart.get(list);
+    if (!sorted) {
+      sorted = [...list].sort((a, b) => a.target.start - b.target.start);
+      byTargetStart.set(list, sorted);
+    }
+    let lo = 0;
+    for (let hi = sorted.length; lo < hi; ) {
+      const mid = (lo + hi) >> 1;
+      if (sorted[mid].target.start < start) lo = mid + 1;
+      else hi = mid;
+    }
+    const out: Binding[] = [];
+    for (let i = lo; i < sorted.length && sorted[i].target.start <= end; i++) out.push(sorted[i]);
+    return out;
   }
 
   isParam(scope: SyntaxNode, name: string): boolean {

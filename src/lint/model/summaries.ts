@@ -95,7 +95,7 @@ function imported<T extends { readonly model: FileModel }>(model: FileModel, nam
 /** The class `name`, in this file or the workspace (the same name in several files: the one imported, else none). */
 function classNamed(model: FileModel, name: string): ClassInfo | undefined {
   track(`cls:${name}`);
-  const own = model.classes.filter((c) => c.name === name);
+  const own = model.classesHere(name);
   if (own.length) return own.length === 1 ? own[0] : undefined;
   return imported(model, name, model.facts.classesNamed(name));
 }

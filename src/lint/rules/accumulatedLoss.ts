@@ -195,13 +195,7 @@ function whatIsHeld(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): stri
 }
 
 function backpropagatedInScope(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): boolean {
-  const scope = model.scopeOf(stmt);
-  for (const call of model.callsIn(scope)) {
-    const mc = model.methodCall(call);
-    if (mc?.method !== 'backward' && mc?.method !== 'manual_backward') continue;
-    const retain = model.keywordArg(call, 'retain_graph');
-    if (retain && model.src(retain) !== 'False' && model.src(retain) !== 'None') return false;
-  }
+  if (retainsGraph(model, model.scopeOf(stmt))) return false;
   const v = unparen(value);
   const names = [v, ...descendants(v)].filter((d) => (d.type === 'identifier' && d.parent?.type !== 'attribute' && d.parent?.type !== 'keyword_argument' && !(d.parent?.type === 'call' && d.field === 'function')) || (d.type === 'attribute' && d.parent?.type !== 'attribute' && !(d.parent?.type === 'call' && d.field === 'function')));
   const carriers = names.filter((n) => model.carriesHistory(n));
@@ -215,6 +209,19 @@ function backpropagatedInScope(model: FileModel, value: SyntaxNode, stmt: Syntax
   return carriers.every((n) => model.reachesBackward(model.src(n), n));
 }
 
+/** Does the scope call `backward(retain_graph=...)` (not False or None)? Once per scope and file version: asked per finding. */
+function retainsGraph(model: FileModel, scope: SyntaxNode): boolean {
+  return model.fact(`retainsGraph:${scope === model.root ? -1 : scope.order}`, () => {
+    for (const call of model.callsIn(scope)) {
+      const mc = model.methodCall(call);
+      if (mc?.method !== 'backward' && mc?.method !== 'manual_backward') continue;
+      const retain = model.keywordArg(call, 'retain_graph');
+      if (retain && model.src(retain) !== 'False' && model.src(retain) !== 'None') return true;
+    }
+    return false;
+  }) ?? false;
+}
+
 /**
  * Does the code test whether `value` is a tuple, list or dict (`sum(losses) if isinstance(losses,
  * tuple) else losses`)? Then it is one on some path, where `.item()` and `.detach()` both fail.
@@ -222,13 +229,25 @@ function backpropagatedInScope(model: FileModel, value: SyntaxNode, stmt: Syntax
 function maybeContainer(model: FileModel, value: SyntaxNode, stmt: SyntaxNode): boolean {
   const v = unparen(value);
   if (v.type !== 'identifier') return false;
-  const name = model.src(v);
-  return model.callsIn(model.scopeOf(stmt)).some((c) => {
-    const callee = model.callee(c);
-    if (!callee || model.src(callee) !== 'isinstance') return false;
-    const [subject, types] = model.positionalArgs(c);
-    return !!subject && !!types && model.src(subject) === name && /\b(tuple|list|dict|Sequence|Mapping)\b/.test(model.src(types));
-  });
+  return testedAsContainer(model, model.scopeOf(stmt)).has(model.src(v));
+}
+
+/**
+ * The names a scope tests with `isinstance(name, tuple / list / dict ...)`, once per scope and
+ * file version: asked per finding, a scan of the scope's calls each time grew with findings ×
+ * calls (a module-level script).
+ */
+function testedAsContainer(model: FileModel, scope: SyntaxNode): ReadonlySet<string> {
+  return model.fact(`containerTests:${scope === model.root ? -1 : scope.order}`, () => {
+    const names = new Set<string>();
+    for (const c of model.callsIn(scope)) {
+      const callee = model.callee(c);
+      if (!callee || callee.type !== 'identifier' || model.src(callee) !== 'isinstance') continue;
+      const [subject, types] = model.positionalArgs(c);
+      if (subject && types && /\b(tuple|list|dict|Sequence|Mapping)\b/.test(model.src(types))) names.add(model.src(subject));
+    }
+    return names;
+  }) ?? new Set();
 }
 
 function suffixFor(model: FileModel, value: SyntaxNode, kind: Accumulation['kind']): string {

@@ -11,7 +11,7 @@
  */
 import { track, unrecorded } from '../deps';
 import { indentUnit, insertAtBodyTop, rangeOf } from '../fixes';
-import { lastName, type FileModel } from '../model';
+import { lastName, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -112,7 +112,26 @@ function forwardDetaches(model: FileModel, call: SyntaxNode): boolean {
   // Only the `forward` methods of classes named `cls` matter: a lookup of that class, not of every `forward`.
   track(`cls:${cls}`);
   const forwards = unrecorded(() => model.facts.functionsNamed('forward'));
-  return forwards.some((fn) => fn.cls?.name === cls && !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
+  return (forwardsByClass(forwards).get(cls) ?? []).some((fn) => !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
+}
+
+/** The workspace's `forward` methods by class name, once per list (the workspace's lists are per version). */
+const forwardsByClassCache = new WeakMap<readonly FunctionInfo[], Map<string, FunctionInfo[]>>();
+
+/** Asked per recurrent call, a scan of every `forward` grew with calls × modules (a large file of many models). */
+function forwardsByClass(forwards: readonly FunctionInfo[]): Map<string, FunctionInfo[]> {
+  let byClass = forwardsByClassCache.get(forwards);
+  if (!byClass) {
+    byClass = new Map();
+    for (const fn of forwards) {
+      if (!fn.cls) continue;
+      const list = byClass.get(fn.cls.name);
+      if (list) list.push(fn);
+      else byClass.set(fn.cls.name, [fn]);
+    }
+    forwardsByClassCache.set(forwards, byClass);
+  }
+  return byClass;
 }
 
 /** The names a target binds: `out, hidden`, `out, (h, c)`. */

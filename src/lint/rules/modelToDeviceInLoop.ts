@@ -153,7 +153,7 @@ function fixFor(model: FileModel, stmt: SyntaxNode, batchLoop: SyntaxNode): Fix 
   const text = model.src(stmt);
   const remove = removeStatement(model, stmt);
   // Already done before the loop: removing the copy inside is enough.
-  const before = target.parent ? namedChildren(target.parent).filter((s) => s.order < target.order && model.src(s) === text) : [];
+  const before = target.parent ? namedChildren(target.parent).filter((s) => s.order < target.order && s.end - s.start === text.length && model.src(s) === text) : [];
   if (before.length > 0) return { title: `Remove \`${text}\` (already done before the loop)`, edits: [remove] };
   const indent = /^[ \t]*/.exec(model.line(target.startRow))?.[0] ?? '';
   const at = { line: target.startRow, character: 0 };
