@@ -16,7 +16,6 @@ import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { resolveCall, runsTrainingStep } from '../model/summaries';
-import type { FunctionInfo } from '../model/types';
 
 const id = 'carried-hidden-state';
 const recurrentName = /(^|_)(rnn|lstm|gru|cell)$/i;
