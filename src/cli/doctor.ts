@@ -7,6 +7,7 @@
 import { cpus } from 'node:os';
 import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWebgpuAdapters, exec, probeWith, pythonCandidates, verdictOf, type RunJob } from '../doctor/checks';
 import { runProbe } from '../doctor/probe';
+import { icdFiles, readIcd, type VulkanFacts } from '../doctor/vulkan';
 import { exitCodeOf, renderCheck, renderHeader, type Check, type DoctorReport } from '../doctor/report';
 import { runJob } from '../training/launchers/coordinator';
 import { commandLineArgs, parseCommandLine, UsageError, wholeNumber } from './args';
@@ -82,7 +83,7 @@ export async function run(argv: string[]): Promise<number> {
   const probe = probeWith([process.execPath, process.argv[1], 'doctor']);
   const nvidia = await checkNvidiaSmi(exec, opts.nvidiaSmi);
   add(nvidia.check);
-  add(await checkWebgpuAdapters(probe, nvidia.gpus.length));
+  add(await checkWebgpuAdapters(probe, nvidia.gpus.length, undefined, vulkanFacts));
   add(...await checkBackends(probe));
   add(...await checkPythons(exec, pythonCandidates(opts.python), nvidia.gpus.length));
   if (opts.train) {
@@ -95,4 +96,17 @@ export async function run(argv: string[]): Promise<number> {
   if (opts.json) process.stdout.write(`${JSON.stringify(final, null, 2)}\n`);
   else process.stdout.write(`\n${final.verdict}\n`);
   return final.exitCode;
+}
+
+/** What the dynamic loader and the Vulkan loader would find here (src/doctor/vulkan.ts). */
+async function vulkanFacts(): Promise<VulkanFacts> {
+  let ldconfig: string | undefined;
+  for (const file of ['/sbin/ldconfig', 'ldconfig']) {
+    const r = await exec(file, ['-p'], { timeoutMs: 10_000 });
+    if (r.code === 0) {
+      ldconfig = r.stdout;
+      break;
+    }
+  }
+  return { ...(ldconfig !== undefined ? { ldconfig } : {}), icds: icdFiles().map((f) => readIcd(f)), libraryPath: (process.env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean) };
 }

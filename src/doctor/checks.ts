@@ -17,6 +17,7 @@ import { delimiter, isAbsolute, join } from 'node:path';
 import type { JobEvent } from '../training/job/events';
 import { detectToolError, splitRow } from '../gpu/nvidiaSmi';
 import type { Check } from './report';
+import { diagnoseVulkan, type VulkanFacts } from './vulkan';
 
 export interface ExecResult {
   readonly code: number | null;
@@ -151,12 +152,19 @@ function adapterLine(a: AdapterFacts): string {
 }
 
 /** The Vulkan adapters Dawn (the webgpu backend) sees. */
-export async function checkWebgpuAdapters(probe: Probe, nvidiaGpus: number, timeoutMs = 60_000): Promise<Check> {
+export async function checkWebgpuAdapters(probe: Probe, nvidiaGpus: number, timeoutMs = 60_000, vulkan?: () => Promise<VulkanFacts>): Promise<Check> {
   const base = { id: 'webgpu-adapters', title: 'WebGPU adapters (Dawn on Vulkan)' };
   const r = await probe('webgpu-adapters', timeoutMs);
   if (!r.ok) return { ...base, status: 'fail', summary: `Dawn could not list adapters: ${r.why}`, evidence: r.evidence };
+  // No adapter on a machine with NVIDIA GPUs: which piece between Dawn and the driver is missing (vulkan.ts).
+  const why = async (): Promise<{ evidence: string[]; fix: string }> => {
+    if (!vulkan || nvidiaGpus === 0) return { evidence: [], fix: vulkanFix };
+    const d = diagnoseVulkan(await vulkan());
+    return { evidence: d.evidence, fix: d.fix ?? vulkanFix };
+  };
   if (typeof r.value.error === 'string') {
-    return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary: r.value.error, evidence: [r.value.error], fix: vulkanFix };
+    const d = await why();
+    return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary: r.value.error, evidence: [r.value.error, ...d.evidence], fix: d.fix };
   }
   const adapters = (Array.isArray(r.value.adapters) ? r.value.adapters : []) as AdapterFacts[];
   const hardware = adapters.filter((a) => !a.software);
@@ -168,7 +176,9 @@ export async function checkWebgpuAdapters(probe: Probe, nvidiaGpus: number, time
   if (adapters.length > 0) {
     return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary: 'only software adapters (a CPU Vulkan such as lavapipe): the webgpu backend is used only when a job asks for it by name', evidence, data: { adapters }, ...(nvidiaGpus > 0 ? { fix: vulkanFix } : {}) };
   }
-  return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary: 'no Vulkan adapter', evidence, ...(nvidiaGpus > 0 ? { fix: vulkanFix } : {}) };
+  if (nvidiaGpus === 0) return { ...base, status: 'info', summary: 'no Vulkan adapter', evidence };
+  const d = await why();
+  return { ...base, status: 'fail', summary: 'no Vulkan adapter', evidence: [...evidence, ...d.evidence], fix: d.fix };
 }
 
 const vulkanFix = 'The webgpu backend needs a Vulkan driver: NVIDIA\'s driver ships one (check `vulkaninfo --summary` and /usr/share/vulkan/icd.d/nvidia_icd.json; containers need NVIDIA_DRIVER_CAPABILITIES to include graphics). For tests without a GPU, Mesa\'s lavapipe (mesa-vulkan-drivers 24 or newer, from bookworm-backports on Debian 12).';

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../../paths';
 import { checkBackends, checkNvidiaSmi, checkPythons, checkTrainingStep, checkWebgpuAdapters, exec, pythonCandidates, type Probe, type RunJob } from '../../../src/doctor/checks';
+import { icdFiles, readIcd } from '../../../src/doctor/vulkan';
 import { runJob } from '../../../src/training/launchers/coordinator';
 import type { DoctorReport } from '../../../src/doctor/report';
 import { envWithoutNvidiaSmi, fakeBin, fakeEnv } from '../gpu/helpers';
@@ -84,6 +85,38 @@ describe('gpu-workbench doctor: adapters and backends (probe answers)', () => {
     assert.match(c.summary, /only software adapters/);
     assert.match(c.evidence[0], /llvmpipe.*\(software\)/);
     assert.match(c.fix ?? '', /Vulkan driver/);
+  });
+
+  // The H100 machine of 2026-11-26 (test/fixtures/torchrun/cuda/h100): CUDA worked, nvidia_icd.json was there, Dawn said
+  // "Found no drivers": first the Vulkan loader was missing, then glvnd, which NVIDIA's ICD library needs.
+  const found = (...libs: string[]) => libs.map((l) => `\t${l} (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/${l}`).join('\n');
+  const nvidiaIcd = { path: '/usr/share/vulkan/icd.d/nvidia_icd.json', library: 'libGLX_nvidia.so.0' };
+  const noDrivers = fixedProbe({ 'webgpu-adapters': { ok: true, value: { error: 'Dawn found no Vulkan adapter: no GPU driver with a Vulkan ICD (NVIDIA\'s driver ships one; Mesa\'s mesa-vulkan-drivers for others and for lavapipe) is installed' } } });
+
+  it('no adapter on an NVIDIA machine: names the missing Vulkan loader and glvnd, as found on a real H100', async () => {
+    const bare = await checkWebgpuAdapters(noDrivers, 1, 1000, () => Promise.resolve({ ldconfig: found('libGLX_nvidia.so.0', 'libnvidia-glcore.so.580.159.04'), icds: [nvidiaIcd], exists: () => false }));
+    assert.equal(bare.status, 'fail');
+    assert.ok(bare.evidence.includes('the Vulkan loader libvulkan.so.1 is not installed (Dawn loads it to reach any Vulkan driver)'));
+    assert.ok(bare.evidence.includes('/usr/share/vulkan/icd.d/nvidia_icd.json: driver library libGLX_nvidia.so.0'));
+    assert.equal(bare.fix, 'install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader); install glvnd: apt-get install libglvnd0 (dnf install libglvnd).');
+    const loaderOnly = await checkWebgpuAdapters(noDrivers, 1, 1000, () => Promise.resolve({ ldconfig: found('libGLX_nvidia.so.0', 'libvulkan.so.1'), icds: [nvidiaIcd], exists: () => false }));
+    assert.equal(loaderOnly.fix, 'install glvnd: apt-get install libglvnd0 (dnf install libglvnd).');
+    const carried = await checkWebgpuAdapters(noDrivers, 1, 1000, () => Promise.resolve({ ldconfig: found('libGLX_nvidia.so.0'), icds: [nvidiaIcd], libraryPath: ['/tmp/kit'], exists: (p) => p === '/tmp/kit/libvulkan.so.1' || p === '/tmp/kit/libGLdispatch.so.0' }));
+    assert.match(carried.fix ?? '', /^The webgpu backend needs a Vulkan driver/, 'all pieces there (LD_LIBRARY_PATH counts): the general advice');
+  });
+
+  it('no adapter: a missing driver manifest, or one whose library is gone, is named; on a CPU machine nothing is diagnosed', async () => {
+    const none = await checkWebgpuAdapters(noDrivers, 2, 1000, () => Promise.resolve({ ldconfig: found('libvulkan.so.1'), icds: [] }));
+    assert.match(none.fix ?? '', /^no Vulkan driver is installed: NVIDIA's driver ships nvidia_icd\.json/);
+    const gone = await checkWebgpuAdapters(noDrivers, 2, 1000, () => Promise.resolve({ ldconfig: found('libvulkan.so.1'), icds: [{ path: '/etc/vulkan/icd.d/nvidia_icd.json', library: '/usr/lib/nvidia/libGLX_nvidia.so.0' }], exists: () => false }));
+    assert.ok(gone.evidence.includes('/etc/vulkan/icd.d/nvidia_icd.json: driver library /usr/lib/nvidia/libGLX_nvidia.so.0, which the dynamic loader does not find'));
+    assert.deepEqual(readIcd('/usr/share/vulkan/icd.d/nvidia_icd.json', () => '{"file_format_version": "1.0.1", "ICD": {"library_path": "libGLX_nvidia.so.0", "api_version": "1.4.312"}}'), nvidiaIcd);
+    assert.deepEqual(readIcd('/x.json', () => '{"ICD": {}}'), { path: '/x.json', error: 'no ICD.library_path in it' });
+    assert.match(readIcd('/y.json', () => '{not json').error ?? '', /JSON/);
+    assert.deepEqual(icdFiles({ VK_DRIVER_FILES: '/a/nvidia_icd.json:/b/lvp_icd.json' }), ['/a/nvidia_icd.json', '/b/lvp_icd.json']);
+    let asked = false;
+    const cpu = await checkWebgpuAdapters(noDrivers, 0, 1000, () => { asked = true; return Promise.resolve({ icds: [] }); });
+    assert.deepEqual([cpu.status, asked], ['info', false]);
   });
 
   it('the same on a CPU machine is only information; hardware adapters are ok, fewer than the GPUs a warning', async () => {
