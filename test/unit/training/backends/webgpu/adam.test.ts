@@ -186,6 +186,24 @@ describe('webgpu Adam in three dispatches per variable', function () {
     });
   });
 
+  it('a step it cannot fuse (its gradients on the cpu backend) is tfjs\'s, and the fused steps after it go on from there', async function () {
+    this.timeout(120_000);
+    const start = await presetWeights(presets[0]);
+    const expected = await reference(start, 4);
+    await onBackend('webgpu', async () => {
+      const t = trainer(start, makeOptimizer(api, { name: 'adam', learningRate: lr, momentum: 0 }));
+      assert.equal(await step(t, start, 0), 3 * t.vars.length, 'step 0 is fused');
+      const onCpu = await onBackend('cpu', () => t.vars.map((v, i) => ({ name: v.name, tensor: gradient(start, i, 1) })));
+      const tfjs = await countDispatches(() => t.opt.applyGradients(onCpu));
+      tf.dispose(onCpu.map((g) => g.tensor));
+      assert.ok(tfjs > 3 * t.vars.length, `step 1 (gradients on cpu) is tfjs's: ${tfjs} dispatches`);
+      assert.equal(await step(t, start, 2), 3 * t.vars.length, 'step 2 is fused again');
+      assert.equal(await step(t, start, 3), 3 * t.vars.length, 'step 3 is fused');
+      assertSame(await snapshot(t), expected, 'after a step of tfjs\'s');
+      dispose(t);
+    });
+  });
+
   it('a training step of the 784-512-512-10 MLP runs at most 70 dispatches, where tfjs\'s Adam ran about 127', async function () {
     this.timeout(120_000);
     await onBackend('webgpu', async () => {
