@@ -27,6 +27,7 @@ import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-c
 import type { Tf } from './types';
 import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 import { heapMemory } from './wasmKernels/wasmData';
+import { activeWebgpu, createWebgpuAdam } from './webgpuKernels/adam';
 
 type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
 interface Slot { originalName: string; variable: Variable }
@@ -126,7 +127,9 @@ export function adamStep(x: Float32Array, out: Float32Array, m: Float32Array, v:
   }
 }
 
+/** Adam fused on wasm (here) or on webgpu (webgpuKernels/adam.ts) for the backend active now; tfjs's own elsewhere. */
 export function createAdam(tf: Tf, learningRate: number, beta1 = 0.9, beta2 = 0.999, epsilon?: number): Optimizer {
+  if (activeWebgpu(tf)) return createWebgpuAdam(tf, learningRate, beta1, beta2, epsilon);
   if (!activeWasm(tf)) return tf.train.adam(learningRate, beta1, beta2, epsilon);
   class FusedAdam extends tf.AdamOptimizer {
     override applyGradients(grads: Grads): void {

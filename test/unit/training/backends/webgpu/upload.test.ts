@@ -1,8 +1,9 @@
 import * as assert from 'node:assert/strict';
+import type { Optimizer } from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
 import type { Tf } from '../../../../../src/training/backends/types';
 import { uploadThroughWriteBuffer } from '../../../../../src/training/backends/webgpuUpload';
-import { buildModel, lossFn, makeOptimizer } from '../../../../../src/training/job/model';
+import { buildModel, lossFn } from '../../../../../src/training/job/model';
 import type { ModelSource } from '../../../../../src/training/job/spec';
 import { randomBatch } from '../wasmKernels/models';
 import { tf } from '../wasmKernels/tfHarness';
@@ -40,7 +41,8 @@ async function countBuffers(body: () => Promise<void>): Promise<number> {
 /** Buffers made by Adam steps 4-6 of a small MLP (steps 1-3 fill the pool), and the weights after them. */
 async function adamSteps(): Promise<{ made: number; weights: Float32Array[] }> {
   const model = await buildModel(api, mlp, [784], 10, 5);
-  const opt = makeOptimizer(api, { name: 'adam', learningRate: 1e-2, momentum: 0 });
+  // tfjs's own Adam, its scalars uploaded each step (makeOptimizer's webgpu Adam passes them as uniforms, webgpuKernels/adam.ts).
+  const opt: Optimizer = api.train.adam(1e-2);
   const vars = model.trainableWeights.map((w) => w.read() as tf.Variable);
   const { x, y } = randomBatch(16, [784], 6);
   const step = async () => {
