@@ -306,15 +306,24 @@ export function namedChildren(node: SyntaxNode): SyntaxNode[] {
   return node.children.filter((c) => c.named && c.type !== 'comment' && c.type !== 'line_continuation');
 }
 
-/** Every descendant (not the node itself) in document order, iteratively. */
-export function* descendants(node: SyntaxNode, skip?: (n: SyntaxNode) => boolean): Generator<SyntaxNode> {
-  const stack: SyntaxNode[] = [...node.children].reverse();
-  while (stack.length) {
+/**
+ * Every descendant (not the node itself) in document order, iteratively; a node for which
+ * `skip` is true is listed but not entered. An array, not a generator: resuming a generator
+ * per node cost more than the walk itself (3.5% of a whole-file lint was its own time), and
+ * most callers read the whole subtree or spread it into an array anyway.
+ */
+export function descendants(node: SyntaxNode, skip?: (n: SyntaxNode) => boolean): SyntaxNode[] {
+  const out: SyntaxNode[] = [];
+  const stack: SyntaxNode[] = [];
+  for (let i = node.children.length - 1; i >= 0; i--) stack.push(node.children[i]);
+  while (stack.length > 0) {
     const n = stack.pop() as SyntaxNode;
-    yield n;
+    out.push(n);
     if (skip?.(n)) continue;
-    for (let i = n.children.length - 1; i >= 0; i--) stack.push(n.children[i]);
+    const children = n.children;
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
   }
+  return out;
 }
 
 export function* ancestors(node: SyntaxNode): Generator<SyntaxNode> {

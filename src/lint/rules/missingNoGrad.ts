@@ -155,15 +155,18 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
  * reported in it, where the labels of real code put it, and the fix decorates it.
  */
 function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
-  // A module's own methods are the model's internals: whether autograd records them is their caller's choice.
-  if (depth > 2 || (fn.cls && fn.model.isModuleClassInfo(fn.cls)) || trains(fn) || functionStatus(fn) !== 'eval') return undefined;
-  for (const s of sitesOf(fn)) {
-    if (s.model.gradState(s.call) !== 'default') continue;
-    const caller = s.model.functionOf(s.call);
-    const texts = s.model.positionalArgs(s.call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => s.model.src(a));
-    if (contextOf(s.model, s.call, texts, caller) || (caller && evalOnlyHelper(caller, depth + 1))) return { kind: 'caller', fn, caller: caller ? `\`${caller.name}()\`` : 'the script' };
-  }
-  return undefined;
+  // Once per function, depth and file version (every forward in `fn` asks); the depth only grows, so it never asks itself.
+  return fn.model.fact(`evalOnlyHelper:${depth}:${fn.node.order}`, () => {
+    // A module's own methods are the model's internals: whether autograd records them is their caller's choice.
+    if (depth > 2 || (fn.cls && fn.model.isModuleClassInfo(fn.cls)) || trains(fn) || functionStatus(fn) !== 'eval') return undefined;
+    for (const s of sitesOf(fn)) {
+      if (s.model.gradState(s.call) !== 'default') continue;
+      const caller = s.model.functionOf(s.call);
+      const texts = s.model.positionalArgs(s.call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => s.model.src(a));
+      if (contextOf(s.model, s.call, texts, caller) || (caller && evalOnlyHelper(caller, depth + 1))) return { kind: 'caller', fn, caller: caller ? `\`${caller.name}()\`` : 'the script' };
+    }
+    return undefined;
+  });
 }
 
 function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined, direct?: string): Context | undefined {
@@ -333,16 +336,22 @@ function describe(context: Context, model: FileModel): string {
   }
 }
 
-/** Is every call site of `fn` in the workspace guarded, directly or through its callers (up to 3 levels)? */
+/**
+ * Is every call site of `fn` in the workspace guarded, directly or through its callers (up to 3
+ * levels)? Once per function, depth and file version: every forward in `fn` asks it.
+ */
 function callersGuarded(fn: FunctionInfo, depth: number): boolean {
-  const sites = callSitesOf(fn);
-  if (sites.length === 0) return false;
-  return sites.every((s) => {
-    const state = s.model.gradState(s.call);
-    if (state !== 'default') return state === 'off';
-    const caller = s.model.functionOf(s.call);
-    return !!caller && depth < maxCallerDepth && callersGuarded(caller, depth + 1);
-  });
+  // The depth only grows, so the fact never asks itself (a cycle would read undefined).
+  return fn.model.fact(`callersGuarded:${depth}:${fn.node.order}`, () => {
+    const sites = callSitesOf(fn);
+    if (sites.length === 0) return false;
+    return sites.every((s) => {
+      const state = s.model.gradState(s.call);
+      if (state !== 'default') return state === 'off';
+      const caller = s.model.functionOf(s.call);
+      return !!caller && depth < maxCallerDepth && callersGuarded(caller, depth + 1);
+    });
+  }) ?? false;
 }
 
 /**
