@@ -114,12 +114,15 @@ describe('shape errors and the model\'s memory from the companion', function () 
     const lineOf = (text: string) => source.findIndex((l) => l.includes(text)) + 1;
     const problems = events.flatMap((e) => (e.type === 'job/log' && e.problem ? [e.problem] : []));
     const shapes = problems.filter((p) => p.kind === 'module-shape');
-    assert.deepEqual(shapes.map((p) => [p.rank, p.file, p.line]).sort(), [[0, spec.script, lineOf('self.fc = nn.Linear')], [1, spec.script, lineOf('self.fc = nn.Linear')]], logs.join('\n'));
+    // Both ranks hit the bug, but once one fails torchrun stops the other (SIGTERM): whether that one got to
+    // report its own error first is a race, so one or both ranks' problems, each at fc's line.
+    assert.ok(shapes.length >= 1 && shapes.length <= 2, logs.join('\n'));
+    for (const p of shapes) assert.deepEqual([[0, 1].includes(p.rank ?? -1), p.file, p.line], [true, spec.script, lineOf('self.fc = nn.Linear')], logs.join('\n'));
     const diagnostics = problemDiagnostics(problems, spec.script, spec.cwd);
     const shape = diagnostics.find((d) => d.code === 'module-shape');
     assert.ok(shape, JSON.stringify(diagnostics));
     assert.equal(shape.line, lineOf('self.fc = nn.Linear') - 1);
-    assert.equal(shape.message.split('\n')[0], 'Shape error in fc (Linear) (ranks 0, 1): expected input with 1568 features (in_features), got input of 4x2048: 2048 features; the module before it produced [4, 8, 16, 16]');
+    assert.match(shape.message.split('\n')[0], /^Shape error in fc \(Linear\) \((rank [01]|ranks 0, 1)\): expected input with 1568 features \(in_features\), got input of 4x2048: 2048 features; the module before it produced \[4, 8, 16, 16\]$/);
     assert.deepEqual(shape.related.map((r) => r.line), [lineOf('return self.fc(x)') - 1, lineOf('self.features = nn.Sequential(') - 1]);
     const raised = diagnostics.find((d) => d.code === 'exception');
     assert.equal(raised?.line, lineOf('return self.fc(x)') - 1, 'the traceback\'s problem stays at the failing line');
