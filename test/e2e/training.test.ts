@@ -423,11 +423,12 @@ function torchrunWorkspace(): { dir: string; jobFile: string; jobText: string; s
     await startJob(page);
     await waitForNotification(page, `Training ${s.ws.name} (torchrun) failed on rank`, 120_000);
     await page.keyboard.press('Control+Shift+M');
-    const row = await waitUntil('the module\'s shape error in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /Shape error in fc \(Linear\) \(ranks 0, 1\): expected input with 1568 features/.test(r.text)), 250);
+    // One rank's problem or both ranks' (torchrun stops the other rank once one fails: whether it reported first is a race).
+    const row = await waitUntil('the module\'s shape error in the Problems panel', 30_000, async () => (await problemRows(page)).find((r) => /Shape error in fc \(Linear\) \((ranks 0, 1|rank [01])\): expected input with 1568 features/.test(r.text)), 250);
     assert.equal(row.line, lineOf('self.fc = nn.Linear'), `at the line where the module is made: ${row.text}`);
     const panel = (await page.locator('.markers-panel').innerText()).replace(/\s+/g, ' ');
     assert.match(panel, /the module before it produced \[4, 8, 16, 16\]/);
-    const raised = (await problemRows(page)).find((r) => /RuntimeError \(ranks 0, 1\): mat1 and mat2 shapes cannot be multiplied \(4x2048 and 1568x10\)/.test(r.text));
+    const raised = (await problemRows(page)).find((r) => /RuntimeError \((ranks 0, 1|rank [01])\): mat1 and mat2 shapes cannot be multiplied \(4x2048 and 1568x10\)/.test(r.text));
     assert.equal(raised?.line, lineOf('return self.fc(x)'), 'the traceback\'s problem stays at the line that raised it');
     await screenshot(page, 'torchrun-module-shape-error');
     await waitUntil('torchrun and its workers to exit', 30_000, () => processesWith(script).length === 0, 250);
