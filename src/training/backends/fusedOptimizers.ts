@@ -25,12 +25,11 @@
 import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
 import type { Tf } from './types';
+import { gradientAt, names, type AdamState, type Grads, type Slot } from './optimizerState';
 import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 import { heapMemory } from './wasmKernels/wasmData';
 import { activeWebgpu, createWebgpuAdam } from './webgpuKernels/adam';
 
-type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
-interface Slot { originalName: string; variable: Variable }
 
 /** The wasm backend when it is the active one, else undefined. */
 function activeWasm(tf: Tf): BackendWasm | undefined {
@@ -84,29 +83,11 @@ function swapIn(tf: Tf, wasm: BackendWasm, xs: readonly Variable[], buffers: rea
   });
 }
 
-function names(grads: Grads): string[] {
-  return Array.isArray(grads) ? grads.map((g) => g.name) : Object.keys(grads);
-}
-
-function gradientAt(grads: Grads, i: number, name: string): Tensor | undefined {
-  return (Array.isArray(grads) ? grads[i]?.tensor : grads[name]) ?? undefined;
-}
-
 /** Creates the slot variables tfjs would create on its first step: zeros shaped like `value`, not trainable. */
 function zerosSlot(tf: Tf, name: string, value: Variable): Slot {
   return { originalName: name, variable: tf.tidy(() => tf.zerosLike(value).variable(false)) };
 }
 
-interface AdamState {
-  learningRate: number;
-  beta1: number;
-  beta2: number;
-  epsilon: number;
-  accBeta1: Variable;
-  accBeta2: Variable;
-  accumulatedFirstMoment: Slot[];
-  accumulatedSecondMoment: Slot[];
-}
 
 /**
  * One Adam step over float32 arrays (m and v in place, the new weights into `out`): the arithmetic of tfjs's AdamOptimizer, each op

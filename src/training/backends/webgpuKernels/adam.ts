@@ -20,22 +20,11 @@
 import type { Optimizer, Tensor, TensorInfo, Variable } from '@tensorflow/tfjs-core';
 import type { WebGPUBackend } from '@tensorflow/tfjs-backend-webgpu';
 import type { Tf } from '../types';
+import { gradientAt, names, type AdamState, type Grads, type Slot } from '../optimizerState';
 import { flatProgram, run } from './program';
 
-type Grads = Parameters<InstanceType<Tf['AdamOptimizer']>['applyGradients']>[0];
-interface Slot { originalName: string; variable: Variable }
 interface TensorMap { tensorMap: { has(id: object): boolean } }
 
-interface AdamState {
-  learningRate: number;
-  beta1: number;
-  beta2: number;
-  epsilon: number;
-  accBeta1: Variable;
-  accBeta2: Variable;
-  accumulatedFirstMoment: Slot[];
-  accumulatedSecondMoment: Slot[];
-}
 
 /** The webgpu backend when it is the active one, else undefined. */
 export function activeWebgpu(tf: Tf): WebGPUBackend | undefined {
@@ -71,14 +60,6 @@ function assignFrom(tf: Tf, backend: WebGPUBackend, target: Variable, out: Tenso
   const t = tensorOf(tf, backend, out, target);
   target.assign(t);
   t.dispose();
-}
-
-function names(grads: Grads): string[] {
-  return Array.isArray(grads) ? grads.map((g) => g.name) : Object.keys(grads);
-}
-
-function gradientAt(grads: Grads, i: number, name: string): Tensor | undefined {
-  return (Array.isArray(grads) ? grads[i]?.tensor : grads[name]) ?? undefined;
 }
 
 /**
