@@ -2,7 +2,7 @@
  * A/B of the linter's speed between builds, in one process, alternating: on a shared machine
  * only a ratio measured in one run means anything (see the README's lint speed row).
  *
- *   node out/bench/lint/ab.js <relint|typing|module|torch> <rounds> <root> [<root> ...]
+ *   node out/bench/lint/ab.js <relint|typing|module|fixture|torch> <rounds> <root> [<root> ...]
  *
  * Each root is a checkout compiled with `npx tsc -p .` (its out/ is loaded); the rounds run the
  * roots in turn, reversing the order every other round, and print CPU-time medians with the
@@ -12,6 +12,8 @@
  * - typing: a character typed into an identifier at seeded places, each edit on the last;
  * - module: a whole lint of fixture code flattened to module level (N lines, default 20,000:
  *   env N), against a plain parse;
+ * - fixture: a whole lint of the fixture corpus concatenated as it is (N lines, default 50,000:
+ *   bench/lint/scale.ts's first input, the issue's "50,000-line file"), against a plain parse;
  * - torch: the first 400 files by path of Debian's python3-torch `torch/` (as bench/lint/corpus.ts
  *   lists them), against pyflakes' CPU time on the same files.
  */
@@ -56,8 +58,8 @@ function pyflakesCpu(files: readonly string[]): number {
 async function main(): Promise<void> {
   const [mode, roundsText, ...rootArgs] = process.argv.slice(2);
   const rounds = Number(roundsText);
-  if (!['relint', 'typing', 'module', 'torch'].includes(mode) || !(rounds > 0) || rootArgs.length === 0) {
-    throw new Error('usage: node out/bench/lint/ab.js <relint|typing|module|torch> <rounds> <root> [<root> ...]');
+  if (!['relint', 'typing', 'module', 'fixture', 'torch'].includes(mode) || !(rounds > 0) || rootArgs.length === 0) {
+    throw new Error('usage: node out/bench/lint/ab.js <relint|typing|module|fixture|torch> <rounds> <root> [<root> ...]');
   }
   const roots = rootArgs.map((r) => resolve(r));
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- another build's compiled modules, by path
@@ -96,8 +98,8 @@ async function main(): Promise<void> {
       return median(times);
     };
     anchor = () => median([0, 1, 2, 3, 4].map(() => parse(text)));
-  } else if (mode === 'module') {
-    const text = fixtureText(roots[0], Number(process.env.N ?? 20000), true);
+  } else if (mode === 'module' || mode === 'fixture') {
+    const text = mode === 'module' ? fixtureText(roots[0], Number(process.env.N ?? 20000), true) : fixtureText(roots[0], Number(process.env.N ?? 50000));
     run = (i) => {
       const { L, P } = builds[i];
       const linter = new L.Linter(new P.PythonParser(language), { incremental: true });
