@@ -9,6 +9,9 @@
 #                   machine's packages (libvulkan1, mesa-vulkan-drivers); gpu-check.sh uses only
 #                   the ones the GPU machine lacks
 #   vk/VkLayer_MESA_device_select.json
+#   vk/lib/ also glvnd's dispatch libraries (libglvnd0: libGLdispatch, libGLX, libEGL, libOpenGL):
+#                   NVIDIA's Vulkan driver is its GLX vendor library and does not load without them,
+#                   and the lent machines have NVIDIA's ICD but no glvnd (doctor names this)
 # Size: about 40 MB. Usage: bash scripts/device-kit.sh   (then carry .devkit to the GPU machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +30,9 @@ if [ -e "$layer" ] && [ -e "$libdir/libvulkan.so.1" ]; then
     case "$(basename "$dep")" in libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|ld-linux*) ;; *) cp -L "$dep" "$kit/vk/lib/" ;; esac
   done
   cp /usr/share/vulkan/implicit_layer.d/VkLayer_MESA_device_select.json "$kit/vk/"
+  for lib in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libOpenGL.so.0; do
+    if [ -e "$libdir/$lib" ]; then cp -L "$libdir/$lib" "$kit/vk/lib/"; else echo "device-kit: no $lib here (apt-get install libglvnd0): NVIDIA's Vulkan driver will not load where the GPU machine lacks it" >&2; fi
+  done
 else
   echo "device-kit: no Vulkan loader or Mesa device-select layer here (apt-get install libvulkan1 mesa-vulkan-drivers): the kit goes without them" >&2
 fi
