@@ -107,6 +107,8 @@ step companion-shape 90 torchrun companion-shape 2 "$root/test/fixtures/torchrun
 
 step bench-webgpu 200 env GPU_WORKBENCH_PYTHON="$py" node dist/bench-webgpu.js --seconds 3 --rounds 2
 step webgpu-latency 150 node dist/bench-webgpu-latency.js --steps 20
+# The GPU time of one step by shader program (timestamp queries): which kernels a slow step waits on.
+step webgpu-kernels 150 node dist/bench-webgpu-latency.js --steps 0 --kernels
 # The same with Dawn's validation off, then also its lazy zeroing of new buffers and its shader bounds checks:
 # what Dawn itself costs per dispatch.
 step webgpu-latency-novalidation 150 env GPU_WORKBENCH_DAWN_FLAGS=enable-dawn-features=skip_validation node dist/bench-webgpu-latency.js --steps 20

@@ -11,7 +11,13 @@
  * whether the step waits for the GPU or for the CPU that feeds it (JS, Dawn's validation,
  * Vulkan command recording: on lavapipe the shaders themselves also run on the CPU, in other threads).
  *
- *   npx tsc -p . && node out/bench/webgpu/latency.js [--steps N]     (or dist/bench-webgpu-latency.js)
+ *   npx tsc -p . && node out/bench/webgpu/latency.js [--steps N] [--case TEXT]     (or dist/bench-webgpu-latency.js)
+ *
+ * --case keeps only the models whose name contains TEXT (e.g. `--case CNN`), for a profile of one.
+ * --kernels adds, per model, the GPU time of one step by shader program, from timestamp queries
+ * (tf.time; the device must have 'timestamp-query', which webgpu.ts asks for where the adapter has
+ * it): a step whose process CPU time matches its wall time may still be waiting for the GPU, since
+ * Dawn's mapAsync is awaited by polling on the CPU.
  *
  * Counts and times are printed as they are: the ratios that matter are between the rows of one run.
  */
@@ -29,6 +35,9 @@ let tf: Tf;
 
 const stepsArg = process.argv.indexOf('--steps');
 const steps = stepsArg > 0 ? Number(process.argv[stepsArg + 1]) : 20;
+const caseArg = process.argv.indexOf('--case');
+const only = caseArg > 0 ? process.argv[caseArg + 1] : '';
+const kernels = process.argv.includes('--kernels');
 
 interface Counts { submits: number; maps: number; dispatches: number; pipelines: number; buffers: number; writes: number }
 const counts: Counts = { submits: 0, maps: 0, dispatches: 0, pipelines: 0, buffers: 0, writes: 0 };
@@ -69,6 +78,42 @@ const cases: { name: string; src: ModelSource; shape: number[]; batch: number; o
   { name: 'MLP 784-512-512-10, batch 256, SGD (no Adam: its ops and scalars out of the step)', src: { kind: 'preset', preset: 'mlp', hiddenUnits: [512, 512] }, shape: [784], batch: 256, optimizer: 'sgd' },
   { name: 'CNN conv8-pool-conv16-pool-dense10, batch 256', src: { kind: 'preset', preset: 'cnn', filters: [8, 16] }, shape: [28, 28, 1], batch: 256 },
 ];
+
+/** The GPU time of one step by shader program (timestamp queries through tf.time), after 3 warm-up steps. */
+async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
+  const model: LayersModel = await buildModel(tf, c.src, c.shape, 10, 7);
+  const optimizer = makeOptimizer(tf, { name: c.optimizer ?? 'adam', learningRate: 1e-3, momentum: 0 });
+  const vars = model.trainableWeights.map((w) => w.read() as Variable);
+  const batch = randomBatch(c.batch, c.shape, 11);
+  const step = () => {
+    const { value, grads } = optimizer.computeGradients(() => lossFn(tf, 'categoricalCrossentropy', batch.y, model.apply(batch.x, { training: true }) as Tensor), vars);
+    optimizer.applyGradients(grads);
+    tf.dispose(Object.values(grads));
+    return value;
+  };
+  for (let i = 0; i < 3; i++) {
+    const v = step();
+    await v.data();
+    v.dispose();
+  }
+  const t = (await tf.time(() => step().dispose())) as { kernelMs: number | { error: string }; wallMs: number; getExtraProfileInfo?: () => string };
+  tf.dispose([batch.x, batch.y]);
+  optimizer.dispose();
+  model.dispose();
+  if (typeof t.kernelMs !== 'number') return `  GPU time by program: not measured (${t.kernelMs.error})`;
+  const by = new Map<string, { ms: number; n: number }>();
+  for (const part of (t.getExtraProfileInfo?.() ?? '').split(', ')) {
+    const m = /^(.*): ([\d.e+-]+)$/.exec(part);
+    if (!m) continue;
+    const e = by.get(m[1]) ?? { ms: 0, n: 0 };
+    e.ms += Number(m[2]);
+    e.n++;
+    by.set(m[1], e);
+  }
+  // Our own kernels (webgpuKernels/: fused Adam, max-pool gradient) are plain objects, which tfjs names by their constructor.
+  const top = [...by].map(([name, e]): [string, { ms: number; n: number }] => [name === 'Object' ? 'Object (our kernels: fused Adam, max-pool gradient)' : name, e]).sort((a, b) => b[1].ms - a[1].ms).slice(0, 10);
+  return `  GPU time of one step (timestamp queries, each program in its own pass): ${t.kernelMs.toFixed(2)} ms in ${[...by.values()].reduce((a, e) => a + e.n, 0)} programs\n${top.map(([name, e]) => `    ${e.ms.toFixed(3).padStart(9)} ms  ${String(e.n).padStart(3)}x ${name}`).join('\n')}`;
+}
 
 async function measure(c: (typeof cases)[number], readEvery: 'step' | 'end'): Promise<{ ms: number; cpuMs: number; per: Counts }> {
   const model: LayersModel = await buildModel(tf, c.src, c.shape, 10, 7);
@@ -143,12 +188,13 @@ async function main(): Promise<void> {
   console.log(`read round trip (add + data()): median ${times[25].toFixed(3)} ms, min ${times[0].toFixed(3)} ms; per read ${rt.submits / 50} submits, ${rt.maps / 50} maps`);
   one.dispose();
 
-  for (const c of cases) {
+  for (const c of cases.filter((k) => k.name.includes(only))) {
     console.log(`\n${c.name}${c.optimizer ? '' : ', adam'}`);
     // Uploads: ours (queue.writeBuffer, src/training/backends/webgpuUpload.ts) against tfjs-backend-webgpu's own (a staging buffer per tensor).
     const backend = tf.backend() as unknown as { uploadToGPU: unknown };
     const ours = backend.uploadToGPU;
-    for (const [upload, cpuForward] of [['writeBuffer', true], ['staging', true], ['writeBuffer', false]] as const) {
+    // --steps 0: no timed rows (with --kernels: only the GPU time by program).
+    for (const [upload, cpuForward] of steps > 0 ? ([['writeBuffer', true], ['staging', true], ['writeBuffer', false]] as const) : []) {
       env.set('WEBGPU_CPU_FORWARD', cpuForward);
       if (upload === 'staging') delete (backend as { uploadToGPU?: unknown }).uploadToGPU;
       else backend.uploadToGPU = ours;
@@ -159,6 +205,7 @@ async function main(): Promise<void> {
     }
     backend.uploadToGPU = ours;
     env.set('WEBGPU_CPU_FORWARD', true);
+    if (kernels) console.log(await kernelTimes(c));
   }
 }
 
