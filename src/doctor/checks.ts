@@ -157,14 +157,16 @@ export async function checkWebgpuAdapters(probe: Probe, nvidiaGpus: number, time
   const r = await probe('webgpu-adapters', timeoutMs);
   if (!r.ok) return { ...base, status: 'fail', summary: `Dawn could not list adapters: ${r.why}`, evidence: r.evidence };
   // No adapter on a machine with NVIDIA GPUs: which piece between Dawn and the driver is missing (vulkan.ts).
-  const why = async (): Promise<{ evidence: string[]; fix: string }> => {
-    if (!vulkan || nvidiaGpus === 0) return { evidence: [], fix: vulkanFix };
+  // The summary names what is missing where that was found, not Dawn's general guess.
+  const why = async (): Promise<{ evidence: string[]; fix: string; causes: string[] }> => {
+    if (!vulkan || nvidiaGpus === 0) return { evidence: [], fix: vulkanFix, causes: [] };
     const d = diagnoseVulkan(await vulkan());
-    return { evidence: d.evidence, fix: d.fix ?? vulkanFix };
+    return { evidence: d.evidence, fix: d.fix ?? vulkanFix, causes: d.causes };
   };
   if (typeof r.value.error === 'string') {
     const d = await why();
-    return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary: r.value.error, evidence: [r.value.error, ...d.evidence], fix: d.fix };
+    const summary = d.causes.length ? `Dawn found no Vulkan adapter: ${d.causes.join('; ')}` : r.value.error;
+    return { ...base, status: nvidiaGpus > 0 ? 'fail' : 'info', summary, evidence: [r.value.error, ...d.evidence], fix: d.fix };
   }
   const adapters = (Array.isArray(r.value.adapters) ? r.value.adapters : []) as AdapterFacts[];
   const hardware = adapters.filter((a) => !a.software);
@@ -178,7 +180,7 @@ export async function checkWebgpuAdapters(probe: Probe, nvidiaGpus: number, time
   }
   if (nvidiaGpus === 0) return { ...base, status: 'info', summary: 'no Vulkan adapter', evidence };
   const d = await why();
-  return { ...base, status: 'fail', summary: 'no Vulkan adapter', evidence: [...evidence, ...d.evidence], fix: d.fix };
+  return { ...base, status: 'fail', summary: d.causes.length ? `no Vulkan adapter: ${d.causes.join('; ')}` : 'no Vulkan adapter', evidence: [...evidence, ...d.evidence], fix: d.fix };
 }
 
 const vulkanFix = 'The webgpu backend needs a Vulkan driver: NVIDIA\'s driver ships one (check `vulkaninfo --summary` and /usr/share/vulkan/icd.d/nvidia_icd.json; containers need NVIDIA_DRIVER_CAPABILITIES to include graphics). For tests without a GPU, Mesa\'s lavapipe (mesa-vulkan-drivers 24 or newer, from bookworm-backports on Debian 12).';

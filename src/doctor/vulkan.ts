@@ -55,16 +55,24 @@ function finds(facts: VulkanFacts, name: string): boolean {
   return (facts.libraryPath ?? []).some((dir) => exists(join(dir, name)));
 }
 
-/** What stands between Dawn and a GPU's Vulkan driver: evidence lines, and the fix when something is missing. */
-export function diagnoseVulkan(facts: VulkanFacts): { evidence: string[]; fix?: string } {
+/**
+ * What stands between Dawn and a GPU's Vulkan driver: evidence lines, and when something is missing
+ * the fix and `causes`, one short line each, for the check's summary.
+ */
+export function diagnoseVulkan(facts: VulkanFacts): { evidence: string[]; fix?: string; causes: string[] } {
   const evidence: string[] = [];
   const fixes: string[] = [];
+  const causes: string[] = [];
   const loader = finds(facts, 'libvulkan.so.1');
   evidence.push(loader ? 'the Vulkan loader libvulkan.so.1 is installed' : 'the Vulkan loader libvulkan.so.1 is not installed (Dawn loads it to reach any Vulkan driver)');
-  if (!loader) fixes.push('install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader)');
+  if (!loader) {
+    fixes.push('install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader)');
+    causes.push('the Vulkan loader libvulkan.so.1 is not installed');
+  }
   if (facts.icds.length === 0) {
     evidence.push('no Vulkan driver manifest (ICD) in /etc/vulkan/icd.d, /usr/local/share/vulkan/icd.d or /usr/share/vulkan/icd.d');
     fixes.push('no Vulkan driver is installed: NVIDIA\'s driver ships nvidia_icd.json with it (in a container, NVIDIA_DRIVER_CAPABILITIES must include graphics, or set VK_DRIVER_FILES to the driver\'s nvidia_icd.json)');
+    causes.push('no Vulkan driver manifest (ICD) is installed');
   }
   for (const icd of facts.icds) {
     if (icd.error || !icd.library) {
@@ -73,13 +81,19 @@ export function diagnoseVulkan(facts: VulkanFacts): { evidence: string[]; fix?: 
     }
     const ok = finds(facts, icd.library);
     evidence.push(`${icd.path}: driver library ${icd.library}${ok ? '' : ', which the dynamic loader does not find'}`);
-    if (!ok) fixes.push(`the driver library ${icd.library} of ${icd.path} is missing: install the driver's Vulkan part (or its library folder in ld.so.conf)`);
+    if (!ok) {
+      fixes.push(`the driver library ${icd.library} of ${icd.path} is missing: install the driver's Vulkan part (or its library folder in ld.so.conf)`);
+      causes.push(`the driver library ${icd.library} of ${icd.path} is missing`);
+    }
     // NVIDIA's Vulkan driver lives in its GLX library, which is a glvnd vendor library: it needs glvnd's dispatcher.
     if (ok && /GLX_nvidia|EGL_nvidia/.test(basename(icd.library))) {
       const glvnd = finds(facts, 'libGLdispatch.so.0');
       evidence.push(glvnd ? 'glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is installed' : 'glvnd\'s libGLdispatch.so.0 is not installed: NVIDIA\'s Vulkan driver (libGLX_nvidia) cannot load without it, and Dawn then says "Found no drivers"');
-      if (!glvnd) fixes.push('install glvnd: apt-get install libglvnd0 (dnf install libglvnd)');
+      if (!glvnd) {
+        fixes.push('install glvnd: apt-get install libglvnd0 (dnf install libglvnd)');
+        causes.push('glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is not installed');
+      }
     }
   }
-  return fixes.length ? { evidence, fix: `${fixes.join('; ')}.` } : { evidence };
+  return fixes.length ? { evidence, fix: `${fixes.join('; ')}.`, causes } : { evidence, causes };
 }

@@ -101,8 +101,12 @@ describe('gpu-workbench doctor: adapters and backends (probe answers)', () => {
     assert.equal(bare.fix, 'install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader); install glvnd: apt-get install libglvnd0 (dnf install libglvnd).');
     const loaderOnly = await checkWebgpuAdapters(noDrivers, 1, 1000, () => Promise.resolve({ ldconfig: found('libGLX_nvidia.so.0', 'libvulkan.so.1'), icds: [nvidiaIcd], exists: () => false }));
     assert.equal(loaderOnly.fix, 'install glvnd: apt-get install libglvnd0 (dnf install libglvnd).');
+    // The summary says what is missing (the H100's doctor of session 10 said "no GPU driver with a Vulkan ICD is installed").
+    assert.equal(loaderOnly.summary, 'Dawn found no Vulkan adapter: glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is not installed');
+    assert.equal(bare.summary, 'Dawn found no Vulkan adapter: the Vulkan loader libvulkan.so.1 is not installed; glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is not installed');
     const carried = await checkWebgpuAdapters(noDrivers, 1, 1000, () => Promise.resolve({ ldconfig: found('libGLX_nvidia.so.0'), icds: [nvidiaIcd], libraryPath: ['/tmp/kit'], exists: (p) => p === '/tmp/kit/libvulkan.so.1' || p === '/tmp/kit/libGLdispatch.so.0' }));
     assert.match(carried.fix ?? '', /^The webgpu backend needs a Vulkan driver/, 'all pieces there (LD_LIBRARY_PATH counts): the general advice');
+    assert.match(carried.summary, /no GPU driver with a Vulkan ICD/, 'nothing found missing: Dawn\'s own words');
   });
 
   it('no adapter: a missing driver manifest, or one whose library is gone, is named; on a CPU machine nothing is diagnosed', async () => {
