@@ -96,7 +96,7 @@ async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
     await v.data();
     v.dispose();
   }
-  const t = (await tf.time(() => step().dispose())) as { kernelMs: number | { error: string }; wallMs: number; getExtraProfileInfo?: () => string };
+  const t = await tf.time(() => step().dispose());
   tf.dispose([batch.x, batch.y]);
   optimizer.dispose();
   model.dispose();

@@ -1,19 +1,21 @@
 import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs-core';
+import { conv2dBackpropFilterConfig } from './conv2dBackpropFilter';
 import { maxPoolGradConfig } from './maxPoolGrad';
+import { shippedKernels as shipped } from './shipped';
 
 /**
  * Kernels that route around what tfjs-backend-webgpu (4.22) computes differently from the cpu
  * backend, found by checking every kernel the presets, strategies and optimizers run, forward
- * and backward, against cpu on lavapipe (test/unit/training/backends/webgpu/):
+ * and backward, against cpu on lavapipe (test/unit/training/backends/webgpu/), or far slower
+ * than it need be, found on a real GPU (bench/webgpu/latency.ts --kernels on an H100):
  *   MaxPoolGrad — a tie in a window sends the gradient to its last pixel, not the first (maxPoolGrad.ts).
+ *   Conv2DBackpropFilter — one thread per filter element: 98 % of a CNN step's GPU time (conv2dBackpropFilter.ts).
  * The shipped configs are kept and put back by `unregisterWebgpuKernels`.
  */
-const replaced: readonly KernelConfig[] = [maxPoolGradConfig];
+const replaced: readonly KernelConfig[] = [maxPoolGradConfig, conv2dBackpropFilterConfig];
 
 /** Names of the kernels this module registers for 'webgpu'. */
 export const webgpuKernelNames: readonly string[] = replaced.map((k) => k.kernelName);
-
-const shipped = new Map<string, KernelConfig>();
 
 function isOurs(config: KernelConfig): boolean {
   return getKernel(config.kernelName, 'webgpu')?.kernelFunc === config.kernelFunc;

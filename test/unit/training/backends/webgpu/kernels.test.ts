@@ -77,6 +77,12 @@ describe('webgpu kernels against the cpu backend', function () {
       { x: [4, 5, 5, 6], f: [1, 1, 6, 3], strides: 1, pad: 'valid' },
       { x: [1, 6, 6, 33], f: [3, 3, 33, 65], strides: 1, pad: 'same' }, // channels off the 4- and 32-wide tiles
       { x: [2, 6, 6, 2], f: [3, 3, 2, 3], strides: 1, pad: [[0, 0], [1, 2], [0, 1], [0, 0]] },
+      // Our Conv2DBackpropFilter splits the B·outH·outW positions into chunks (conv2dBackpropFilter.ts):
+      // 23 chunks of 32 positions, the last one short, chunks across image boundaries (143 positions an image);
+      { x: [5, 13, 11, 2], f: [3, 3, 2, 3], strides: 1, pad: 'same' },
+      // the CNN preset's first conv at batch 64 (896 chunks of 56 positions), and its second at batch 16 (56 of 56).
+      { x: [64, 28, 28, 1], f: [3, 3, 1, 8], strides: 1, pad: 'same' },
+      { x: [16, 14, 14, 8], f: [3, 3, 8, 16], strides: 1, pad: 'same' },
     ];
     for (const c of cases) {
       const label = `x ${c.x.join('x')}, filter ${c.f.join('x')}, strides ${String(c.strides)}, pad ${JSON.stringify(c.pad)}`;
@@ -90,6 +96,12 @@ describe('webgpu kernels against the cpu backend', function () {
         await compareOnWebgpu('dx', () => runKernel('Conv2DBackpropInput', { dy: tensor(info.outShape, 17), filter: tensor(c.f, 18) }, { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', inputShape: c.x }));
       });
     }
+  });
+
+  it('Conv2DBackpropFilter channels-first (NCHW) goes to the shipped kernel and agrees with cpu', async () => {
+    const x = [2, 3, 7, 6];
+    const info = tf.backend_util.computeConv2DInfo(x as [number, number, number, number], [3, 3, 3, 4], 1, 1, 'same', undefined, false, 'channelsFirst');
+    await compareOnWebgpu('dW NCHW', () => runKernel('Conv2DBackpropFilter', { x: tensor(x, 40), dy: tensor(info.outShape, 41) }, { strides: 1, pad: 'same', dataFormat: 'NCHW', filterShape: [3, 3, 3, 4] }));
   });
 
   describe('pooling', () => {
