@@ -95,6 +95,8 @@ step gpus 60 node dist/cli.js gpus --json
 step doctor 150 node dist/cli.js doctor --json --python "$py"
 step webgpu-single 120 node dist/cli.js train examples/mnist/mnist-ddp.job.json --backend webgpu --strategy single --devices 1 --epochs 1 --json --runs-dir /tmp/gw-runs
 step webgpu-ddp2 120 node dist/cli.js train examples/mnist/mnist-ddp.job.json --backend webgpu --strategy ddp --devices 2 --epochs 1 --json --runs-dir /tmp/gw-runs
+# The CNN preset (its conv filter gradients are our kernel, webgpuKernels/conv2dBackpropFilter.ts): compare with wasm (90.7 % here).
+step webgpu-cnn 120 node dist/cli.js train examples/mnist/mnist-cnn.job.json --backend webgpu --json --runs-dir /tmp/gw-runs
 
 # The companion on CUDA (torch of this machine), its channel recorded raw.
 torchrun() { "$py" "$cuda/record_channel.py" "$rec/$1.jsonl" -- "$py" -m torch.distributed.run --standalone --nproc_per_node "$2" --redirects 2 --tee 2 -m gpu_workbench.run "${@:3}"; }

@@ -31,6 +31,12 @@ describe('job file', () => {
     assert.equal(spec.checkpointDir, join(repoRoot, 'examples', 'mnist', 'checkpoints'));
   });
 
+  it('loads the bundled MNIST CNN example (the preset whose conv gradients run our webgpu kernel)', () => {
+    const spec = loadJobFile(join(repoRoot, 'examples', 'mnist', 'mnist-cnn.job.json'));
+    assert.deepEqual([spec.name, spec.strategy, spec.devices], ['mnist-cnn', 'single', [0]]);
+    assert.deepEqual(spec.model, { kind: 'preset', preset: 'cnn', filters: [8, 16] });
+  });
+
   it('names the file, the field path and what was expected', () => {
     const msg = problems(() => loadJobFile(join(jobs, 'bad-learning-rate.job.json')));
     assert.equal(msg, 'bad-learning-rate.job.json: /optimizer/learningRate must be a number > 0');
