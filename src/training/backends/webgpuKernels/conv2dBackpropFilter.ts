@@ -13,8 +13,13 @@
  * sums per filter element. Threads next to each other take the next output channel at the same
  * position, so their reads of dy are contiguous and their read of x is shared. Only channels-last
  * (NHWC, what the presets and Keras layers use); channels-first goes to the shipped kernel.
+ *
+ * DepthwiseConv2dNativeBackpropFilter (separable and depthwise conv layers) had the same loop in
+ * 4.22, with even fewer threads (a 3×3 depthwise filter over 32 channels: 288), and is done the
+ * same way: filter [kh, kw, inChannels, channelMultiplier], dy's channel d1·multiplier + dm.
+ * Dilated depthwise convolutions go to the shipped kernel.
  */
-import { backend_util, type Conv2DBackpropFilterAttrs, type Conv2DBackpropFilterInputs, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs-core';
+import { backend_util, type Conv2DBackpropFilterAttrs, type Conv2DBackpropFilterInputs, type DepthwiseConv2dNativeBackpropFilterAttrs, type DepthwiseConv2dNativeBackpropFilterInputs, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs-core';
 import type { WebGPUBackend } from '@tensorflow/tfjs-backend-webgpu';
 import { flatProgram, run } from './program';
 import { shippedKernel } from './shipped';
@@ -23,7 +28,7 @@ import { shippedKernel } from './shipped';
 const targetThreads = 1 << 16;
 const minChunk = 32;
 
-const partialsBody = `
+const partialsBody = (depthwise: boolean): string => `
   let chunk = index / uniforms.filterSize;
   let f = index - chunk * uniforms.filterSize;
   let d2 = f % uniforms.outChannels;
@@ -45,7 +50,7 @@ const partialsBody = `
     let xR = wR + yR * uniforms.strides[0] - uniforms.pads[0];
     let xC = wC + yC * uniforms.strides[1] - uniforms.pads[1];
     if (xR >= 0 && xR < uniforms.xShape[1] && xC >= 0 && xC < uniforms.xShape[2]) {
-      sum += getX(b, xR, xC, d1) * getDy(b, yR, yC, d2);
+      sum += getX(b, xR, xC, d1) * getDy(b, yR, yC, ${depthwise ? 'd1 * uniforms.outChannels + d2' : 'd2'});
     }
     yC++;
     if (yC == outW) {
@@ -75,20 +80,15 @@ export function chunking(positions: number, filterSize: number): { chunks: numbe
   return { chunks: Math.ceil(positions / chunkLen), chunkLen };
 }
 
-export function conv2dBackpropFilter(args: { inputs: Conv2DBackpropFilterInputs; backend: WebGPUBackend; attrs: Conv2DBackpropFilterAttrs }): TensorInfo {
-  const { x, dy } = args.inputs as { x: TensorInfo; dy: TensorInfo };
-  const { strides, pad, dataFormat, dimRoundingMode, filterShape } = args.attrs;
-  const format = backend_util.convertConv2DDataFormat(dataFormat);
-  if (format !== 'channelsLast' || x.dtype !== 'float32') {
-    return (shippedKernel('Conv2DBackpropFilter') as unknown as (a: typeof args) => TensorInfo)(args);
-  }
-  const info = backend_util.computeConv2DInfo(x.shape as [number, number, number, number], filterShape, strides, 1, pad, dimRoundingMode, false, format);
+/** dW of a conv (or, `depthwise`, a depthwise conv) from x and dy, in two passes (above). */
+function filterGradient(backend: WebGPUBackend, x: TensorInfo, dy: TensorInfo, info: backend_util.Conv2DInfo, filterShape: [number, number, number, number], depthwise: boolean): TensorInfo {
   const [kh, kw, ci, co] = filterShape;
   const filterSize = kh * kw * ci * co;
   const positions = info.batchSize * info.outHeight * info.outWidth;
   const { chunks, chunkLen } = chunking(positions, filterSize);
-  const partialsProgram = flatProgram([chunks, filterSize], 'gpuWorkbenchConv2DDerFilterPartials', ['x', 'dy'], 'pads : vec2<i32>, strides : vec2<i32>, filterWidth : i32, inChannels : i32, outChannels : i32, filterSize : i32, chunkLen : i32, positions : i32,', partialsBody);
-  const partials = run(args.backend, partialsProgram, [x, dy], 'float32', [
+  const key = depthwise ? 'gpuWorkbenchDepthwiseDerFilterPartials' : 'gpuWorkbenchConv2DDerFilterPartials';
+  const partialsProgram = flatProgram([chunks, filterSize], key, ['x', 'dy'], 'pads : vec2<i32>, strides : vec2<i32>, filterWidth : i32, inChannels : i32, outChannels : i32, filterSize : i32, chunkLen : i32, positions : i32,', partialsBody(depthwise));
+  const partials = run(backend, partialsProgram, [x, dy], 'float32', [
     { type: 'int32', data: [info.padInfo.top, info.padInfo.left] },
     { type: 'int32', data: [info.strideHeight, info.strideWidth] },
     { type: 'int32', data: [kw] },
@@ -98,14 +98,42 @@ export function conv2dBackpropFilter(args: { inputs: Conv2DBackpropFilterInputs;
     { type: 'int32', data: [chunkLen] },
     { type: 'int32', data: [positions] },
   ]);
-  const sumProgram = flatProgram([kh, kw, ci, co], 'gpuWorkbenchConv2DDerFilterSum', ['partials'], 'chunks : i32,', sumBody);
-  const dw = run(args.backend, sumProgram, [partials], 'float32', [{ type: 'int32', data: [chunks] }]);
-  args.backend.disposeData(partials.dataId);
+  const sumProgram = flatProgram([kh, kw, ci, co], 'gpuWorkbenchDerFilterSum', ['partials'], 'chunks : i32,', sumBody);
+  const dw = run(backend, sumProgram, [partials], 'float32', [{ type: 'int32', data: [chunks] }]);
+  backend.disposeData(partials.dataId);
   return dw;
+}
+
+export function conv2dBackpropFilter(args: { inputs: Conv2DBackpropFilterInputs; backend: WebGPUBackend; attrs: Conv2DBackpropFilterAttrs }): TensorInfo {
+  const { x, dy } = args.inputs as { x: TensorInfo; dy: TensorInfo };
+  const { strides, pad, dataFormat, dimRoundingMode, filterShape } = args.attrs;
+  const format = backend_util.convertConv2DDataFormat(dataFormat);
+  if (format !== 'channelsLast' || x.dtype !== 'float32') {
+    return (shippedKernel('Conv2DBackpropFilter') as unknown as (a: typeof args) => TensorInfo)(args);
+  }
+  const info = backend_util.computeConv2DInfo(x.shape as [number, number, number, number], filterShape, strides, 1, pad, dimRoundingMode, false, format);
+  return filterGradient(args.backend, x, dy, info, filterShape, false);
+}
+
+export function depthwiseBackpropFilter(args: { inputs: DepthwiseConv2dNativeBackpropFilterInputs; backend: WebGPUBackend; attrs: DepthwiseConv2dNativeBackpropFilterAttrs }): TensorInfo {
+  const { x, dy } = args.inputs as { x: TensorInfo; dy: TensorInfo };
+  const { strides, dilations, pad, dimRoundingMode, filterShape } = args.attrs;
+  const dilated = (Array.isArray(dilations) ? dilations : [dilations, dilations]).some((d) => d !== 1);
+  if (dilated || x.dtype !== 'float32') {
+    return (shippedKernel('DepthwiseConv2dNativeBackpropFilter') as unknown as (a: typeof args) => TensorInfo)(args);
+  }
+  const info = backend_util.computeConv2DInfo(x.shape as [number, number, number, number], filterShape, strides, 1, pad, dimRoundingMode, true);
+  return filterGradient(args.backend, x, dy, info, filterShape, true);
 }
 
 export const conv2dBackpropFilterConfig: KernelConfig = {
   kernelName: 'Conv2DBackpropFilter',
   backendName: 'webgpu',
   kernelFunc: conv2dBackpropFilter as unknown as KernelFunc,
+};
+
+export const depthwiseBackpropFilterConfig: KernelConfig = {
+  kernelName: 'DepthwiseConv2dNativeBackpropFilter',
+  backendName: 'webgpu',
+  kernelFunc: depthwiseBackpropFilter as unknown as KernelFunc,
 };

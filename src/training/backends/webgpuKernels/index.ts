@@ -1,5 +1,5 @@
 import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs-core';
-import { conv2dBackpropFilterConfig } from './conv2dBackpropFilter';
+import { conv2dBackpropFilterConfig, depthwiseBackpropFilterConfig } from './conv2dBackpropFilter';
 import { maxPoolGradConfig } from './maxPoolGrad';
 import { shippedKernels as shipped } from './shipped';
 
@@ -9,10 +9,11 @@ import { shippedKernels as shipped } from './shipped';
  * and backward, against cpu on lavapipe (test/unit/training/backends/webgpu/), or far slower
  * than it need be, found on a real GPU (bench/webgpu/latency.ts --kernels on an H100):
  *   MaxPoolGrad — a tie in a window sends the gradient to its last pixel, not the first (maxPoolGrad.ts).
- *   Conv2DBackpropFilter — one thread per filter element: 98 % of a CNN step's GPU time (conv2dBackpropFilter.ts).
+ *   Conv2DBackpropFilter — one thread per filter element: 98 % of a CNN step's GPU time (conv2dBackpropFilter.ts);
+ *   DepthwiseConv2dNativeBackpropFilter — the same loop (same file).
  * The shipped configs are kept and put back by `unregisterWebgpuKernels`.
  */
-const replaced: readonly KernelConfig[] = [maxPoolGradConfig, conv2dBackpropFilterConfig];
+const replaced: readonly KernelConfig[] = [maxPoolGradConfig, conv2dBackpropFilterConfig, depthwiseBackpropFilterConfig];
 
 /** Names of the kernels this module registers for 'webgpu'. */
 export const webgpuKernelNames: readonly string[] = replaced.map((k) => k.kernelName);

@@ -161,6 +161,8 @@ describe('webgpu kernels against the cpu backend', function () {
       { x: [2, 7, 7, 3], f: [3, 3, 3, 2], strides: 1, pad: 'valid' },
       { x: [3, 8, 9, 2], f: [3, 3, 2, 3], strides: 2, pad: 'same' },
       { x: [1, 9, 8, 4], f: [2, 2, 4, 1], strides: 2, pad: 'valid' },
+      // our DepthwiseConv2dNativeBackpropFilter's chunks (conv2dBackpropFilter.ts): 176 chunks of 32 positions, channel multiplier 2
+      { x: [8, 22, 32, 3], f: [3, 3, 3, 2], strides: 1, pad: 'same' },
     ];
     for (const c of cases) {
       const info = convInfo(c.x, c.f, c.strides, c.pad, true);
