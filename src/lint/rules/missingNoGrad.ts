@@ -48,14 +48,15 @@ interface Forward {
   readonly via?: FunctionInfo;
 }
 
-type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined } | { kind: 'safe' } | { kind: 'unreported' };
+/** `none`: not reported here, for a caller that only asks whether it is (`reportOnly`); safe or unreported, not decided. */
+type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined } | { kind: 'safe' } | { kind: 'unreported' } | { kind: 'none' };
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
     const fwd = forwardOf(model, call);
     if (!fwd) continue;
-    const verdict = judge(model, call, fwd);
+    const verdict = judge(model, call, fwd, true);
     if (verdict.kind !== 'report') continue;
     const { context, fn } = verdict;
     const fix = fixFor(model, call, context, fn);
@@ -105,7 +106,9 @@ function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
-  const via = resolveCallee(model, call).find((g) => !trains(g) && unreportedForward(g));
+  // Whether it runs an unreported forward first: most project functions run none, and then
+  // whether they train (a walk of everything they reach) need not be asked.
+  const via = resolveCallee(model, call).find((g) => unreportedForward(g) && !trains(g));
   if (!via) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
   return { calleeNode: callee, texts, via };
@@ -128,11 +131,22 @@ function unreportedForward(fn: FunctionInfo): boolean {
   }, (a, b) => a || b, false);
 }
 
-/** Whether the forward at `call` is reported here, needs no guard at all, or is left to the evaluation callers. */
-function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
+/**
+ * Whether the forward at `call` is reported here, needs no guard at all, or is left to the
+ * evaluation callers. With `reportOnly` (the rule's own pass over the calls, which only reports)
+ * the evaluation context is looked for before the costlier reasons a forward is safe (does its
+ * output reach a backward pass, are all its callers guarded): most forwards have none (a training
+ * step's), and a report needs one whatever the order, so a forward without one is `none` at once.
+ */
+function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
   if (!fwd.via && frozenScript(model, fwd.calleeNode, call)) return { kind: 'safe' };
+  let context: Context | undefined;
+  if (reportOnly) {
+    context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
+    if (!context) return { kind: 'none' };
+  }
   // A `volatile=True` input could not be backpropagated when the code was written.
   if (model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
   if (fn && inferenceName.test(fn.name)) {
@@ -140,7 +154,7 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
   }
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
-  const context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
+  context ??= contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
