@@ -106,9 +106,10 @@ function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
-  // Whether it runs an unreported forward first: most project functions run none, and then
-  // whether they train (a walk of everything they reach) need not be asked.
-  const via = resolveCallee(model, call).find((g) => unreportedForward(g) && !trains(g));
+  // A function that trains itself (`trains`' own first test, from its calls alone) is not one;
+  // else whether it runs an unreported forward before whether it trains through its callees:
+  // most project functions run no forward (all of torch's), and then that walk is not needed.
+  const via = resolveCallee(model, call).find((g) => !g.model.hasTrainingSignal(g.node) && unreportedForward(g) && !trains(g));
   if (!via) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
   return { calleeNode: callee, texts, via };
@@ -229,12 +230,15 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
  * returns a single forward's output (`def generate(z): return G(z)`) may feed a training loss.
  */
 function generates(model: FileModel, fn: FunctionInfo): boolean {
-  let returns = false;
-  for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
-    if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
-    if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
-  }
-  return !returns;
+  // Once per function and file version: every call in a `generate()` asks (forwardOf's inference-context test too).
+  return model.fact(`generates:${fn.node.order}`, () => {
+    let returns = false;
+    for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
+      if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
+      if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
+    }
+    return !returns;
+  }) ?? false;
 }
 
 /** Is there a loop between `node` and the function `fn` it is in? */
