@@ -114,21 +114,38 @@ function backpropagatedElsewhere(model: FileModel, base: SyntaxNode, stmt: Synta
   // The functions that read the attribute into a backward pass, once per file version.
   const readers = model.fact(`backpropagates:${name}`, () => {
     const out: SyntaxNode[] = [];
+    for (const { fn, reads } of attributeReads(model).get(name) ?? []) {
+      if (reads.some((n) => readFlowsIntoBackward(model, n))) out.push(fn);
+    }
+    return out;
+  }) ?? [];
+  return readers.some((fn) => !contains(fn, stmt));
+}
+
+/**
+ * The outermost attribute reads (`self.saved_log_probs`, not its `self`) in the bodies of the
+ * file's functions that run backward, by attribute name, each function's in document order: one
+ * walk per file version, where each name asked walked every such body again.
+ */
+function attributeReads(model: FileModel): ReadonlyMap<string, readonly { fn: SyntaxNode; reads: SyntaxNode[] }[]> {
+  return model.fact('attributeReadsInTraining', () => {
+    const byName = new Map<string, { fn: SyntaxNode; reads: SyntaxNode[] }[]>();
     for (const fn of model.functions) {
       if (!fn.body || !model.hasTrainingSignal(fn.node)) continue;
       for (const n of descendants(fn.body, (x) => x.type === 'function_definition')) {
         if (n.type !== 'attribute' || n.parent?.type === 'attribute') continue;
         const a = child(n, 'attribute');
-        if (!a || model.src(a) !== name) continue;
-        if (readFlowsIntoBackward(model, n)) {
-          out.push(fn.node);
-          break;
-        }
+        if (!a) continue;
+        const name = model.src(a);
+        let list = byName.get(name);
+        if (!list) byName.set(name, (list = []));
+        const last = list[list.length - 1];
+        if (last?.fn === fn.node) last.reads.push(n);
+        else list.push({ fn: fn.node, reads: [n] });
       }
     }
-    return out;
-  }) ?? [];
-  return readers.some((fn) => !contains(fn, stmt));
+    return byName;
+  }) ?? new Map();
 }
 
 function readFlowsIntoBackward(model: FileModel, read: SyntaxNode): boolean {

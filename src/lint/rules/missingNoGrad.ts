@@ -48,14 +48,15 @@ interface Forward {
   readonly via?: FunctionInfo;
 }
 
-type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined } | { kind: 'safe' } | { kind: 'unreported' };
+/** `none`: not reported here, for a caller that only asks whether it is (`reportOnly`); safe or unreported, not decided. */
+type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined } | { kind: 'safe' } | { kind: 'unreported' } | { kind: 'none' };
 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
     const fwd = forwardOf(model, call);
     if (!fwd) continue;
-    const verdict = judge(model, call, fwd);
+    const verdict = judge(model, call, fwd, true);
     if (verdict.kind !== 'report') continue;
     const { context, fn } = verdict;
     const fix = fixFor(model, call, context, fn);
@@ -105,7 +106,10 @@ function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
-  const via = resolveCallee(model, call).find((g) => !trains(g) && unreportedForward(g));
+  // A function that trains itself (`trains`' own first test, from its calls alone) is not one;
+  // else whether it runs an unreported forward before whether it trains through its callees:
+  // most project functions run no forward (all of torch's), and then that walk is not needed.
+  const via = resolveCallee(model, call).find((g) => !g.model.hasTrainingSignal(g.node) && unreportedForward(g) && !trains(g));
   if (!via) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
   return { calleeNode: callee, texts, via };
@@ -128,11 +132,22 @@ function unreportedForward(fn: FunctionInfo): boolean {
   }, (a, b) => a || b, false);
 }
 
-/** Whether the forward at `call` is reported here, needs no guard at all, or is left to the evaluation callers. */
-function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
+/**
+ * Whether the forward at `call` is reported here, needs no guard at all, or is left to the
+ * evaluation callers. With `reportOnly` (the rule's own pass over the calls, which only reports)
+ * the evaluation context is looked for before the costlier reasons a forward is safe (does its
+ * output reach a backward pass, are all its callers guarded): most forwards have none (a training
+ * step's), and a report needs one whatever the order, so a forward without one is `none` at once.
+ */
+function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
   if (!fwd.via && frozenScript(model, fwd.calleeNode, call)) return { kind: 'safe' };
+  let context: Context | undefined;
+  if (reportOnly) {
+    context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
+    if (!context) return { kind: 'none' };
+  }
   // A `volatile=True` input could not be backpropagated when the code was written.
   if (model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
   if (fn && inferenceName.test(fn.name)) {
@@ -140,7 +155,7 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward): Verdict {
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
   }
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
-  const context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
+  context ??= contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
@@ -215,12 +230,15 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
  * returns a single forward's output (`def generate(z): return G(z)`) may feed a training loss.
  */
 function generates(model: FileModel, fn: FunctionInfo): boolean {
-  let returns = false;
-  for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
-    if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
-    if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
-  }
-  return !returns;
+  // Once per function and file version: every call in a `generate()` asks (forwardOf's inference-context test too).
+  return model.fact(`generates:${fn.node.order}`, () => {
+    let returns = false;
+    for (const n of descendants(fn.body ?? fn.node, isScopeNode)) {
+      if (n.type === 'call' && model.isModelCall(n) && inLoop(n, fn)) return true;
+      if (n.type === 'return_statement' && n.children.some((c) => c.named && c.type !== 'comment')) returns = true;
+    }
+    return !returns;
+  }) ?? false;
 }
 
 /** Is there a loop between `node` and the function `fn` it is in? */

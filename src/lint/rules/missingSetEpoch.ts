@@ -361,7 +361,13 @@ function passedUse(model: FileModel, call: SyntaxNode, key: string): SyntaxNode 
 }
 
 /** The workspace functions a call can reach, by name (a method call matches methods of that name). */
-function targetsOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
+function targetsOf(model: FileModel, call: SyntaxNode): readonly FunctionInfo[] {
+  const t = targetOrName(model, call);
+  return typeof t === 'string' ? model.facts.functionsNamed(t) : t;
+}
+
+/** `targetsOf`, or the name whose workspace functions it is when the summaries cannot tell which one the call reaches. */
+function targetOrName(model: FileModel, call: SyntaxNode): readonly FunctionInfo[] | string {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return [];
   const q = model.qualify(callee) ?? '';
@@ -369,7 +375,19 @@ function targetsOf(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   // The function the call reaches, when the summaries can tell (the same name in another script is not it).
   const target = resolveCall(model, call);
   if (target?.fn && !target.cls) return [target.fn];
-  return [...model.facts.functionsNamed(lastName(model.src(callee)))];
+  return lastName(model.src(callee));
+}
+
+/**
+ * Does a function this call can reach set the epoch (`functionSetsEpoch` at `depth`)? For a call
+ * matched by name, once per name, depth and file version: every `x.update(...)` of a file
+ * otherwise asked the same question of every workspace function named `update`.
+ */
+function callSetsEpoch(model: FileModel, call: SyntaxNode, depth: number): boolean {
+  const t = targetOrName(model, call);
+  if (typeof t !== 'string') return t.some((fn) => functionSetsEpoch(fn, depth));
+  // The depth only grows, so the fact never asks itself.
+  return model.fact(`setsEpochNamed:${depth}:${t}`, () => model.facts.functionsNamed(t).some((fn) => functionSetsEpoch(fn, depth))) ?? false;
 }
 
 /** Does this call hand `key` to a workspace function that iterates that parameter (or hands it on)? */
@@ -402,7 +420,7 @@ function loopSetsEpoch(model: FileModel, loop: SyntaxNode): boolean {
   for (const d of descendants(loop)) {
     if (d.type !== 'call') continue;
     if (model.methodCall(d)?.method === 'set_epoch') return true;
-    if (targetsOf(model, d).some((fn) => functionSetsEpoch(fn, 1))) return true;
+    if (callSetsEpoch(model, d, 1)) return true;
   }
   return false;
 }
@@ -428,7 +446,7 @@ function callsIn(fn: FunctionInfo): { direct: boolean; calls: SyntaxNode[] } {
 function functionSetsEpoch(fn: FunctionInfo, depth: number): boolean {
   return fn.model.functionFact(fn, `setsEpoch:${depth}`, () => {
     const { direct, calls } = callsIn(fn);
-    return direct || (depth < maxDepth && calls.some((d) => targetsOf(fn.model, d).some((g) => functionSetsEpoch(g, depth + 1))));
+    return direct || (depth < maxDepth && calls.some((d) => callSetsEpoch(fn.model, d, depth + 1)));
   }) ?? false;
 }
 
