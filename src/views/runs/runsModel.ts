@@ -71,6 +71,15 @@ export function runMetricsText(r: RunRecord): string {
   return metricsText(parts);
 }
 
+/**
+ * A run's row in Compare Curves…'s pick: the name is the label, so the description is what tells
+ * runs of one job apart: status, when it started, its final metrics.
+ */
+export function comparePickItem(r: RunRecord): { label: string; description: string } {
+  const started = Date.parse(r.startedAt);
+  return { label: r.name, description: [r.status, Number.isFinite(started) ? new Date(started).toLocaleString() : undefined, runMetricsText(r)].filter(Boolean).join(' · ') };
+}
+
 export function recordRow(r: RunRecord, now: number, processGone: (r: RunRecord) => boolean, ownedHere = false): RunRow {
   const status: RowStatus = r.status === 'running' && !ownedHere && processGone(r) ? 'interrupted' : r.status;
   const started = Date.parse(r.startedAt);

@@ -15,7 +15,7 @@ import * as vscode from 'vscode';
 import { log } from '../../log';
 import { deleteRun, logFile, readRunRecords, runProcessGone, runsFolder, type RunRecord } from '../../training/job/runRecord';
 import { CurvesPanel, type RunRef } from './curvesPanel';
-import { isTrainCommandLine, readExperiments, runRows, type RunRow } from './runsModel';
+import { comparePickItem, isTrainCommandLine, readExperiments, runRows, type RunRow } from './runsModel';
 
 export const runsViewId = 'gpuWorkbench.runs';
 
@@ -163,7 +163,6 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
     }
     return refs;
   };
-  const runLabel = (r: RunRecord): string => `${r.name} · ${r.status} · ${new Date(r.startedAt).toLocaleString()}`;
   context.subscriptions.push(
     provider, view, ...watchers, { dispose: () => clearInterval(poll) },
     // Open Curves: the clicked run, or every run selected when the click was on one of several selected.
@@ -185,7 +184,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
         void vscode.window.showInformationMessage('Compare Curves: there are no runs in this workspace yet (.gpu-workbench/runs).');
         return;
       }
-      const items = all.map((e) => ({ label: e.record.name, description: runLabel(e.record), picked: selected.some((s) => s.id === e.record.id), ref: { dir: e.dir, id: e.record.id } }));
+      const items = all.map((e) => ({ ...comparePickItem(e.record), picked: selected.some((s) => s.id === e.record.id), ref: { dir: e.dir, id: e.record.id } }));
       const picked = await vscode.window.showQuickPick(items, { canPickMany: true, title: 'Compare Curves', placeHolder: 'The runs to overlay' });
       if (picked?.length) CurvesPanel.show(context.extensionUri, picked.map((p) => p.ref));
     }),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunRecord } from '../../../../src/training/job/runRecord';
 import { JournalWriter } from '../../../../src/tuning/journal';
-import { durationText, isTrainCommandLine, readExperiments, recordRow, runRows } from '../../../../src/views/runs/runsModel';
+import { comparePickItem, durationText, isTrainCommandLine, readExperiments, recordRow, runRows } from '../../../../src/views/runs/runsModel';
 
 const base: RunRecord = {
   version: 1, id: 'r1', kind: 'training', name: 'mnist', file: '/w/mnist.job.json', status: 'done', startedAt: '2026-11-26T08:00:00.000Z', endedAt: '2026-11-26T08:03:20.000Z',
@@ -23,6 +23,14 @@ describe('Runs view rows', () => {
     assert.equal(row.details[1], 'ran on: ddp · wasm · cpu ×2');
     assert.ok(row.details.includes('checkpoints: /w/ck (last after epoch 2)'));
     assert.equal(row.contextValue, 'run.can-log.can-rerun.can-checkpoint.can-delete', 'a finished run is not resumed');
+  });
+
+  it('Compare Curves…\'s pick names the run once, and tells runs of one job apart by status, start and metrics', () => {
+    const item = comparePickItem(base);
+    assert.equal(item.label, 'mnist');
+    assert.equal(item.description, `done · ${new Date(base.startedAt).toLocaleString()} · test_acc 91.37% · test_loss 0.35 · loss 0.3`);
+    assert.ok(!item.description.includes('mnist'), 'the name is not repeated');
+    assert.equal(comparePickItem({ ...base, startedAt: 'garbled', metrics: {} }).description, 'done');
   });
 
   it('a running job offers stop and no delete; one whose process is gone reads as interrupted and offers resume', () => {
