@@ -71,6 +71,7 @@ function bindingFor(language: Language): Binding | null {
     parser.setLanguage(language);
     // The binding calls the callback as a method of the module: `Module.currentParseCallback(index, point)`.
     parser.parse(function (this: unknown): undefined {
+      // eslint-disable-next-line @typescript-eslint/no-this-alias -- the module is what is looked for
       module ??= this;
       return undefined;
     })?.delete();

@@ -110,6 +110,7 @@ describe('toSyntax', () => {
     const text = readFixtures(join(lintFixtures, 'bad')).map((f) => f.text).join('\n');
     const tree = parser.parse(text);
     const counted = ['gotoFirstChild', 'gotoNextSibling', 'gotoParent'] as const;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with their `this`
     const saved = counted.map((m) => TreeCursor.prototype[m]);
     let publicCalls = 0;
     counted.forEach((m, i) => {
