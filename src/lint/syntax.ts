@@ -132,6 +132,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
   // Its end must be: some nodes end past their last child (a format specifier's text).
   const close = (n: Node): void => place(n, n.children[0].start, n.e);
   const root = make(null);
+  root.children = [];
   const rootStart = cursor.startIndex;
   const rootEnd = cursor.endIndex;
   const stack: Node[] = [root];
@@ -209,6 +210,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
       if (stack.length > top.depth) top.depth = stack.length;
       const end = cursor.endIndex;
       if (cursor.gotoFirstChild()) {
+        node.children = [];
         node.e = end;
         stack.push(node);
         continue;
@@ -262,6 +264,8 @@ export function directChecked(language: Language): boolean {
   return checked;
 }
 
+const noChildren: Node[] = Object.freeze([]) as unknown as Node[];
+
 /** How far a reused statement has moved since its nodes were made, and how many nodes it has. */
 interface Shift {
   by: number;
@@ -282,7 +286,8 @@ class Node implements SyntaxNode {
   sc = 0;
   er = 0;
   ec = 0;
-  readonly children: Node[] = [];
+  /** A leaf's is the shared empty array (`noChildren`, frozen): most nodes are leaves, and every node is kept as long as its file version. */
+  children: Node[] = noChildren;
   scope: SyntaxNode | undefined = undefined;
   /** For a top-level statement, the depth of its deepest node below the module (1: a leaf statement). */
   depth = 0;
