@@ -8,8 +8,8 @@
  */
 
 let frame: Set<string> | undefined;
-/** The key sets `replay` already added to `frame`. */
-let replayed = new Set<ReadonlySet<string>>();
+/** The key sets `replay` already added to `frame` (made at the first replay: most recordings replay nothing). */
+let replayed: Set<ReadonlySet<string>> | undefined;
 
 /** Records a lookup key in the analysis being recorded, if any. */
 export function track(key: string): void {
@@ -31,7 +31,7 @@ export function recorded<T>(compute: () => T): { value: T; deps: Set<string> | u
   const outerReplayed = replayed;
   const mine = new Set<string>();
   frame = mine;
-  replayed = new Set();
+  replayed = undefined;
   try {
     return { value: compute(), deps: mine };
   } finally {
@@ -44,6 +44,7 @@ export function recorded<T>(compute: () => T): { value: T; deps: Set<string> | u
 /** Adds a memoised fact's keys to the analysis being recorded (once per recording: a fact is often asked many times in one). */
 export function replay(deps: ReadonlySet<string> | undefined): void {
   if (!frame || !deps || deps.size === 0) return;
+  replayed ??= new Set();
   if (replayed.has(deps)) return;
   replayed.add(deps);
   for (const k of deps) frame.add(k);
@@ -55,7 +56,7 @@ export function recordRoot<T>(compute: () => T): { value: T; deps: Set<string> }
   const outerReplayed = replayed;
   const mine = new Set<string>();
   frame = mine;
-  replayed = new Set();
+  replayed = undefined;
   try {
     return { value: compute(), deps: mine };
   } finally {

@@ -10,7 +10,7 @@ import type { Edit, Tree } from 'web-tree-sitter';
 import { recordRoot } from './deps';
 import { applyEdits, combineFixes, indentUnit } from './fixes';
 import { FileModel, hasAny } from './model';
-import { loadPython, PythonParser } from './parser';
+import { commonEnds, loadPython, PythonParser } from './parser';
 import type { Rule } from './rule';
 import { rule as accumulatedLoss } from './rules/accumulatedLoss';
 import { rule as carriedHiddenState } from './rules/carriedHiddenState';
@@ -68,15 +68,47 @@ function tooDeep(root: SyntaxNode, maxDepth: number): string | undefined {
 
 /** Why a text is too large to lint, naming its size and the limit; undefined when it is not. */
 export function oversize(text: string, limits: SizeLimits = defaultLimits): string | undefined {
-  if (text.length > limits.maxChars) {
-    return `${formatCount(text.length)} characters (${(text.length / 1024 / 1024).toFixed(1)} MB), over the limit of ${formatCount(limits.maxChars)} (${Math.round(limits.maxChars / 1024)} KB)`;
+  return oversizeScan(text, limits).why;
+}
+
+/**
+ * `oversize` of `text`, made by one edit from `before`, which was within the same limits and has
+ * no line indented 101 columns or more (`oversizeScan`'s `deep` false): only the lines the edit
+ * touched are read (the whole text was read at every keystroke). `deep` as `oversizeScan`'s.
+ */
+export function oversizeAfterEdit(before: string, text: string, limits: SizeLimits = defaultLimits): { why: string | undefined; deep: boolean } {
+  if (text.length > limits.maxChars) return oversizeScan(text, limits);
+  const { start, tail } = commonEnds(before, text);
+  // Whole lines: those outside are the same as before, neither too long nor deeply indented.
+  const from = text.lastIndexOf('\n', start - 1) + 1;
+  let to = text.indexOf('\n', text.length - tail);
+  if (to === -1) to = text.length;
+  const lines = text.slice(from, to);
+  if (deepIndent.test(lines)) return oversizeScan(text, limits);
+  for (let at = 0; at <= lines.length; ) {
+    let end = lines.indexOf('\n', at);
+    if (end === -1) end = lines.length;
+    if (end - at > limits.maxLineChars) return oversizeScan(text, limits);
+    at = end + 1;
   }
+  return { why: undefined, deep: false };
+}
+
+/** `oversize`, and whether the text has a line indented 101 columns or more (`deep`; true too when it is over the size limit). */
+function oversizeScan(text: string, limits: SizeLimits): { why: string | undefined; deep: boolean } {
+  if (text.length > limits.maxChars) {
+    return { why: `${formatCount(text.length)} characters (${(text.length / 1024 / 1024).toFixed(1)} MB), over the limit of ${formatCount(limits.maxChars)} (${Math.round(limits.maxChars / 1024)} KB)`, deep: true };
+  }
+  const deep = deepIndent.test(text);
+  return { why: oversizeWhy(text, limits, deep), deep };
+}
+
+function oversizeWhy(text: string, limits: SizeLimits, indentation: boolean): string | undefined {
   // Line by line with indexOf: a few milliseconds per megabyte, no array of lines. The
   // indentation levels are counted as Python's tokenizer does (a stack of widths; blank and
   // comment lines do not count); lines inside brackets or strings are counted too, which only
   // matters for text that nests absurdly anyway.
   // More than 100 levels need a line indented 101 columns or more (13 tabs): without one, only line lengths are checked.
-  const indentation = deepIndent.test(text);
   if (!indentation && text.length <= limits.maxLineChars) return undefined;
   const indents = [0];
   let row = 0;
@@ -158,6 +190,8 @@ export class Linter {
   private readonly parseErrors = new Map<string, boolean>();
   /** Files given but not analysed, each with why (`oversize`). */
   private readonly skipped = new Map<string, string>();
+  /** Files whose text indexed now has no line indented 101 columns or more: an edit's size check reads only its lines. */
+  private readonly shallow = new Set<string>();
   private limits: SizeLimits;
 
   constructor(
@@ -181,11 +215,17 @@ export class Linter {
     }
   }
 
-  /** Takes the file out of the index and notes why when its text is over the size limits (`oversize`); whether it did. */
-  private skipIfOversize(path: string, text: string): boolean {
-    const tooLarge = oversize(text, this.limits);
-    if (tooLarge) this.skip(path, tooLarge);
-    return tooLarge !== undefined;
+  /**
+   * Takes the file out of the index and notes why when its text is over the size limits (`oversize`); whether it did.
+   * With `before`, the text indexed now (within the current limits), only the lines an edit changed are read when it
+   * has no deeply indented line (`oversizeAfterEdit`).
+   */
+  private skipIfOversize(path: string, text: string, before?: string): boolean {
+    const scan = before !== undefined && this.shallow.has(path) ? oversizeAfterEdit(before, text, this.limits) : oversizeScan(text, this.limits);
+    if (scan.deep) this.shallow.delete(path);
+    else this.shallow.add(path);
+    if (scan.why) this.skip(path, scan.why);
+    return scan.why !== undefined;
   }
 
   private skip(path: string, why: string): void {
@@ -206,7 +246,7 @@ export class Linter {
     const text = pythonNewlines(source);
     const known = this.workspace.get(path);
     if (known && known.text === text) return;
-    if (this.skipIfOversize(path, text)) return;
+    if (this.skipIfOversize(path, text, known?.text)) return;
     this.skipped.delete(path);
     let root: SyntaxNode;
     let edit: Edit | undefined;
@@ -312,6 +352,7 @@ export class Linter {
 
   removeFile(path: string): void {
     this.skipped.delete(path);
+    this.shallow.delete(path);
     this.caches.delete(path);
     this.trees.get(path)?.tree.delete();
     this.trees.delete(path);

@@ -4,7 +4,8 @@
  * which is one cursor walk per parse. Positions are 0-based rows and UTF-16 columns, the
  * same units as LSP.
  */
-import type { Language, Tree } from 'web-tree-sitter';
+import { Parser, type Language, type Tree } from 'web-tree-sitter';
+import { openCursor } from './wasmCursor';
 
 export interface SyntaxNode {
   readonly type: string;
@@ -56,14 +57,16 @@ export interface SyntaxReuse {
 /**
  * Converts a tree-sitter tree into SyntaxNodes with one cursor walk. Only four cursor
  * getters per node cross into wasm (type id, field id, start and end index); rows and
- * columns come from a line table in JS.
+ * columns come from a line table in JS. The cursor is wasmCursor.ts's direct one once
+ * `directChecked` has found it converts a sample as web-tree-sitter's own does (`cursorKind`
+ * picks one for tests).
  *
  * With `reuse`, a top-level statement that lies wholly before the edit, or wholly on lines
  * after it, and in no changed range, is the previous conversion's subtree, moved in place
  * (offsets, rows and document order shifted) instead of being walked through wasm again.
  * Those nodes are then no longer valid in the previous tree.
  */
-export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxNode {
+export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKind: 'direct' | 'public' = directChecked(tree.language) ? 'direct' : 'public'): SyntaxNode {
   const { types, named, fields } = tablesFor(tree.language);
   const lineStarts = [0];
   for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
@@ -81,7 +84,8 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
     hint = lo;
     return lo;
   };
-  const cursor = tree.walk();
+  // Nothing below calls into tree-sitter except through the cursor, as a direct one requires.
+  const cursor = openCursor(tree, cursorKind === 'direct');
   let order = 0;
   const make = (parent: Node | null): Node => {
     const typeId = cursor.nodeTypeId;
@@ -128,6 +132,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
   // Its end must be: some nodes end past their last child (a format specifier's text).
   const close = (n: Node): void => place(n, n.children[0].start, n.e);
   const root = make(null);
+  root.children = [];
   const rootStart = cursor.startIndex;
   const rootEnd = cursor.endIndex;
   const stack: Node[] = [root];
@@ -205,6 +210,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
       if (stack.length > top.depth) top.depth = stack.length;
       const end = cursor.endIndex;
       if (cursor.gotoFirstChild()) {
+        node.children = [];
         node.e = end;
         stack.push(node);
         continue;
@@ -226,6 +232,40 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse): SyntaxN
   return root;
 }
 
+/** Text whose conversion the direct cursor must get right before it is used: fields, errors, a missing node, a format specifier, non-ASCII. */
+const sample = 'import a.b as c\n@d(e=1)\nclass F(G, metaclass=H):\n    def f(self, x: int = 2, *a, **k) -> None:\n        for i, j in zip(x, y):\n            s = f"{i!r:>{j}} h\u00e9\u{1F600}"\n            y[i:j] += lambda q: (q if q else -q)\ndef g(:\n  x = (\nwith open(p) as f, g() as h: pass\nprint(1 +\n';
+
+let checked: boolean | undefined;
+
+/**
+ * Whether the direct wasm cursor (wasmCursor.ts) converts a sample exactly as web-tree-sitter's
+ * public cursor does; checked once per process. When it does not, every conversion uses the public one.
+ */
+export function directChecked(language: Language): boolean {
+  if (checked !== undefined) return checked;
+  checked = false;
+  const parser = new Parser();
+  try {
+    parser.setLanguage(language);
+    const tree = parser.parse(sample);
+    if (!tree) return checked;
+    try {
+      const shape = (root: SyntaxNode): string => [root, ...descendants(root)].map((n) => `${n.type} ${n.field} ${n.named} ${n.start}-${n.end} ${n.startRow}:${n.startCol}-${n.endRow}:${n.endCol} ${n.order} ${n.parent?.order}`).join('\n');
+      const want = shape(toSyntax(tree, sample, undefined, 'public'));
+      checked = want === shape(toSyntax(tree, sample, undefined, 'direct'));
+    } finally {
+      tree.delete();
+    }
+  } catch {
+    checked = false;
+  } finally {
+    parser.delete();
+  }
+  return checked;
+}
+
+const noChildren: Node[] = Object.freeze([]) as unknown as Node[];
+
 /** How far a reused statement has moved since its nodes were made, and how many nodes it has. */
 interface Shift {
   by: number;
@@ -246,7 +286,8 @@ class Node implements SyntaxNode {
   sc = 0;
   er = 0;
   ec = 0;
-  readonly children: Node[] = [];
+  /** A leaf's is the shared empty array (`noChildren`, frozen): most nodes are leaves, and every node is kept as long as its file version. */
+  children: Node[] = noChildren;
   scope: SyntaxNode | undefined = undefined;
   /** For a top-level statement, the depth of its deepest node below the module (1: a leaf statement). */
   depth = 0;

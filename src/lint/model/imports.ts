@@ -29,7 +29,8 @@ export abstract class ModelImports {
   /** The scopes that bind each name, in the order of `scopes` (`scopesBinding`); built when first asked. */
   protected bindingScopes: Map<string, ScopeData[]> | undefined;
   protected readonly chunks = new Map<SyntaxNode, ChunkIndex>();
-  protected readonly lines: string[];
+  /** The text's lines, split when first asked (most files are never asked: only findings and fixes read lines). */
+  private splitLines: string[] | undefined;
   protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
   /** The shared facts (`shared`) of this version, by their own key. */
   protected sharedCache = new Map<string, { v: unknown }>();
@@ -48,7 +49,6 @@ export abstract class ModelImports {
     readonly facts: WorkspaceFacts & { readonly generation: number; changedOutside(path: string): number },
     previous?: ModelImports,
   ) {
-    this.lines = text.split('\n');
     this.index(previous);
     if (previous) this.carryFunctionFacts(previous);
   }
@@ -64,6 +64,10 @@ export abstract class ModelImports {
 
   get lineCount(): number {
     return this.lines.length;
+  }
+
+  protected get lines(): string[] {
+    return (this.splitLines ??= this.text.split('\n'));
   }
 
   // ---------------------------------------------------------------- indexing
@@ -149,14 +153,15 @@ export abstract class ModelImports {
     // Nodes inside an ERROR are tree-sitter's best guess (a `def f(:` can come out as a call
     // `f(...)`); they are not linted and not indexed.
     const broken = new Set<SyntaxNode>();
-    const walk = function* (): Generator<SyntaxNode> {
-      yield top;
-      yield* descendants(top);
-    };
-    for (const node of walk()) {
+    // `valueReferenceNames`' keyword-argument values and attributes, gathered in the same walk (ERROR subtrees too).
+    const valueNodes: SyntaxNode[] = [];
+    const nodes = descendants(top);
+    for (let i = -1; i < nodes.length; i++) {
+      const node = i < 0 ? top : nodes[i];
       const parent = node.parent as SyntaxNode;
       node.scope = undefined;
-      if (node.type === 'ERROR' || broken.has(parent)) {
+      if (i >= 0 && (node.type === 'attribute' || (node.type === 'identifier' && node.field === 'value' && parent.type === 'keyword_argument'))) valueNodes.push(node);
+      if (node.type === 'ERROR' || (broken.size > 0 && broken.has(parent))) {
         broken.add(node);
         continue;
       }
@@ -243,6 +248,7 @@ export abstract class ModelImports {
           break;
       }
     }
+    chunk.valueRefs = this.valueRefsOf(chunk, valueNodes);
     return chunk;
   }
 
@@ -266,7 +272,7 @@ export abstract class ModelImports {
       const callee = this.callee(call);
       if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) out.add(`site:${lastName(this.src(callee))}`);
     }
-    for (const r of (chunk.valueRefs ??= this.valueRefsOf(chunk))) out.add(`ref:${r.name}`);
+    for (const r of this.valueReferenceNamesIn(chunk)) out.add(`ref:${r.name}`);
     for (const n of [top, ...descendants(top)]) {
       if (n.type === 'attribute') {
         const a = child(n, 'attribute');
@@ -394,25 +400,20 @@ export abstract class ModelImports {
 
   /** `valueReferenceNames` of one statement, computed once per statement. */
   valueReferenceNamesIn(chunk: ChunkIndex): readonly { name: string; node: SyntaxNode }[] {
-    return (chunk.valueRefs ??= this.valueRefsOf(chunk));
+    return (chunk.valueRefs ??= this.valueRefsOf(chunk, descendants(chunk.node).filter((n) => n.type === 'attribute' || (n.type === 'identifier' && n.field === 'value' && n.parent?.type === 'keyword_argument'))));
   }
 
-  private valueRefsOf(chunk: ChunkIndex): { name: string; node: SyntaxNode }[] {
+  /** `valueReferenceNamesIn`, from the statement's references and its attributes and keyword-argument identifiers (`candidates`, in document order). */
+  private valueRefsOf(chunk: ChunkIndex, candidates: readonly SyntaxNode[]): { name: string; node: SyntaxNode }[] {
     const out: { name: string; node: SyntaxNode }[] = [];
-    const stored = (n: SyntaxNode): boolean => {
-      for (let a: SyntaxNode | null = n, p = n.parent; p; a = p, p = p.parent) {
-        if ((p.type === 'assignment' || p.type === 'augmented_assignment' || p.type === 'for_statement' || p.type === 'for_in_clause') && a.field === 'left') return true;
-        if (/^(import_statement|import_from_statement|future_import_statement|parameters|lambda_parameters|global_statement|nonlocal_statement|as_pattern_target|aliased_import)$/.test(p.type)) return true;
-        if (p.type === 'as_pattern' && a.field === 'alias') return true;
-        if (!/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|parenthesized_expression|dotted_name|default_parameter|typed_parameter|typed_default_parameter)$/.test(p.type)) return false;
-      }
-      return false;
-    };
-    for (const id of chunk.references) if (!stored(id)) out.push({ name: this.src(id), node: id });
-    for (const n of descendants(chunk.node)) {
+    for (const id of chunk.references) if (!isStored(id)) out.push({ name: this.src(id), node: id });
+    for (const n of candidates) {
       // `forward_fn=predict`: the index of references leaves keyword arguments out.
-      if (n.type === 'identifier' && n.parent?.type === 'keyword_argument' && n.field === 'value') out.push({ name: this.src(n), node: n });
-      if (n.type !== 'attribute' || n.field === 'function' || n.parent?.type === 'attribute' || stored(n)) continue;
+      if (n.type === 'identifier') {
+        out.push({ name: this.src(n), node: n });
+        continue;
+      }
+      if (n.field === 'function' || n.parent?.type === 'attribute' || isStored(n)) continue;
       const a = child(n, 'attribute');
       if (a) out.push({ name: this.src(a), node: n });
     }
@@ -571,6 +572,23 @@ export abstract class ModelImports {
   abstract callee(call: SyntaxNode): SyntaxNode | undefined;
   protected abstract setsAttributeToNone(b: Binding): boolean;
   protected abstract constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined;
+}
+
+/** Parents under which a node is bound, imported or declared, not read (`valueRefsOf`). */
+const storingParents = new Set(['import_statement', 'import_from_statement', 'future_import_statement', 'parameters', 'lambda_parameters', 'global_statement', 'nonlocal_statement', 'as_pattern_target', 'aliased_import']);
+/** Parents through which a target is looked for further up (`a, (b, c) = …`, `def f(x=…)`). */
+const targetParents = new Set(['pattern_list', 'tuple_pattern', 'list_pattern', 'tuple', 'list', 'list_splat_pattern', 'parenthesized_expression', 'dotted_name', 'default_parameter', 'typed_parameter', 'typed_default_parameter']);
+
+/** Whether the node is a name being bound (an assignment or loop target, an import, a parameter…) rather than read. */
+function isStored(n: SyntaxNode): boolean {
+  for (let a: SyntaxNode = n, p = n.parent; p; a = p, p = p.parent) {
+    const type = p.type;
+    if ((type === 'assignment' || type === 'augmented_assignment' || type === 'for_statement' || type === 'for_in_clause') && a.field === 'left') return true;
+    if (storingParents.has(type)) return true;
+    if (type === 'as_pattern' && a.field === 'alias') return true;
+    if (!targetParents.has(type)) return false;
+  }
+  return false;
 }
 
 /** Notes a batch of stale keys in the log. */

@@ -12,6 +12,7 @@ import { repoRoot } from '../../paths';
 import { createLinter, Linter } from '../../../src/lint/linter';
 import { Workspace } from '../../../src/lint/workspace';
 import { FileModel } from '../../../src/lint/model';
+import * as syntaxModule from '../../../src/lint/syntax';
 import { lintFixtures, readFixtures } from './corpus';
 import { mulberry32 } from '../../../src/common/random';
 
@@ -376,6 +377,32 @@ describe('incremental re-analysis', function () {
     incremental.removeFile(path);
     fresh.removeFile(path);
     assert.equal(listed, 0);
+  });
+
+  it('does not list every node of the file when re-linting after an edit (the indentation unit is found near the top)', () => {
+    const text = `import torch\n\n\n${Array.from({ length: 300 }, (_, i) => `def step_${i}(model, x):\n    return model(x) + ${i}\n`).join('\n\n')}`;
+    const path = '/incremental/nodes.py';
+    incremental.lintFile(path, text);
+    // The module's exports object: compiled callers read `descendants` from it at each call.
+    const exported = syntaxModule as { descendants: typeof syntaxModule.descendants };
+    const descendants = exported.descendants;
+    let wholeFile = 0;
+    exported.descendants = (node, skip) => {
+      if (node.type === 'module') wholeFile++;
+      return descendants(node, skip);
+    };
+    const edited = text.replace('model(x) + 150', 'model(x) + 151');
+    let found: ReturnType<Linter['lintFile']>;
+    try {
+      found = incremental.lintFile(path, edited);
+    } finally {
+      exported.descendants = descendants;
+    }
+    fresh.removeFile(path);
+    assert.deepEqual(found, fresh.lintFile(path, edited));
+    incremental.removeFile(path);
+    fresh.removeFile(path);
+    assert.equal(wholeFile, 0);
   });
 
   it('equals a fresh analysis when another file of the workspace changes', () => {

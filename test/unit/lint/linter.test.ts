@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLinter, type Linter } from '../../../src/lint/linter';
+import { createLinter, defaultLimits, oversize, oversizeAfterEdit, type Linter } from '../../../src/lint/linter';
 import { locateWasm } from '../../../src/lint/parser';
 import { repoRoot } from '../../paths';
 import { keyOf, lintFixtures, readFixtures } from './corpus';
@@ -206,6 +206,38 @@ describe('Linter size limits and ranges', () => {
       l.setLimits({ maxChars: 8000 });
       assert.equal(l.lintFile('/big.py', hazard).length, 1);
       assert.deepEqual(errors, []);
+    } finally {
+      l.dispose();
+    }
+  });
+
+  it('skips a file an edit makes too long in a line or too deeply indented, reading only the edited lines, with the whole-text check\'s reason', async () => {
+    const limits = { ...defaultLimits, maxLineChars: 60 };
+    const r = mulberry32(23);
+    const pieces = ['x', '\n', '\t', ' '.repeat(30), '\t'.repeat(13), `\n${' '.repeat(101)}y`, 'z'.repeat(70), '    ', '\r\n'];
+    let text = readFixtures(join(lintFixtures, 'bad'), (n) => !n.endsWith('.fixed.py')).slice(0, 6).map((f) => f.text.replace(/^.{61,}$/gm, '')).join('\n');
+    let checked = 0;
+    for (let i = 0; i < 400; i++) {
+      const at = Math.floor(r() * (text.length + 1));
+      const next = r() < 0.6 ? text.slice(0, at) + pieces[Math.floor(r() * pieces.length)] + text.slice(at) : text.slice(0, at) + text.slice(at + 1 + Math.floor(r() * 80));
+      const whole = oversize(next, limits);
+      assert.equal(oversizeAfterEdit(text, next, limits).why, whole, `edit ${i + 1}`);
+      checked++;
+      // Only from a text within the limits and without deep indentation, as the linter asks it.
+      if (whole === undefined && !/(?:^|\n)(?:[ \f]{101}|(?:[ \f]*\t){13})/.test(next)) text = next;
+    }
+    assert.equal(checked, 400);
+    const l = await createLinter({ incremental: true, limits: { maxLineChars: 300 } });
+    try {
+      assert.equal(l.lintFile('/edited.py', hazard).length, 1);
+      const long = hazard.replace('import torch', `import torch${' '.repeat(300)}`);
+      assert.deepEqual(l.lintFile('/edited.py', long), []);
+      assert.match(l.skipReason('/edited.py') ?? '', /^line 1 has 312 characters, over the limit of 300 per line/);
+      assert.equal(l.lintFile('/edited.py', hazard).length, 1);
+      const deep = `${hazard}${Array.from({ length: 102 }, (_, i) => `${'\t'.repeat(i)}if x:\n`).join('')}${'\t'.repeat(102)}pass\n`;
+      assert.equal(l.lintFile('/edited.py', `${hazard}x = 1\n`).length, 1);
+      assert.deepEqual(l.lintFile('/edited.py', deep), []);
+      assert.match(l.skipReason('/edited.py') ?? '', /is indented more than 100 levels deep/);
     } finally {
       l.dispose();
     }
