@@ -47,8 +47,21 @@ function nearestBefore(list: readonly Binding[], order: number): Binding | undef
   return sorted[i];
 }
 
-/** `callFact`s being computed (a cycle guard), and how many cycles were cut so far. */
-const callFacts = { asking: new WeakMap<SyntaxNode, Set<string>>(), cycles: 0 };
+/**
+ * `callFact`s being computed (a cycle guard: the calls and keys in progress, innermost last; as
+ * deep as the facts nest, so a scan costs less than a map of sets made and dropped per
+ * question), and how many cycles were cut so far.
+ */
+const callFacts = { calls: [] as SyntaxNode[], keys: [] as string[], cycles: 0 };
+
+/** The deps of a fact in progress (`nodeMemo`, `memo`): none to replay, but set, so that a cycle sees the answer as made. */
+const inProgress: ReadonlySet<string> = new Set<string>();
+
+/** A per-version fact of a node or function (`nodeMemo`): its value and the lookups it made. */
+interface VersionFact {
+  v: unknown;
+  deps: ReadonlySet<string> | undefined;
+}
 
 /** A `cyclicFact` in progress: its place in Tarjan's search, and what its `compute` gave. */
 interface PendingFact {
@@ -365,7 +378,7 @@ export abstract class ModelScopes extends ModelImports {
       components.pending.get(m.fn)?.delete(m.family);
       const model = m.fn.model as unknown as ModelScopes;
       if (m.persisted) model.keepFact(m.fn, m.family, value, r.deps ?? new Set());
-      else model.factsCache.set(`cyclic:${m.family}:${m.fn.node.order}`, { v: value, deps: r.deps });
+      else model.keepVersionFact(m.fn, m.family, { v: value, deps: r.deps });
     }
     return value;
   }
@@ -414,11 +427,11 @@ export abstract class ModelScopes extends ModelImports {
    * cannot see themselves in a cycle.
    */
   callFact<T>(call: SyntaxNode, key: string, compute: () => T): T | undefined {
-    if (!recordingNow()) return this.fact(`${key}:${call.order}`, compute);
+    if (!recordingNow()) return this.nodeMemo<T | undefined>(call, key, compute);
     let top = call;
     while (top.parent?.parent) top = top.parent;
     const chunk = this.chunks.get(top);
-    if (!chunk) return this.fact(`${key}:${call.order}`, compute);
+    if (!chunk) return this.nodeMemo<T | undefined>(call, key, compute);
     const hit = this.stillValid(chunk.kept?.get(call)?.get(key));
     if (hit) {
       replay(hit.deps);
@@ -426,20 +439,23 @@ export abstract class ModelScopes extends ModelImports {
     }
     // A fact that asks itself (through other calls' facts) gets the per-version memo's answer
     // to a cycle (undefined), and what was computed while a cycle was cut is not kept.
-    if (callFacts.asking.get(call)?.has(key)) {
-      callFacts.cycles++;
-      return undefined;
+    const { calls, keys } = callFacts;
+    for (let i = calls.length - 1; i >= 0; i--) {
+      if (calls[i] === call && keys[i] === key) {
+        callFacts.cycles++;
+        return undefined;
+      }
     }
-    let asking = callFacts.asking.get(call);
-    if (!asking) callFacts.asking.set(call, (asking = new Set()));
-    asking.add(key);
+    const depth = calls.length;
+    calls.push(call);
+    keys.push(key);
     const cyclesBefore = callFacts.cycles;
     let r: { value: T; deps: Set<string> | undefined };
     try {
       r = recorded(compute);
     } finally {
-      asking.delete(key);
-      if (asking.size === 0) callFacts.asking.delete(call);
+      calls.length = depth;
+      keys.length = depth;
     }
     if (callFacts.cycles !== cyclesBefore) return r.value;
     chunk.kept ??= new Map();
@@ -450,10 +466,45 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   /** A `cyclicFact` computed for this file version outside a recording. */
-  private versionFact(fn: FunctionInfo, family: string): { v: unknown; deps: Set<string> | undefined } | undefined {
+  private versionFact(fn: FunctionInfo, family: string): VersionFact | undefined {
     this.freshCaches();
-    return this.factsCache.get(`cyclic:${family}:${fn.node.order}`);
+    return this.cyclicFacts?.get(fn)?.get(family);
   }
+
+  /** Keeps a `cyclicFact` for this file version (`versionFact`). */
+  private keepVersionFact(fn: FunctionInfo, family: string, fact: VersionFact): void {
+    this.cyclicFacts ??= new Map();
+    let facts = this.cyclicFacts.get(fn);
+    if (!facts) this.cyclicFacts.set(fn, (facts = new Map()));
+    facts.set(family, fact);
+  }
+
+  /**
+   * `memo` for a fact of one node or function, by the node and a literal family name: the
+   * questions asked per call or per block (`callFact` outside a recording, `togglesIn`) would
+   * otherwise build a string key each time they are asked.
+   */
+  protected nodeMemo<T>(node: object, family: string, compute: () => T): T {
+    this.freshCaches();
+    this.nodeFacts ??= new Map();
+    let facts = this.nodeFacts.get(node);
+    const hit = facts?.get(family);
+    // As `memo`: a fact computed outside any recording is computed again inside one.
+    if (hit && (hit.deps || !recordingNow())) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    if (!facts) this.nodeFacts.set(node, (facts = new Map()));
+    // A cycle sees the in-progress answer (undefined) and stops.
+    facts.set(family, { v: undefined, deps: inProgress });
+    const r = recorded(compute);
+    facts.set(family, { v: r.value, deps: r.deps });
+    return r.value;
+  }
+
+  /** This version's `cyclicFact`s outside a recording, and `nodeMemo`'s facts: per file version, like `factsCache`. */
+  private cyclicFacts: Map<FunctionInfo, Map<string, VersionFact>> | undefined;
+  private nodeFacts: Map<object, Map<string, VersionFact>> | undefined;
 
   /**
    * Drops the kept facts (`functionFact`, `cyclicFact`) that made a lookup of one of `keys`, or
@@ -499,6 +550,8 @@ export abstract class ModelScopes extends ModelImports {
     if (this.factsGeneration === this.facts.generation) return;
     this.factsCache = new Map();
     this.sharedCache = new Map();
+    this.cyclicFacts = undefined;
+    this.nodeFacts = undefined;
     this.factsGeneration = this.facts.generation;
   }
 
