@@ -162,7 +162,7 @@ export abstract class ModelGuards extends ModelScopes {
         return out;
       });
     }
-    return this.nodeMemo(block, 'toggles', () => this.togglesOf(block.children));
+    return this.nodeMemo(block, 'toggles', () => this.togglesOf(block.children)) ?? [];
   }
 
   protected togglesOfStatement(top: SyntaxNode): ('off' | 'on')[] {

@@ -5,7 +5,7 @@
 import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
 import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { ScopeFlow, statementsOf } from './flow';
-import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
+import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData, trackKey } from './types';
 import { checkStale, logStale, ModelImports } from './imports';
 
 /**
@@ -143,7 +143,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   binding(key: string, at: SyntaxNode): Binding | undefined {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     const own = data.bindings.get(key);
     // With one binding the flow gives the same answer as the scan below: it, whether it reaches or not.
@@ -158,7 +158,7 @@ export abstract class ModelScopes extends ModelImports {
     const pick = (list: Binding[] | undefined): Binding | undefined => (list?.length ? (nearestBefore(list, at.order) ?? list[list.length - 1]) : undefined);
     const found = pick(own);
     if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
-    track(`root:${key}`);
+    trackKey('root:', key);
     return pick(this.scopeData(this.root).bindings.get(key));
   }
 
@@ -169,7 +169,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   reachingDefs(key: string, at: SyntaxNode): Reaching | undefined {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     if (!data.bindings.get(key)?.length) return undefined;
     return this.flowOf(scope, data).reaching(key, at);
@@ -182,7 +182,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   carriedAcross(key: string, at: SyntaxNode, loop: SyntaxNode): boolean {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     if (!data.bindings.get(key)?.length) return true;
     return this.flowOf(scope, data).carriedAcross(key, at, loop);
@@ -200,7 +200,7 @@ export abstract class ModelScopes extends ModelImports {
    * changed (`signatureOf`).
    */
   bindingAnywhere(key: string): Binding | undefined {
-    track(`any:${key}`);
+    trackKey('any:', key);
     return lastBindingIn(this.scopesBinding(key), key);
   }
 
@@ -232,7 +232,7 @@ export abstract class ModelScopes extends ModelImports {
   /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
   attributeSetToNone(key: string): boolean {
     // Only a statement that sets an attribute to None answers this (`exportsOf`).
-    track(`none:${key}`);
+    trackKey('none:', key);
     for (const data of this.scopesBinding(key)) {
       if ((data.bindings.get(key) ?? []).some((b) => this.setsAttributeToNone(b))) return true;
     }
@@ -240,7 +240,7 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     return this.scopeData(scope).bindings.get(key) ?? [];
   }
 
@@ -269,12 +269,12 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   isParam(scope: SyntaxNode, name: string): boolean {
-    if (scope === this.root) track(`root:${name}`);
+    if (scope === this.root) trackKey('root:', name);
     return this.scopeData(scope).params.has(name);
   }
 
   isGlobalIn(scope: SyntaxNode, name: string): boolean {
-    if (scope === this.root) track(`root:${name}`);
+    if (scope === this.root) trackKey('root:', name);
     return this.scopeData(scope).globals.has(name);
   }
 
@@ -480,11 +480,12 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   /**
-   * `memo` for a fact of one node or function, by the node and a literal family name: the
-   * questions asked per call or per block (`callFact` outside a recording, `togglesIn`) would
-   * otherwise build a string key each time they are asked.
+   * A fact of one node or function per file version, like `fact` (undefined while it is being
+   * computed: a cycle), by the node and a literal family name: the questions asked per call or
+   * per block (`callFact` outside a recording, `togglesIn`, `siteStatus`) would otherwise build
+   * a string key each time they are asked.
    */
-  protected nodeMemo<T>(node: object, family: string, compute: () => T): T {
+  nodeMemo<T>(node: object, family: string, compute: () => T): T | undefined {
     this.freshCaches();
     this.nodeFacts ??= new Map();
     let facts = this.nodeFacts.get(node);

@@ -3,6 +3,7 @@
  * a FunctionInfo, ClassInfo or CallSite is the whole FileModel: ../model.ts adds that field by
  * declaration merging, so this module does not import the class that imports it.
  */
+import { recordingNow, track } from '../deps';
 import { contains, type SyntaxNode } from '../syntax';
 
 export interface FunctionInfo {
@@ -246,4 +247,12 @@ export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boole
 export function lastName(text: string): string {
   const i = text.lastIndexOf('.');
   return i === -1 ? text : text.slice(i + 1);
+}
+
+/**
+ * Records the lookup key `prefix + name` (deps.ts `track`) when a recording is under way: the
+ * one-shot linter records nothing, and would otherwise build a key string per question.
+ */
+export function trackKey(prefix: string, name: string): void {
+  if (recordingNow()) track(prefix + name);
 }
