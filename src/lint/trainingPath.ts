@@ -115,6 +115,11 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
  * or `obj.f()` for a module's function (only `module.f()` can), a bare `f()` for a method.
  */
 export function sitesOf(fn: FunctionInfo): CallSite[] {
+  // Once per function and file version, like `callSitesOf`: the list is shared, not to be changed.
+  return fn.model.nodeMemo(fn, 'sitesOf', () => sitesNaming(fn)) ?? sitesNaming(fn);
+}
+
+function sitesNaming(fn: FunctionInfo): CallSite[] {
   return callSitesOf(fn).filter((s) => {
     const callee = s.model.callee(s.call);
     if (fn.cls) return callee?.type === 'attribute';

@@ -54,20 +54,27 @@ export abstract class ModelModels extends ModelGuards {
       const models: string[] = [];
       const losses: string[] = [];
       const remotes: string[] = [];
+      // Every call and binding of the file passes here once per version: no `methodCall` object or entry pair made per call or name.
       for (const call of chunk?.calls ?? []) {
-        const mc = this.methodCall(call);
-        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.push(this.src(mc.receiver));
+        const f = child(call, 'function');
+        const callee = f && unparen(f);
+        if (callee?.type !== 'attribute') continue;
+        const attr = child(callee, 'attribute');
+        const receiver = attr && child(callee, 'object');
+        if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) models.push(this.src(receiver));
       }
-      for (const data of chunk ? [chunk.root, ...chunk.scopes.values()] : []) {
-        for (const [key, list] of data.bindings) {
-          for (const b of list) {
-            if (!b.value) continue;
-            const kind = this.constructs(b.value);
-            if (kind === 'model') models.push(key);
-            else if (kind === 'loss') losses.push(key);
-          }
-          if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
+      const scan = (list: Binding[], key: string): void => {
+        for (const b of list) {
+          if (!b.value) continue;
+          const kind = this.constructs(b.value);
+          if (kind === 'model') models.push(key);
+          else if (kind === 'loss') losses.push(key);
         }
+        if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
+      };
+      if (chunk) {
+        chunk.root.bindings.forEach(scan);
+        for (const data of chunk.scopes.values()) data.bindings.forEach(scan);
       }
       return { models, losses, remotes, toggles: this.togglesOfStatement(top) };
     });

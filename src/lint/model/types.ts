@@ -221,6 +221,11 @@ export const optimizerLike = /optim|(^|\.)opt$|scaler/i;
  * file or in files that import that name (two scripts may each define `evaluate`).
  */
 export function callSitesOf(fn: FunctionInfo): CallSite[] {
+  // Once per function and file version (every rule and `sitesOf` asks, for each function of a name): the list is shared, not to be changed.
+  return fn.model.nodeMemo(fn, 'callSitesOf', () => sitesCalling(fn)) ?? sitesCalling(fn);
+}
+
+function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
     if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
     if (s.model.callee(s.call)?.type === 'attribute') return true;
