@@ -487,7 +487,7 @@ export abstract class ModelScopes extends ModelImports {
   private keepVersionFact(fn: FunctionInfo, family: string, fact: VersionFact): void {
     this.cyclicFacts ??= new Map();
     let facts = this.cyclicFacts.get(fn);
-    if (!facts) this.cyclicFacts.set(fn, (facts = new Map()));
+    if (!facts) this.cyclicFacts.set(fn, (facts = new Map<string, VersionFact>()));
     facts.set(family, fact);
   }
 
@@ -507,7 +507,7 @@ export abstract class ModelScopes extends ModelImports {
       replay(hit.deps);
       return hit.v as T;
     }
-    if (!facts) this.nodeFacts.set(node, (facts = new Map()));
+    if (!facts) this.nodeFacts.set(node, (facts = new Map<string, VersionFact>()));
     // A cycle sees the in-progress answer (undefined) and stops.
     facts.set(family, { v: undefined, deps: inProgress });
     const r = recorded(compute);
