@@ -10,9 +10,8 @@
  */
 import { callSitesOf, type CallSite, type FileModel, type FunctionInfo } from './model';
 import { ancestors, baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, type SyntaxNode } from './syntax';
-import { optimizerLike } from './model/types';
+import { optimizerLike, trackKey } from './model/types';
 import { calleesOf } from './model/summaries';
-import { track } from './deps';
 
 /** 'train': some caller's computation reaches a backward pass; 'unknown': callers unknown (a callback, a property); 'eval': every caller is known and evaluates. */
 export type PathStatus = 'eval' | 'train' | 'unknown';
@@ -116,6 +115,11 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
  * or `obj.f()` for a module's function (only `module.f()` can), a bare `f()` for a method.
  */
 export function sitesOf(fn: FunctionInfo): CallSite[] {
+  // Once per function and file version, like `callSitesOf`: the list is shared, not to be changed.
+  return fn.model.nodeMemo(fn, 'sitesOf', () => sitesNaming(fn)) ?? sitesNaming(fn);
+}
+
+function sitesNaming(fn: FunctionInfo): CallSite[] {
   return callSitesOf(fn).filter((s) => {
     const callee = s.model.callee(s.call);
     if (fn.cls) return callee?.type === 'attribute';
@@ -127,6 +131,17 @@ export function sitesOf(fn: FunctionInfo): CallSite[] {
 
 /** Is the computation of this call on a training path? */
 export function siteStatus(site: CallSite): PathStatus {
+  // Every function of the call's name asks about each of its sites (`sitesOf`): what the site
+  // itself shows is found once per call and file version, the callers' status (a fact of a
+  // cycle, `cyclicFact`) asked each time.
+  const local = site.model.nodeMemo(site.call, 'siteStatus', () => localStatus(site)) ?? localStatus(site);
+  if (local !== 'caller') return local;
+  const caller = site.model.functionOf(site.call);
+  return caller ? functionStatus(caller) : 'eval';
+}
+
+/** `siteStatus` as far as the site shows it; 'caller': as its caller's status. */
+function localStatus(site: CallSite): PathStatus | 'caller' {
   const { model, call } = site;
   const state = model.gradState(call);
   if (state === 'off') return 'eval';
@@ -142,9 +157,9 @@ export function siteStatus(site: CallSite): PathStatus {
     if (feedsBackward(model, call)) return 'train';
     if (resolveCallee(model, call).some((f) => storesWhatBackwardReads(f, model, call))) return 'train';
     // At module level nothing is returned to a caller: no need to follow the value.
-    return caller && returnsFrom(model, call, scopeNode) ? functionStatus(caller) : 'eval';
+    return caller && returnsFrom(model, call, scopeNode) ? 'caller' : 'eval';
   }
-  return caller ? functionStatus(caller) : 'eval';
+  return caller ? 'caller' : 'eval';
 }
 
 /**
@@ -501,7 +516,7 @@ function tensorUsesIn(model: FileModel, body: SyntaxNode): Map<string, number> {
  */
 export function meterUsesAsTensor(model: FileModel, cls: string, method: string, index: number): boolean {
   // Reads every method of the class: compared whole, not by method (`signatureOf`).
-  track(`cls:${cls}`);
+  trackKey('cls:', cls);
   for (const fn of model.facts.functionsNamed(method)) {
     if (fn.cls?.name !== cls || !fn.body) continue;
     const param = fn.params.slice(1)[index];

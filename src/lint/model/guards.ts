@@ -3,6 +3,59 @@ import { ancestors, child, descendants, namedChildren, unparen, type SyntaxNode 
 import { type Contribution, enableGradNames, type FunctionInfo, type GradState, inferenceModeNames, lastName, noGradNames, setGradNames, torchFamily } from './types';
 import { ModelScopes } from './scopes';
 
+/** The names of an attribute callee that may switch grad mode: `setGradNames`' last names (`set_grad_enabled`), `enter_context`. */
+const switchMethodNames = new Set([...[...setGradNames].map(lastName), 'enter_context']);
+
+/**
+ * The calls of a top-level statement that may switch grad mode (`togglesOf`), in document
+ * order: a call of a bare name (its alias may name `set_grad_enabled`), or of an attribute
+ * named `set_grad_enabled` or `enter_context`. Syntax only, so listed once per statement node
+ * (reused statements keep theirs across edits), where `togglesOf` walked each compound
+ * statement of each block asked about, again at each level of nesting.
+ */
+const switchCalls = new WeakMap<SyntaxNode, SyntaxNode[]>();
+
+function switchCallsOf(top: SyntaxNode, src: (n: SyntaxNode) => string): SyntaxNode[] {
+  let list = switchCalls.get(top);
+  if (!list) {
+    list = [];
+    for (const n of descendants(top)) {
+      if (n.type !== 'call') continue;
+      const f = child(n, 'function');
+      const callee = f && unparen(f);
+      if (callee?.type === 'identifier') list.push(n);
+      else if (callee?.type === 'attribute') {
+        const attr = child(callee, 'attribute');
+        if (attr && switchMethodNames.has(src(attr))) list.push(n);
+      }
+    }
+    switchCalls.set(top, list);
+  }
+  return list;
+}
+
+/** The calls under `stmt` (not in a function nested in it) that `switchCallsOf` lists: what `descendants(stmt, function_definition)` gives of them, in order. */
+function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string): SyntaxNode[] {
+  let top = stmt;
+  while (top.parent?.parent) top = top.parent;
+  const all = switchCallsOf(top, src);
+  if (all.length === 0) return all;
+  const start = stmt.start;
+  let lo = 0;
+  for (let hi = all.length; lo < hi; ) {
+    const mid = (lo + hi) >> 1;
+    if (all[mid].start < start) lo = mid + 1;
+    else hi = mid;
+  }
+  const out: SyntaxNode[] = [];
+  for (let i = lo; i < all.length && all[i].start <= stmt.end; i++) {
+    let p = all[i].parent;
+    while (p && p !== stmt && p.type !== 'function_definition') p = p.parent;
+    if (p === stmt) out.push(all[i]);
+  }
+  return out;
+}
+
 export abstract class ModelGuards extends ModelScopes {
   // ---------------------------------------------------------------- grad guards
 
@@ -109,7 +162,7 @@ export abstract class ModelGuards extends ModelScopes {
         return out;
       });
     }
-    return this.memo(`toggles:${block.order}`, () => this.togglesOf(block.children));
+    return this.nodeMemo(block, 'toggles', () => this.togglesOf(block.children)) ?? [];
   }
 
   protected togglesOfStatement(top: SyntaxNode): ('off' | 'on')[] {
@@ -121,7 +174,7 @@ export abstract class ModelGuards extends ModelScopes {
       const out: { start: number; state: 'off' | 'on' }[] = [];
       for (const s of statements) {
         if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
-        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : [...descendants(s, (n) => n.type === 'function_definition')];
+        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : switchCallsWithin(s, (n) => this.src(n));
         for (const c of calls) {
           if (c.type !== 'call') continue;
           const q = this.qualify(this.callee(c));

@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
-import { recordRoot, track } from '../deps';
+import { recordRoot } from '../deps';
 import { child, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily } from './types';
+import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 const factoryName = /^_*(load|create|build|get|make|init|initialize|setup|define|instantiate|construct|prepare|restore|new)_\w+$/i;
@@ -54,20 +54,27 @@ export abstract class ModelModels extends ModelGuards {
       const models: string[] = [];
       const losses: string[] = [];
       const remotes: string[] = [];
+      // Every call and binding of the file passes here once per version: no `methodCall` object or entry pair made per call or name.
       for (const call of chunk?.calls ?? []) {
-        const mc = this.methodCall(call);
-        if (mc && moduleOnlyMethods.has(mc.method) && (mc.receiver.type === 'identifier' || mc.receiver.type === 'attribute')) models.push(this.src(mc.receiver));
+        const f = child(call, 'function');
+        const callee = f && unparen(f);
+        if (callee?.type !== 'attribute') continue;
+        const attr = child(callee, 'attribute');
+        const receiver = attr && child(callee, 'object');
+        if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) models.push(this.src(receiver));
       }
-      for (const data of chunk ? [chunk.root, ...chunk.scopes.values()] : []) {
-        for (const [key, list] of data.bindings) {
-          for (const b of list) {
-            if (!b.value) continue;
-            const kind = this.constructs(b.value);
-            if (kind === 'model') models.push(key);
-            else if (kind === 'loss') losses.push(key);
-          }
-          if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
+      const scan = (list: Binding[], key: string): void => {
+        for (const b of list) {
+          if (!b.value) continue;
+          const kind = this.constructs(b.value);
+          if (kind === 'model') models.push(key);
+          else if (kind === 'loss') losses.push(key);
         }
+        if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
+      };
+      if (chunk) {
+        chunk.root.bindings.forEach(scan);
+        for (const data of chunk.scopes.values()) data.bindings.forEach(scan);
       }
       return { models, losses, remotes, toggles: this.togglesOfStatement(top) };
     });
@@ -143,17 +150,28 @@ export abstract class ModelModels extends ModelGuards {
     }
     // `def evaluate(Model, envs): model = Model(envs)`: a class passed in; calling it builds the module.
     if (expr.type === 'identifier' && /^[A-Z]/.test(text) && this.isParam(this.scopeOf(at), text) && this.bindingsIn(this.scopeOf(at), text).length === 0) return false;
-    track(`mt:${text}`);
+    trackKey('mt:', text);
+    // From here the answer depends on the text alone (its qualified name too: an identifier's or
+    // attribute's text parses the same wherever it is), so once per text and file version.
+    const known = this.shared('modelTexts', () => new Map<string, boolean>());
+    let answer = known.get(text);
+    if (answer === undefined) known.set(text, (answer = this.namesModel(text, expr)));
+    return answer;
+  }
+
+  /** `isModelExpr` for a name or attribute by its text: bound to a model in the file, or named like one. */
+  private namesModel(text: string, expr: SyntaxNode): boolean {
     const { models, losses, remotes } = this.moduleTexts;
     // A name bound anywhere in the file to a RemoteModule.
     if (remotes.has(text)) return false;
-    if (losses.has(text) || lossNamePattern.test(lastName(text))) return false;
+    const last = lastName(text);
+    if (losses.has(text) || lossNamePattern.test(last)) return false;
     if (models.has(text)) return true;
     // `load_model(path)`, `create_model(cfg)`: a factory that returns a model; calling it runs no forward.
-    if (factoryName.test(lastName(text))) return false;
+    if (factoryName.test(last)) return false;
     const q = this.qualify(expr) ?? text;
     if (torchFamily.test(q)) return false;
-    return modelNamePattern.test(lastName(text)) && !buildsByName(lastName(text));
+    return modelNamePattern.test(last) && !buildsByName(last);
   }
 
   /**
@@ -165,7 +183,7 @@ export abstract class ModelModels extends ModelGuards {
     const name = lastName(text);
     if (!/^[A-Z]/.test(name)) return false;
     if (expr.type === 'identifier' && this.binding(text, at)) return false;
-    track(`cls:${name}`);
+    trackKey('cls:', name);
     return this.definesClass(name) || this.facts.isModuleClass(name);
   }
 
@@ -178,7 +196,7 @@ export abstract class ModelModels extends ModelGuards {
     if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
     const text = this.src(expr);
     if (text === 'self') return this.isModelExpr(expr, at);
-    track(`mt:${text}`);
+    trackKey('mt:', text);
     const { models, losses } = this.moduleTexts;
     return models.has(text) && !losses.has(text);
   }
@@ -208,7 +226,7 @@ export abstract class ModelModels extends ModelGuards {
 
   /** The `torch.nn` class a name is bound to anywhere in the file (`self.rnn = nn.LSTM(...)` -> `torch.nn.LSTM`). */
   constructedClass(text: string): string | undefined {
-    track(`ctor:${text}`);
+    trackKey('ctor:', text);
     return this.constructedIn(this.scopesBinding(text), text);
   }
 
@@ -227,7 +245,7 @@ export abstract class ModelModels extends ModelGuards {
   isLossExpr(expr: SyntaxNode): boolean {
     if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
     const text = this.src(expr);
-    track(`mt:${text}`);
+    trackKey('mt:', text);
     return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
   }
 

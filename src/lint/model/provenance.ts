@@ -4,7 +4,7 @@
  */
 import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData } from './types';
+import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, trackKey } from './types';
 import { ModelModels } from './models';
 import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
@@ -254,7 +254,7 @@ export abstract class ModelProvenance extends ModelModels {
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));
     if (name === 'forward' || name === '__call__') return false;
-    track(`fn:${name}`);
+    trackKey('fn:', name);
     const fns = [...this.functionsHere(name), ...this.facts.functionsNamed(name)];
     return fns.some((f) => f.model.hasTrainingSignal(f.node));
   }

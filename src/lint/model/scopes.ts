@@ -3,9 +3,9 @@
  * calls and their arguments, bindings per scope, and the caches of facts derived from them.
  */
 import { recorded, recordingNow, replay, track, unrecorded } from '../deps';
-import { child, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { child, unparen, type SyntaxNode } from '../syntax';
 import { ScopeFlow, statementsOf } from './flow';
-import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData } from './types';
+import { type Binding, type Flow, type FunctionInfo, type KeptFact, lastBindingIn, type Reaching, type ScopeData, trackKey } from './types';
 import { checkStale, logStale, ModelImports } from './imports';
 
 /**
@@ -47,8 +47,26 @@ function nearestBefore(list: readonly Binding[], order: number): Binding | undef
   return sorted[i];
 }
 
-/** `callFact`s being computed (a cycle guard), and how many cycles were cut so far. */
-const callFacts = { asking: new WeakMap<SyntaxNode, Set<string>>(), cycles: 0 };
+/** The binding of the list nearest before `order` (`nearestBefore`), else its last; undefined for none. */
+function nearestOrLast(list: readonly Binding[] | undefined, order: number): Binding | undefined {
+  return list?.length ? (nearestBefore(list, order) ?? list[list.length - 1]) : undefined;
+}
+
+/**
+ * `callFact`s being computed (a cycle guard: the calls and keys in progress, innermost last; as
+ * deep as the facts nest, so a scan costs less than a map of sets made and dropped per
+ * question), and how many cycles were cut so far.
+ */
+const callFacts = { calls: [] as SyntaxNode[], keys: [] as string[], cycles: 0 };
+
+/** The deps of a fact in progress (`nodeMemo`, `memo`): none to replay, but set, so that a cycle sees the answer as made. */
+const inProgress: ReadonlySet<string> = new Set<string>();
+
+/** A per-version fact of a node or function (`nodeMemo`): its value and the lookups it made. */
+interface VersionFact {
+  v: unknown;
+  deps: ReadonlySet<string> | undefined;
+}
 
 /** A `cyclicFact` in progress: its place in Tarjan's search, and what its `compute` gave. */
 interface PendingFact {
@@ -94,16 +112,24 @@ export abstract class ModelScopes extends ModelImports {
   positionalArgs(call: SyntaxNode): SyntaxNode[] {
     const args = child(call, 'arguments');
     if (!args || args.type !== 'argument_list') return [];
-    return namedChildren(args).filter((a) => a.type !== 'keyword_argument' && a.type !== 'dictionary_splat' && a.type !== 'list_splat');
+    // `namedChildren` less keywords and splats, in one pass (asked for most calls, many times).
+    const out: SyntaxNode[] = [];
+    for (const a of args.children) {
+      if (!a.named) continue;
+      const t = a.type;
+      if (t !== 'comment' && t !== 'line_continuation' && t !== 'keyword_argument' && t !== 'dictionary_splat' && t !== 'list_splat') out.push(a);
+    }
+    return out;
   }
 
   keywordArg(call: SyntaxNode, name: string): SyntaxNode | undefined {
     const args = child(call, 'arguments');
     if (!args) return undefined;
-    for (const a of namedChildren(args)) {
-      if (a.type === 'keyword_argument') {
+    for (const a of args.children) {
+      if (a.type === 'keyword_argument' && a.named) {
         const k = child(a, 'name');
-        if (k && this.src(k) === name) return child(a, 'value');
+        // Its text compared in place: no copy of each keyword's name.
+        if (k && k.end - k.start === name.length && this.text.startsWith(name, k.start)) return child(a, 'value');
       }
     }
     return undefined;
@@ -130,7 +156,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   binding(key: string, at: SyntaxNode): Binding | undefined {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     const own = data.bindings.get(key);
     // With one binding the flow gives the same answer as the scan below: it, whether it reaches or not.
@@ -142,11 +168,10 @@ export abstract class ModelScopes extends ModelImports {
         return best ?? defs[defs.length - 1];
       }
     }
-    const pick = (list: Binding[] | undefined): Binding | undefined => (list?.length ? (nearestBefore(list, at.order) ?? list[list.length - 1]) : undefined);
-    const found = pick(own);
+    const found = nearestOrLast(own, at.order);
     if (found || scope === this.root || this.scopeData(scope).params.has(key)) return found;
-    track(`root:${key}`);
-    return pick(this.scopeData(this.root).bindings.get(key));
+    trackKey('root:', key);
+    return nearestOrLast(this.scopeData(this.root).bindings.get(key), at.order);
   }
 
   /**
@@ -156,7 +181,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   reachingDefs(key: string, at: SyntaxNode): Reaching | undefined {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     if (!data.bindings.get(key)?.length) return undefined;
     return this.flowOf(scope, data).reaching(key, at);
@@ -169,7 +194,7 @@ export abstract class ModelScopes extends ModelImports {
    */
   carriedAcross(key: string, at: SyntaxNode, loop: SyntaxNode): boolean {
     const scope = this.scopeOf(at);
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     const data = this.scopeData(scope);
     if (!data.bindings.get(key)?.length) return true;
     return this.flowOf(scope, data).carriedAcross(key, at, loop);
@@ -187,7 +212,7 @@ export abstract class ModelScopes extends ModelImports {
    * changed (`signatureOf`).
    */
   bindingAnywhere(key: string): Binding | undefined {
-    track(`any:${key}`);
+    trackKey('any:', key);
     return lastBindingIn(this.scopesBinding(key), key);
   }
 
@@ -219,7 +244,7 @@ export abstract class ModelScopes extends ModelImports {
   /** Is the attribute `key` (`self.hidden`) assigned `None` anywhere in the file? */
   attributeSetToNone(key: string): boolean {
     // Only a statement that sets an attribute to None answers this (`exportsOf`).
-    track(`none:${key}`);
+    trackKey('none:', key);
     for (const data of this.scopesBinding(key)) {
       if ((data.bindings.get(key) ?? []).some((b) => this.setsAttributeToNone(b))) return true;
     }
@@ -227,7 +252,7 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   bindingsIn(scope: SyntaxNode, key: string): readonly Binding[] {
-    if (scope === this.root) track(`root:${key}`);
+    if (scope === this.root) trackKey('root:', key);
     return this.scopeData(scope).bindings.get(key) ?? [];
   }
 
@@ -256,12 +281,12 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   isParam(scope: SyntaxNode, name: string): boolean {
-    if (scope === this.root) track(`root:${name}`);
+    if (scope === this.root) trackKey('root:', name);
     return this.scopeData(scope).params.has(name);
   }
 
   isGlobalIn(scope: SyntaxNode, name: string): boolean {
-    if (scope === this.root) track(`root:${name}`);
+    if (scope === this.root) trackKey('root:', name);
     return this.scopeData(scope).globals.has(name);
   }
 
@@ -365,7 +390,7 @@ export abstract class ModelScopes extends ModelImports {
       components.pending.get(m.fn)?.delete(m.family);
       const model = m.fn.model as unknown as ModelScopes;
       if (m.persisted) model.keepFact(m.fn, m.family, value, r.deps ?? new Set());
-      else model.factsCache.set(`cyclic:${m.family}:${m.fn.node.order}`, { v: value, deps: r.deps });
+      else model.keepVersionFact(m.fn, m.family, { v: value, deps: r.deps });
     }
     return value;
   }
@@ -414,11 +439,11 @@ export abstract class ModelScopes extends ModelImports {
    * cannot see themselves in a cycle.
    */
   callFact<T>(call: SyntaxNode, key: string, compute: () => T): T | undefined {
-    if (!recordingNow()) return this.fact(`${key}:${call.order}`, compute);
+    if (!recordingNow()) return this.nodeMemo<T | undefined>(call, key, compute);
     let top = call;
     while (top.parent?.parent) top = top.parent;
     const chunk = this.chunks.get(top);
-    if (!chunk) return this.fact(`${key}:${call.order}`, compute);
+    if (!chunk) return this.nodeMemo<T | undefined>(call, key, compute);
     const hit = this.stillValid(chunk.kept?.get(call)?.get(key));
     if (hit) {
       replay(hit.deps);
@@ -426,20 +451,23 @@ export abstract class ModelScopes extends ModelImports {
     }
     // A fact that asks itself (through other calls' facts) gets the per-version memo's answer
     // to a cycle (undefined), and what was computed while a cycle was cut is not kept.
-    if (callFacts.asking.get(call)?.has(key)) {
-      callFacts.cycles++;
-      return undefined;
+    const { calls, keys } = callFacts;
+    for (let i = calls.length - 1; i >= 0; i--) {
+      if (calls[i] === call && keys[i] === key) {
+        callFacts.cycles++;
+        return undefined;
+      }
     }
-    let asking = callFacts.asking.get(call);
-    if (!asking) callFacts.asking.set(call, (asking = new Set()));
-    asking.add(key);
+    const depth = calls.length;
+    calls.push(call);
+    keys.push(key);
     const cyclesBefore = callFacts.cycles;
     let r: { value: T; deps: Set<string> | undefined };
     try {
       r = recorded(compute);
     } finally {
-      asking.delete(key);
-      if (asking.size === 0) callFacts.asking.delete(call);
+      calls.length = depth;
+      keys.length = depth;
     }
     if (callFacts.cycles !== cyclesBefore) return r.value;
     chunk.kept ??= new Map();
@@ -450,10 +478,46 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   /** A `cyclicFact` computed for this file version outside a recording. */
-  private versionFact(fn: FunctionInfo, family: string): { v: unknown; deps: Set<string> | undefined } | undefined {
+  private versionFact(fn: FunctionInfo, family: string): VersionFact | undefined {
     this.freshCaches();
-    return this.factsCache.get(`cyclic:${family}:${fn.node.order}`);
+    return this.cyclicFacts?.get(fn)?.get(family);
   }
+
+  /** Keeps a `cyclicFact` for this file version (`versionFact`). */
+  private keepVersionFact(fn: FunctionInfo, family: string, fact: VersionFact): void {
+    this.cyclicFacts ??= new Map();
+    let facts = this.cyclicFacts.get(fn);
+    if (!facts) this.cyclicFacts.set(fn, (facts = new Map<string, VersionFact>()));
+    facts.set(family, fact);
+  }
+
+  /**
+   * A fact of one node or function per file version, like `fact` (undefined while it is being
+   * computed: a cycle), by the node and a literal family name: the questions asked per call or
+   * per block (`callFact` outside a recording, `togglesIn`, `siteStatus`) would otherwise build
+   * a string key each time they are asked.
+   */
+  nodeMemo<T>(node: object, family: string, compute: () => T): T | undefined {
+    this.freshCaches();
+    this.nodeFacts ??= new Map();
+    let facts = this.nodeFacts.get(node);
+    const hit = facts?.get(family);
+    // As `memo`: a fact computed outside any recording is computed again inside one.
+    if (hit && (hit.deps || !recordingNow())) {
+      replay(hit.deps);
+      return hit.v as T;
+    }
+    if (!facts) this.nodeFacts.set(node, (facts = new Map<string, VersionFact>()));
+    // A cycle sees the in-progress answer (undefined) and stops.
+    facts.set(family, { v: undefined, deps: inProgress });
+    const r = recorded(compute);
+    facts.set(family, { v: r.value, deps: r.deps });
+    return r.value;
+  }
+
+  /** This version's `cyclicFact`s outside a recording, and `nodeMemo`'s facts: per file version, like `factsCache`. */
+  private cyclicFacts: Map<FunctionInfo, Map<string, VersionFact>> | undefined;
+  private nodeFacts: Map<object, Map<string, VersionFact>> | undefined;
 
   /**
    * Drops the kept facts (`functionFact`, `cyclicFact`) that made a lookup of one of `keys`, or
@@ -499,6 +563,8 @@ export abstract class ModelScopes extends ModelImports {
     if (this.factsGeneration === this.facts.generation) return;
     this.factsCache = new Map();
     this.sharedCache = new Map();
+    this.cyclicFacts = undefined;
+    this.nodeFacts = undefined;
     this.factsGeneration = this.facts.generation;
   }
 

@@ -11,9 +11,8 @@
  * facts were asked in. Everything unknown answers "no": a call that reaches no project function,
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
-import { track } from '../deps';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily } from './types';
+import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -94,7 +93,7 @@ function imported<T extends { readonly model: FileModel }>(model: FileModel, nam
 
 /** The class `name`, in this file or the workspace (the same name in several files: the one imported, else none). */
 function classNamed(model: FileModel, name: string): ClassInfo | undefined {
-  track(`cls:${name}`);
+  trackKey('cls:', name);
   const own = model.classesHere(name);
   if (own.length) return own.length === 1 ? own[0] : undefined;
   return imported(model, name, model.facts.classesNamed(name));
@@ -102,7 +101,7 @@ function classNamed(model: FileModel, name: string): ClassInfo | undefined {
 
 /** A method of a class or of its workspace base classes (two levels). */
 function methodOf(cls: ClassInfo, name: string, depth = 0): FunctionInfo | undefined {
-  track(`fn:${name}`);
+  trackKey('fn:', name);
   const own = cls.methods.get(name);
   if (own || depth > 2) return own;
   for (const b of cls.bases) {
@@ -138,7 +137,7 @@ function attributeBinding(model: FileModel, key: string, atNode: SyntaxNode): Bi
   const cls = key.startsWith('self.') ? model.functionOf(atNode)?.cls : undefined;
   if (!cls) return undefined;
   // Reads the class's other methods: compared whole, not by method (`signatureOf`).
-  track(`cls:${cls.name}`);
+  trackKey('cls:', cls.name);
   for (const m of cls.methods.values()) {
     const list = model.bindingsIn(m.node, key);
     if (list.length) return list[list.length - 1];
@@ -197,7 +196,7 @@ function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
     // A name bound to something else (a local, a parameter) is not the function.
     const scope = model.scopeOf(call);
     if (scope !== model.root && (model.isParam(scope, name) || model.bindingsIn(scope, name).length > 0)) return [];
-    track(`fn:${name}`);
+    trackKey('fn:', name);
     return topLevelNamed(model, name);
   }
   if (callee.type !== 'attribute') return [];
@@ -233,7 +232,7 @@ function resolve(model: FileModel, call: SyntaxNode): Callee | undefined {
       const fn = cls && methodOf(cls, '__call__');
       return fn ? { fn, cls: undefined, bound: true } : undefined;
     }
-    track(`fn:${name}`);
+    trackKey('fn:', name);
     const own = topLevelNamed(model, name);
     if (own.length) return own.length === 1 ? { fn: own[0], cls: undefined, bound: false } : undefined;
     if (/^[A-Z]/.test(name)) {

@@ -3,6 +3,7 @@
  * a FunctionInfo, ClassInfo or CallSite is the whole FileModel: ../model.ts adds that field by
  * declaration merging, so this module does not import the class that imports it.
  */
+import { recordingNow, track } from '../deps';
 import { contains, type SyntaxNode } from '../syntax';
 
 export interface FunctionInfo {
@@ -220,6 +221,11 @@ export const optimizerLike = /optim|(^|\.)opt$|scaler/i;
  * file or in files that import that name (two scripts may each define `evaluate`).
  */
 export function callSitesOf(fn: FunctionInfo): CallSite[] {
+  // Once per function and file version (every rule and `sitesOf` asks, for each function of a name): the list is shared, not to be changed.
+  return fn.model.nodeMemo(fn, 'callSitesOf', () => sitesCalling(fn)) ?? sitesCalling(fn);
+}
+
+function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
     if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
     if (s.model.callee(s.call)?.type === 'attribute') return true;
@@ -246,4 +252,12 @@ export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boole
 export function lastName(text: string): string {
   const i = text.lastIndexOf('.');
   return i === -1 ? text : text.slice(i + 1);
+}
+
+/**
+ * Records the lookup key `prefix + name` (deps.ts `track`) when a recording is under way: the
+ * one-shot linter records nothing, and would otherwise build a key string per question.
+ */
+export function trackKey(prefix: string, name: string): void {
+  if (recordingNow()) track(prefix + name);
 }
