@@ -79,8 +79,8 @@ const cases: { name: string; src: ModelSource; shape: number[]; batch: number; o
   { name: 'CNN conv8-pool-conv16-pool-dense10, batch 256', src: { kind: 'preset', preset: 'cnn', filters: [8, 16] }, shape: [28, 28, 1], batch: 256 },
 ];
 
-/** The GPU time of one step by shader program (timestamp queries through tf.time), after 3 warm-up steps. */
-async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
+/** A case's model, optimizer and batch, and its training step (loss returned), after 3 warm-up steps; `done` frees them. */
+async function warmedUp(c: (typeof cases)[number]): Promise<{ step: () => Tensor; done: () => void }> {
   const model: LayersModel = await buildModel(tf, c.src, c.shape, 10, 7);
   const optimizer = makeOptimizer(tf, { name: c.optimizer ?? 'adam', learningRate: 1e-3, momentum: 0 });
   const vars = model.trainableWeights.map((w) => w.read() as Variable);
@@ -96,10 +96,19 @@ async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
     await v.data();
     v.dispose();
   }
+  const done = (): void => {
+    tf.dispose([batch.x, batch.y]);
+    optimizer.dispose();
+    model.dispose();
+  };
+  return { step, done };
+}
+
+/** The GPU time of one step by shader program (timestamp queries through tf.time), after 3 warm-up steps. */
+async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
+  const { step, done } = await warmedUp(c);
   const t = await tf.time(() => step().dispose());
-  tf.dispose([batch.x, batch.y]);
-  optimizer.dispose();
-  model.dispose();
+  done();
   if (typeof t.kernelMs !== 'number') return `  GPU time by program: not measured (${t.kernelMs.error})`;
   const by = new Map<string, { ms: number; n: number }>();
   for (const part of (t.getExtraProfileInfo?.() ?? '').split(', ')) {
@@ -116,21 +125,7 @@ async function kernelTimes(c: (typeof cases)[number]): Promise<string> {
 }
 
 async function measure(c: (typeof cases)[number], readEvery: 'step' | 'end'): Promise<{ ms: number; cpuMs: number; per: Counts }> {
-  const model: LayersModel = await buildModel(tf, c.src, c.shape, 10, 7);
-  const optimizer = makeOptimizer(tf, { name: c.optimizer ?? 'adam', learningRate: 1e-3, momentum: 0 });
-  const vars = model.trainableWeights.map((w) => w.read() as Variable);
-  const batch = randomBatch(c.batch, c.shape, 11);
-  const step = () => {
-    const { value, grads } = optimizer.computeGradients(() => lossFn(tf, 'categoricalCrossentropy', batch.y, model.apply(batch.x, { training: true }) as Tensor), vars);
-    optimizer.applyGradients(grads);
-    tf.dispose(Object.values(grads));
-    return value;
-  };
-  for (let i = 0; i < 3; i++) {
-    const v = step();
-    await v.data();
-    v.dispose();
-  }
+  const { step, done } = await warmedUp(c);
   const before = snapshot();
   const start = performance.now();
   const cpu0 = process.cpuUsage();
@@ -155,9 +150,7 @@ async function measure(c: (typeof cases)[number], readEvery: 'step' | 'end'): Pr
   const d = diff(before, snapshot());
   const per = zero();
   for (const k of Object.keys(per) as (keyof Counts)[]) per[k] = Math.round((d[k] / steps) * 10) / 10;
-  tf.dispose([batch.x, batch.y]);
-  optimizer.dispose();
-  model.dispose();
+  done();
   return { ms, cpuMs, per };
 }
 
