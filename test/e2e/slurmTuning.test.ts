@@ -18,14 +18,18 @@ import { codeServerSuite, panelWebview, runCommand } from './flows';
 
 const unavailable = slurmUnavailable();
 
-/** A trial that says where it runs, then reports loss = x every second for 120 s: still running when the test stops it. */
+/**
+ * A trial that reports loss = x every second for 120 s (still running when the test stops it), saying
+ * where it runs before each report: the terminal shows only its last rows, and a first line alone had
+ * scrolled out of them when the test read the terminal late (CI under load).
+ */
 function slurmWorkspace(): { dir: string; name: string } {
   const dir = mkdtempSync(join(tmpdir(), 'gpu-workbench-e2e-ws-slurm-'));
   writeFileSync(join(dir, 'trial.py'), [
     'import json, os, time',
     'cfg = json.loads(os.environ["GPU_WORKBENCH_CONFIG"])',
-    'print("trial on", os.environ.get("SLURMD_NODENAME"), "job", os.environ.get("SLURM_JOB_ID"), "gpus", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)',
     'for i in range(120):',
+    '    print("trial on", os.environ.get("SLURMD_NODENAME"), "job", os.environ.get("SLURM_JOB_ID"), "gpus", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)',
     '    print("::report::" + json.dumps({"loss": cfg["x"]}), flush=True)',
     '    time.sleep(1)',
     '',
@@ -68,11 +72,15 @@ function slurmWorkspace(): { dir: string; name: string } {
     // A trial's task terminal shows its job's output: the node it runs on and the job id squeue lists.
     const first = submitted()[0];
     await runCommand(page, 'Terminal: Focus Terminal');
-    await page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${first.trialId} ·`) }).first().click({ timeout: 60_000, position: { x: 12, y: 8 } });
+    const tab = page.locator('.terminal-tabs-entry', { hasText: new RegExp(`Trial ${first.trialId} ·`) }).first();
+    await tab.click({ timeout: 60_000, position: { x: 12, y: 8 } });
     const screen = async (): Promise<string> => (await page.locator('.terminal-wrapper.active .xterm-rows').allInnerTexts().catch(() => [] as string[])).join('\n').replace(/\u00a0/g, ' ');
     const shown = await waitUntil(`trial ${first.trialId}'s job output in its terminal`, 60_000, async () => {
       const text = await screen();
-      return new RegExp(`trial on n[12] job ${first.jobId} gpus \\d`).test(text) && text.includes('::report::') ? text : undefined;
+      if (new RegExp(`trial on n[12] job ${first.jobId} gpus \\d`).test(text) && text.includes('::report::')) return text;
+      // The other trial's terminal, opened after the click, may have taken the focus (seen in CI): pick this one's again.
+      await tab.click({ timeout: 5000, position: { x: 12, y: 8 } }).catch(() => undefined);
+      return undefined;
     }, 250);
     assert.match(shown, new RegExp(`trial on n[12] job ${first.jobId}`));
     await screenshot(page, 'slurm-trial-terminal');
