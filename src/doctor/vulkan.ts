@@ -61,18 +61,14 @@ function finds(facts: VulkanFacts, name: string): boolean {
  */
 export function diagnoseVulkan(facts: VulkanFacts): { evidence: string[]; fix?: string; causes: string[] } {
   const evidence: string[] = [];
-  const fixes: string[] = [];
-  const causes: string[] = [];
+  // Each missing piece once: its cause (a short line for the summary) and its fix.
+  const missing: { cause: string; fix: string }[] = [];
   const loader = finds(facts, 'libvulkan.so.1');
   evidence.push(loader ? 'the Vulkan loader libvulkan.so.1 is installed' : 'the Vulkan loader libvulkan.so.1 is not installed (Dawn loads it to reach any Vulkan driver)');
-  if (!loader) {
-    fixes.push('install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader)');
-    causes.push('the Vulkan loader libvulkan.so.1 is not installed');
-  }
+  if (!loader) missing.push({ cause: 'the Vulkan loader libvulkan.so.1 is not installed', fix: 'install the Vulkan loader: apt-get install libvulkan1 (dnf install vulkan-loader)' });
   if (facts.icds.length === 0) {
     evidence.push('no Vulkan driver manifest (ICD) in /etc/vulkan/icd.d, /usr/local/share/vulkan/icd.d or /usr/share/vulkan/icd.d');
-    fixes.push('no Vulkan driver is installed: NVIDIA\'s driver ships nvidia_icd.json with it (in a container, NVIDIA_DRIVER_CAPABILITIES must include graphics, or set VK_DRIVER_FILES to the driver\'s nvidia_icd.json)');
-    causes.push('no Vulkan driver manifest (ICD) is installed');
+    missing.push({ cause: 'no Vulkan driver manifest (ICD) is installed', fix: 'no Vulkan driver is installed: NVIDIA\'s driver ships nvidia_icd.json with it (in a container, NVIDIA_DRIVER_CAPABILITIES must include graphics, or set VK_DRIVER_FILES to the driver\'s nvidia_icd.json)' });
   }
   for (const icd of facts.icds) {
     if (icd.error || !icd.library) {
@@ -81,19 +77,14 @@ export function diagnoseVulkan(facts: VulkanFacts): { evidence: string[]; fix?: 
     }
     const ok = finds(facts, icd.library);
     evidence.push(`${icd.path}: driver library ${icd.library}${ok ? '' : ', which the dynamic loader does not find'}`);
-    if (!ok) {
-      fixes.push(`the driver library ${icd.library} of ${icd.path} is missing: install the driver's Vulkan part (or its library folder in ld.so.conf)`);
-      causes.push(`the driver library ${icd.library} of ${icd.path} is missing`);
-    }
+    if (!ok) missing.push({ cause: `the driver library ${icd.library} of ${icd.path} is missing`, fix: `the driver library ${icd.library} of ${icd.path} is missing: install the driver's Vulkan part (or its library folder in ld.so.conf)` });
     // NVIDIA's Vulkan driver lives in its GLX library, which is a glvnd vendor library: it needs glvnd's dispatcher.
     if (ok && /GLX_nvidia|EGL_nvidia/.test(basename(icd.library))) {
       const glvnd = finds(facts, 'libGLdispatch.so.0');
       evidence.push(glvnd ? 'glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is installed' : 'glvnd\'s libGLdispatch.so.0 is not installed: NVIDIA\'s Vulkan driver (libGLX_nvidia) cannot load without it, and Dawn then says "Found no drivers"');
-      if (!glvnd) {
-        fixes.push('install glvnd: apt-get install libglvnd0 (dnf install libglvnd)');
-        causes.push('glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is not installed');
-      }
+      if (!glvnd) missing.push({ cause: 'glvnd\'s libGLdispatch.so.0, which NVIDIA\'s Vulkan driver needs, is not installed', fix: 'install glvnd: apt-get install libglvnd0 (dnf install libglvnd)' });
     }
   }
-  return fixes.length ? { evidence, fix: `${fixes.join('; ')}.`, causes } : { evidence, causes };
+  const causes = missing.map((m) => m.cause);
+  return missing.length ? { evidence, fix: `${missing.map((m) => m.fix).join('; ')}.`, causes } : { evidence, causes };
 }

@@ -30,7 +30,6 @@ import { simdKernelsFor, type UpdateKernels } from './simdUpdate';
 import { heapMemory } from './wasmKernels/wasmData';
 import { activeWebgpu, createWebgpuAdam } from './webgpuKernels/adam';
 
-
 /** The wasm backend when it is the active one, else undefined. */
 function activeWasm(tf: Tf): BackendWasm | undefined {
   if (tf.getBackend() !== 'wasm') return undefined;
@@ -87,7 +86,6 @@ function swapIn(tf: Tf, wasm: BackendWasm, xs: readonly Variable[], buffers: rea
 function zerosSlot(tf: Tf, name: string, value: Variable): Slot {
   return { originalName: name, variable: tf.tidy(() => tf.zerosLike(value).variable(false)) };
 }
-
 
 /**
  * One Adam step over float32 arrays (m and v in place, the new weights into `out`): the arithmetic of tfjs's AdamOptimizer, each op

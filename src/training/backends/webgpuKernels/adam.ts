@@ -25,7 +25,6 @@ import { flatProgram, run } from './program';
 
 interface TensorMap { tensorMap: { has(id: object): boolean } }
 
-
 /** The webgpu backend when it is the active one, else undefined. */
 export function activeWebgpu(tf: Tf): WebGPUBackend | undefined {
   if (tf.getBackend() !== 'webgpu') return undefined;
