@@ -69,6 +69,8 @@ class SiteEntry {
   constructor(
     private readonly file: FileHolder,
     readonly call: SyntaxNode,
+    /** The statement it came from (`chunkOf`); undefined for a file indexed whole. */
+    readonly chunk?: ChunkIndex,
   ) {}
 
   get model(): FileModel {
@@ -81,6 +83,8 @@ class RefEntry {
   constructor(
     private readonly file: FileHolder,
     readonly node: SyntaxNode,
+    /** The statement it came from (`chunkOf`); undefined for a file indexed whole. */
+    readonly chunk?: ChunkIndex,
   ) {}
 
   get model(): FileModel {
@@ -110,7 +114,11 @@ export class Workspace implements WorkspaceFacts {
   private readonly sites: ByName<CallSite> = new Map();
   private readonly refs: ByName<ValueReference> = new Map();
   private readonly namesByFile = new Map<string, Record<Kind, Set<string>>>();
-  /** Each statement's entries (`ChunkEntries`), and the statement each entry came from. */
+  /**
+   * Each statement's entries (`ChunkEntries`), and the statement each function or class entry
+   * came from (a call site's or reference's entry holds its own: one weak-map entry per call
+   * and reference was most of the index's time and a weight on every garbage collection).
+   */
   private readonly chunkEntries = new WeakMap<ChunkIndex, ChunkEntries>();
   private readonly entryChunk = new WeakMap<object, ChunkIndex>();
   private memo = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
@@ -200,13 +208,19 @@ export class Workspace implements WorkspaceFacts {
       entries = {
         functions: chunk.functions.map((f) => [f.name, f]),
         classes: chunk.classes.map((c) => [c.name, c]),
-        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, new SiteEntry(file, call)]),
-        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, new RefEntry(file, node)]),
+        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, new SiteEntry(file, call, chunk)]),
+        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, new RefEntry(file, node, chunk)]),
       };
-      for (const kind of kinds) for (const [, e] of entries[kind]) this.entryChunk.set(e, chunk);
+      for (const f of chunk.functions) this.entryChunk.set(f, chunk);
+      for (const c of chunk.classes) this.entryChunk.set(c, chunk);
       this.chunkEntries.set(chunk, entries);
     }
     return entries;
+  }
+
+  /** The statement an entry of `entriesOf` came from. */
+  private chunkOf(e: unknown): ChunkIndex {
+    return (e instanceof SiteEntry || e instanceof RefEntry ? e.chunk : this.entryChunk.get(e as object)) as ChunkIndex;
   }
 
   /**
@@ -226,7 +240,7 @@ export class Workspace implements WorkspaceFacts {
     if (removed.some((c) => !this.chunkEntries.has(c))) return false;
     const gone = new Set(removed);
     // Document order: a kept statement's node has moved to its place in this version.
-    const position = (e: unknown): number => (this.entryChunk.get(e as object) as ChunkIndex).node.start;
+    const position = (e: unknown): number => this.chunkOf(e).node.start;
     this.files.set(model.path, model);
     this.holderOf(model);
     for (const kind of kinds) {
@@ -242,7 +256,7 @@ export class Workspace implements WorkspaceFacts {
       const index = this.index(kind);
       for (const [name, fresh] of affected) {
         const perFile = index.get(name);
-        const list = [...(perFile?.get(model.path) ?? []).filter((e) => !gone.has(this.entryChunk.get(e as object) as ChunkIndex)), ...fresh];
+        const list = [...(perFile?.get(model.path) ?? []).filter((e) => !gone.has(this.chunkOf(e))), ...fresh];
         // Stable: the entries of one statement keep their order.
         list.sort((a, b) => position(a) - position(b));
         if (list.length === 0) {

@@ -155,13 +155,17 @@ export abstract class ModelImports {
     const broken = new Set<SyntaxNode>();
     // `valueReferenceNames`' keyword-argument values and attributes, gathered in the same walk (ERROR subtrees too).
     const valueNodes: SyntaxNode[] = [];
-    const nodes = descendants(top);
-    for (let i = -1; i < nodes.length; i++) {
-      const node = i < 0 ? top : nodes[i];
+    // The statement and its descendants in document order (as `descendants`), walked with a
+    // stack instead of listing them first: no array of every node of the file per version.
+    const stack: SyntaxNode[] = [top];
+    while (stack.length > 0) {
+      const node = stack.pop() as SyntaxNode;
+      const kids = node.children;
+      for (let j = kids.length - 1; j >= 0; j--) stack.push(kids[j]);
       const parent = node.parent as SyntaxNode;
-      node.scope = undefined;
-      if (i >= 0 && (node.type === 'attribute' || (node.type === 'identifier' && node.field === 'value' && parent.type === 'keyword_argument'))) valueNodes.push(node);
+      if (node !== top && (node.type === 'attribute' || (node.type === 'identifier' && node.field === 'value' && parent.type === 'keyword_argument'))) valueNodes.push(node);
       if (node.type === 'ERROR' || (broken.size > 0 && broken.has(parent))) {
+        node.scope = undefined;
         broken.add(node);
         continue;
       }
@@ -425,14 +429,15 @@ export abstract class ModelImports {
     return this.focus ? (this.chunks.get(this.focus)?.calls ?? []) : this.calls;
   }
 
-  /** The nodes the rules look at, in document order: the focused statement and its descendants, or the whole file's. */
-  *targetNodes(skip?: (n: SyntaxNode) => boolean): Generator<SyntaxNode> {
-    if (!this.focus) {
-      yield* descendants(this.root, skip);
-      return;
-    }
-    yield this.focus;
-    if (!skip?.(this.focus)) yield* descendants(this.focus, skip);
+  /**
+   * The nodes the rules look at, in document order: the focused statement and its descendants,
+   * or the whole file's. An array: a generator made one result object per node of the file per
+   * rule that asks (the most a whole-file lint allocated in one place).
+   */
+  targetNodes(skip?: (n: SyntaxNode) => boolean): SyntaxNode[] {
+    if (!this.focus) return descendants(this.root, skip);
+    const out = [this.focus];
+    return skip?.(this.focus) ? out : descendants(this.focus, skip, out);
   }
 
   protected newScope(): ScopeData {
