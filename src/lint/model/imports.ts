@@ -31,7 +31,7 @@ export abstract class ModelImports {
   protected readonly chunks = new Map<SyntaxNode, ChunkIndex>();
   /** The text's lines, split when first asked (most files are never asked: only findings and fixes read lines). */
   private splitLines: string[] | undefined;
-  protected factsCache = new Map<string, { v: unknown; deps: Set<string> | undefined }>();
+  protected factsCache = new Map<string, { v: unknown; deps: ReadonlySet<string> | undefined }>();
   /** The shared facts (`shared`) of this version, by their own key. */
   protected sharedCache = new Map<string, { v: unknown }>();
   /** `functionFact`s, kept across edits while their function's statement is reused and no lookup they made is stale. */

@@ -92,7 +92,11 @@ const components = {
 export abstract class ModelScopes extends ModelImports {
   // ---------------------------------------------------------------- names
 
-  /** The dotted name an expression refers to, with import aliases expanded. */
+  /**
+   * The dotted name an expression refers to, with import aliases expanded. An attribute's is
+   * kept per node for this version (its aliases are fixed): the rules and the file-wide facts
+   * ask the same callees many times, and each answer was a string built link by link.
+   */
   qualify(node: SyntaxNode | undefined): string | undefined {
     if (!node) return undefined;
     const n = unparen(node);
@@ -101,13 +105,21 @@ export abstract class ModelScopes extends ModelImports {
       return this.aliases.get(name) ?? name;
     }
     if (n.type === 'attribute') {
+      const qualified = (this.qualified ??= new Map());
+      const known = qualified.get(n);
+      if (known !== undefined || qualified.has(n)) return known;
       const object = child(n, 'object');
       const attr = child(n, 'attribute');
       const base = this.qualify(object);
-      return base && attr ? `${base}.${this.src(attr)}` : undefined;
+      const q = base && attr ? `${base}.${this.src(attr)}` : undefined;
+      qualified.set(n, q);
+      return q;
     }
     return undefined;
   }
+
+  /** `qualify`'s answers for attributes in this version (made when first asked). */
+  private qualified: Map<SyntaxNode, string | undefined> | undefined;
 
   positionalArgs(call: SyntaxNode): SyntaxNode[] {
     const args = child(call, 'arguments');
@@ -306,7 +318,7 @@ export abstract class ModelScopes extends ModelImports {
       return hit.v as T;
     }
     // A cycle sees the in-progress answer (undefined) and stops.
-    this.factsCache.set(key, { v: undefined, deps: new Set() });
+    this.factsCache.set(key, { v: undefined, deps: inProgress });
     const r = recorded(compute);
     this.factsCache.set(key, { v: r.value, deps: r.deps });
     return r.value;

@@ -1,0 +1,100 @@
+/**
+ * Work and allocation the model's machinery does per question (issue #13: whole-file lint
+ * speed). Not timed: each test counts what is made or read, and checks that the answers are
+ * those of the plain computation.
+ */
+import assert from 'node:assert/strict';
+import { recorded, recordingNow, recordRoot, replay, track, unrecorded } from '../../../src/lint/deps';
+import { FileModel } from '../../../src/lint/model';
+import { loadPython, PythonParser } from '../../../src/lint/parser';
+import { descendants, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
+import { Workspace } from '../../../src/lint/workspace';
+
+describe('lint deps: key sets made only for recordings that record a key (issue #13)', () => {
+  it('gives every recording that looks nothing up one shared empty key set, which refuses keys', () => {
+    const sets: (Set<string> | undefined)[] = [];
+    recordRoot(() => {
+      for (let i = 0; i < 3; i++) sets.push(recorded(() => i).deps);
+    });
+    const root = recordRoot(() => 0).deps;
+    assert.equal(sets[0]?.size, 0);
+    assert.ok(sets.every((s) => s === root), 'a new set per empty recording');
+    assert.throws(() => root.add('fn:f'), /cannot take 'fn:f'/);
+  });
+
+  it('still adds a nested recording’s keys, and replayed ones, to every enclosing recording', () => {
+    let inner: Set<string> | undefined;
+    let middle: Set<string> | undefined;
+    const root = recordRoot(() => {
+      middle = recorded(() => {
+        inner = recorded(() => track('fn:a')).deps;
+        replay(new Set(['cls:B']));
+        // A fact computed outside any recording records nothing, inside or after it.
+        unrecorded(() => {
+          assert.equal(recordingNow(), false);
+          track('fn:hidden');
+          recorded(() => track('fn:hidden2'));
+        });
+        assert.equal(recordingNow(), true);
+      }).deps;
+      track('root:x');
+    }).deps;
+    assert.deepEqual([...(inner ?? [])], ['fn:a']);
+    assert.deepEqual([...(middle ?? [])].sort(), ['cls:B', 'fn:a']);
+    assert.deepEqual([...root].sort(), ['cls:B', 'fn:a', 'root:x']);
+    assert.equal(recordingNow(), false);
+    assert.equal(recorded(() => track('fn:z')).deps, undefined);
+  });
+
+  it('restores the enclosing recording when a computation throws', () => {
+    const root = recordRoot(() => {
+      track('fn:before');
+      assert.throws(() =>
+        recorded(() => {
+          track('fn:inside');
+          throw new Error('boom');
+        }),
+      );
+      track('fn:after');
+    }).deps;
+    assert.deepEqual([...root].sort(), ['fn:after', 'fn:before', 'fn:inside']);
+  });
+});
+
+describe('lint model: an attribute qualified once per file version (issue #13)', () => {
+  let parser: PythonParser;
+  before(async () => {
+    parser = new PythonParser(await loadPython());
+  });
+  after(() => parser.delete());
+
+  it('reads an attribute callee’s text once however often it is qualified, with the same answer', () => {
+    const text = 'import torch.nn as nn\nfrom torch import optim as o\n\nlayer = nn.modules.Linear(4, 4)\nopt = o.SGD(layer.parameters())\nx = (nn).ReLU()\n';
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    tree.delete();
+    const model = new FileModel('/ws/q.py', text, root, new Workspace());
+    const callees = descendants(root)
+      .filter((n) => n.type === 'call')
+      .map((c) => model.callee(c) as SyntaxNode);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const src = FileModel.prototype.src;
+    let reads = 0;
+    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
+      reads++;
+      return src.call(this, node);
+    };
+    try {
+      const first = callees.map((c) => model.qualify(c));
+      const readsFirst = reads;
+      reads = 0;
+      const again = callees.map((c) => model.qualify(c));
+      assert.deepEqual(first, ['torch.nn.modules.Linear', 'torch.optim.SGD', 'layer.parameters', 'torch.nn.ReLU']);
+      assert.deepEqual(again, first);
+      assert.ok(readsFirst > 0);
+      assert.equal(reads, 0, 'the attributes were read again');
+    } finally {
+      FileModel.prototype.src = src;
+    }
+  });
+});
