@@ -12,6 +12,9 @@ import { flatCopy } from './text';
 
 type ByName<T> = Map<string, Map<string, T[]>>;
 
+/** An empty list of a statement's entries (`entriesOf`), shared. */
+const none: readonly never[] = Object.freeze([]);
+
 function add<T>(index: ByName<T>, name: string, path: string, value: T): void {
   let perFile = index.get(name);
   // A new key is a copy: a name sliced from the source would keep that whole text alive as long as the key lives.
@@ -161,8 +164,12 @@ export class Workspace implements WorkspaceFacts {
       for (const chunk of chunks) {
         const entries = this.entriesOf(model, chunk);
         for (const kind of kinds) {
-          for (const [name, entry] of entries[kind]) {
-            add(this.index(kind), name, model.path, entry);
+          const list = entries[kind];
+          if (list.length === 0) continue;
+          const index = this.index(kind);
+          for (let i = 0; i < list.length; i++) {
+            const [name, entry] = list[i];
+            add(index, name, model.path, entry);
             names[kind].add(name);
           }
         }
@@ -205,11 +212,14 @@ export class Workspace implements WorkspaceFacts {
     let entries = this.chunkEntries.get(chunk);
     if (!entries) {
       const file = this.holderOf(model);
+      const sites = model.callSiteNamesIn(chunk);
+      const refs = model.valueReferenceNamesIn(chunk);
+      // Most statements define no function or class, and many call or name nothing: those lists are one shared empty array.
       entries = {
-        functions: chunk.functions.map((f) => [f.name, f]),
-        classes: chunk.classes.map((c) => [c.name, c]),
-        sites: model.callSiteNamesIn(chunk).map(({ name, call }) => [name, new SiteEntry(file, call, chunk)]),
-        refs: model.valueReferenceNamesIn(chunk).map(({ name, node }) => [name, new RefEntry(file, node, chunk)]),
+        functions: chunk.functions.length ? chunk.functions.map((f) => [f.name, f]) : none,
+        classes: chunk.classes.length ? chunk.classes.map((c) => [c.name, c]) : none,
+        sites: sites.length ? sites.map(({ name, call }) => [name, new SiteEntry(file, call, chunk)]) : none,
+        refs: refs.length ? refs.map(({ name, node }) => [name, new RefEntry(file, node, chunk)]) : none,
       };
       for (const f of chunk.functions) this.entryChunk.set(f, chunk);
       for (const c of chunk.classes) this.entryChunk.set(c, chunk);

@@ -81,29 +81,33 @@ export abstract class ModelImports {
       if (chunk) this.adopt(chunk);
       else chunk = this.indexChunk(node);
       this.chunks.set(node, chunk);
-      for (const [k, v] of chunk.aliases) this.aliases.set(k, v);
-      for (const f of chunk.functions) {
+      // Each list looked at only when it has something: most statements define, import and bind little, and a loop's iterator per empty list per statement added up.
+      if (chunk.aliases.length) for (const [k, v] of chunk.aliases) this.aliases.set(k, v);
+      if (chunk.functions.length) for (const f of chunk.functions) {
         this.functions.push(f);
         this.functionByNode.set(f.node, f);
         const same = this.functionsByName.get(f.name);
         if (same) same.push(f);
         else this.functionsByName.set(f.name, [f]);
       }
-      for (const c of chunk.classes) {
+      if (chunk.classes.length) for (const c of chunk.classes) {
         this.classes.push(c);
         const same = this.classesByName.get(c.name);
         if (same) same.push(c);
         else this.classesByName.set(c.name, [c]);
       }
-      for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
-      for (const c of chunk.root.calls) rootData.calls.push(c);
-      for (const [key, list] of chunk.root.bindings) {
-        const all = rootData.bindings.get(key);
-        if (all) all.push(...list);
-        else rootData.bindings.set(key, [...list]);
+      if (chunk.scopes.size) for (const [k, v] of chunk.scopes) this.scopes.set(k, v);
+      const top = chunk.root;
+      if (top.calls.length) for (const c of top.calls) rootData.calls.push(c);
+      if (top.bindings.size) {
+        for (const [key, list] of top.bindings) {
+          const all = rootData.bindings.get(key);
+          if (all) all.push(...list);
+          else rootData.bindings.set(key, [...list]);
+        }
       }
-      for (const g of chunk.root.globals) rootData.globals.add(g);
-      for (const e of chunk.root.modeEvents) rootData.modeEvents.push(e);
+      if (top.globals.size) for (const g of top.globals) rootData.globals.add(g);
+      if (top.modeEvents.length) for (const e of top.modeEvents) rootData.modeEvents.push(e);
     }
     this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q)) || this.torchThroughStarImport();
   }
@@ -135,6 +139,7 @@ export abstract class ModelImports {
   }
 
   protected indexChunk(top: SyntaxNode): ChunkIndex {
+    if (top.children.length === 0) return this.indexLeaf(top);
     const chunk: ChunkIndex = { node: top, aliases: [], functions: [], classes: [], calls: [], references: [], scopes: new Map(), root: this.newScope() };
     const dataOf = (scope: SyntaxNode): ScopeData => {
       if (scope === this.root) return chunk.root;
@@ -152,7 +157,7 @@ export abstract class ModelImports {
     const classStack: { node: SyntaxNode; info: ClassInfo }[] = [];
     // Nodes inside an ERROR are tree-sitter's best guess (a `def f(:` can come out as a call
     // `f(...)`); they are not linted and not indexed.
-    const broken = new Set<SyntaxNode>();
+    let broken: Set<SyntaxNode> | undefined;
     // `valueReferenceNames`' keyword-argument values and attributes, gathered in the same walk (ERROR subtrees too).
     const valueNodes: SyntaxNode[] = [];
     // The statement and its descendants in document order (as `descendants`), walked with a
@@ -164,9 +169,9 @@ export abstract class ModelImports {
       for (let j = kids.length - 1; j >= 0; j--) stack.push(kids[j]);
       const parent = node.parent as SyntaxNode;
       if (node !== top && (node.type === 'attribute' || (node.type === 'identifier' && node.field === 'value' && parent.type === 'keyword_argument'))) valueNodes.push(node);
-      if (node.type === 'ERROR' || (broken.size > 0 && broken.has(parent))) {
+      if (node.type === 'ERROR' || broken?.has(parent)) {
         node.scope = undefined;
-        broken.add(node);
+        (broken ??= new Set()).add(node);
         continue;
       }
       const scope = parent.type === 'function_definition' ? parent : (parent.scope ?? this.root);
@@ -253,6 +258,18 @@ export abstract class ModelImports {
       }
     }
     chunk.valueRefs = this.valueRefsOf(chunk, valueNodes);
+    return chunk;
+  }
+
+  /**
+   * `indexChunk` of a statement that is one token (error debris under the module after an
+   * unclosed bracket: thousands of bare names and brackets; `pass`; a lone name): it defines,
+   * calls and binds nothing, so its lists are shared empty ones; a name is a reference.
+   */
+  private indexLeaf(top: SyntaxNode): ChunkIndex {
+    top.scope = undefined;
+    const chunk: ChunkIndex = { node: top, aliases: none, functions: none, classes: none, calls: none, references: top.type === 'identifier' ? [top] : none, scopes: noScopes, root: emptyScope };
+    chunk.valueRefs = this.valueRefsOf(chunk, none);
     return chunk;
   }
 
@@ -368,7 +385,7 @@ export abstract class ModelImports {
   /** `callSiteNames` of one statement, computed once per statement. */
   callSiteNamesIn(chunk: ChunkIndex): readonly { name: string; call: SyntaxNode }[] {
     if (!chunk.sites) {
-      chunk.sites = [];
+      chunk.sites = chunk.calls.length ? [] : none;
       for (const call of chunk.calls) {
         const callee = this.callee(call);
         if (callee && (callee.type === 'identifier' || callee.type === 'attribute')) chunk.sites.push({ name: lastName(this.src(callee)), call });
@@ -578,6 +595,29 @@ export abstract class ModelImports {
   protected abstract setsAttributeToNone(b: Binding): boolean;
   protected abstract constructedIn(scopes: Iterable<ScopeData>, text: string): string | undefined;
 }
+
+/** The lists of a statement that has none (`indexLeaf`): one shared frozen array, so that a push would throw. */
+const none = Object.freeze([]) as unknown as never[];
+
+/** A map or set shared by every one-token statement's index (`indexLeaf`), which nothing may add to. */
+class NoScopes extends Map<SyntaxNode, ScopeData> {
+  override set(): this {
+    throw new Error('the shared empty scope map of a one-token statement cannot take a scope');
+  }
+}
+class NoBindings extends Map<string, Binding[]> {
+  override set(): this {
+    throw new Error('the shared empty scope of a one-token statement cannot take a binding');
+  }
+}
+class NoNames extends Set<string> {
+  override add(): this {
+    throw new Error('the shared empty scope of a one-token statement cannot take a name');
+  }
+}
+const noScopes = new NoScopes();
+/** The module-scope share of a one-token statement (`indexLeaf`): frozen, with empty lists that refuse additions. */
+const emptyScope: ScopeData = Object.freeze({ calls: none, bindings: new NoBindings(), globals: new NoNames(), params: new NoNames(), modeEvents: none });
 
 /** Parents under which a node is bound, imported or declared, not read (`valueRefsOf`). */
 const storingParents = new Set(['import_statement', 'import_from_statement', 'future_import_statement', 'parameters', 'lambda_parameters', 'global_statement', 'nonlocal_statement', 'as_pattern_target', 'aliased_import']);

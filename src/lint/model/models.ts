@@ -1,8 +1,11 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
+
+/** The lists of a statement's contribution that has none (shared, never changed). */
+const none: readonly never[] = Object.freeze([]);
 
 const factoryName = /^_*(load|create|build|get|make|init|initialize|setup|define|instantiate|construct|prepare|restore|new)_\w+$/i;
 
@@ -50,37 +53,46 @@ export abstract class ModelModels extends ModelGuards {
   protected contribution(top: SyntaxNode, aliases = this.aliasSignature()): Contribution {
     const chunk = this.chunks.get(top);
     if (chunk?.contribution && chunk.contribution.aliases === aliases) return chunk.contribution;
-    const r = recordRoot(() => {
-      const models: string[] = [];
-      const losses: string[] = [];
-      const remotes: string[] = [];
-      // Every call and binding of the file passes here once per version: no `methodCall` object or entry pair made per call or name.
-      for (const call of chunk?.calls ?? []) {
-        const f = child(call, 'function');
-        const callee = f && unparen(f);
-        if (callee?.type !== 'attribute') continue;
-        const attr = child(callee, 'attribute');
-        const receiver = attr && child(callee, 'object');
-        if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) models.push(this.src(receiver));
-      }
-      const scan = (list: Binding[], key: string): void => {
-        for (const b of list) {
-          if (!b.value) continue;
-          const kind = this.constructs(b.value);
-          if (kind === 'model') models.push(key);
-          else if (kind === 'loss') losses.push(key);
-        }
-        if (list.some((b) => this.buildsRemoteModule(b))) remotes.push(key);
-      };
-      if (chunk) {
-        chunk.root.bindings.forEach(scan);
-        for (const data of chunk.scopes.values()) data.bindings.forEach(scan);
-      }
-      return { models, losses, remotes, toggles: this.togglesOfStatement(top) };
-    });
-    const c: Contribution = { ...r.value, deps: r.deps, aliases };
+    const r = recordRoot(() => this.contributionNow(top, chunk));
+    // Built field by field (a spread of the recorded value cost more than the rest for a statement with nothing in it).
+    const c: Contribution = { models: r.value.models, losses: r.value.losses, remotes: r.value.remotes, toggles: r.value.toggles, deps: r.deps, aliases };
     if (chunk) chunk.contribution = c;
     return c;
+  }
+
+  /**
+   * `contribution`'s value. A statement with no call and no binding (most of error debris
+   * under the module, a docstring, `pass`) gets shared empty lists: every top-level statement
+   * of the file passes here once per version.
+   */
+  private contributionNow(top: SyntaxNode, chunk: ChunkIndex | undefined): Omit<Contribution, 'deps' | 'aliases'> {
+    let models: string[] | undefined;
+    let losses: string[] | undefined;
+    let remotes: string[] | undefined;
+    // Every call and binding of the file passes here once per version: no `methodCall` object or entry pair made per call or name.
+    for (const call of chunk?.calls ?? none) {
+      const f = child(call, 'function');
+      const callee = f && unparen(f);
+      if (callee?.type !== 'attribute') continue;
+      const attr = child(callee, 'attribute');
+      const receiver = attr && child(callee, 'object');
+      if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) (models ??= []).push(this.src(receiver));
+    }
+    if (chunk && (chunk.root.bindings.size > 0 || chunk.scopes.size > 0)) {
+      for (const data of [chunk.root, ...chunk.scopes.values()]) {
+        for (const [key, list] of data.bindings) {
+          for (const b of list) {
+            if (!b.value) continue;
+            const kind = this.constructs(b.value);
+            if (kind === 'model') (models ??= []).push(key);
+            else if (kind === 'loss') (losses ??= []).push(key);
+          }
+          if (list.some((b) => this.buildsRemoteModule(b))) (remotes ??= []).push(key);
+        }
+      }
+    }
+    const toggles = this.togglesOfStatement(top);
+    return { models: models ?? none, losses: losses ?? none, remotes: remotes ?? none, toggles: toggles.length ? toggles : none };
   }
 
   aliasSignature(): string {

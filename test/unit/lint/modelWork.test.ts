@@ -98,3 +98,48 @@ describe('lint model: an attribute qualified once per file version (issue #13)',
     }
   });
 });
+
+describe('lint model: one-token statements under the module (error debris) indexed without lists of their own (issue #13)', () => {
+  let parser: PythonParser;
+  before(async () => {
+    parser = new PythonParser(await loadPython());
+  });
+  after(() => parser.delete());
+
+  /** `x = evaluate(evaluate(evaluate(…` never closed: tree-sitter puts each name and bracket straight under the module, one statement each. */
+  function debris(n: number): string {
+    return `import torch\n\n\ndef evaluate(model, x):\n    return model(x)\n\n\nx = ${'evaluate('.repeat(n)}\n`;
+  }
+
+  function index(text: string): { model: FileModel; scopesMade: number; workspace: Workspace } {
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    tree.delete();
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const newScope = (FileModel.prototype as unknown as { newScope: () => unknown }).newScope;
+    let scopesMade = 0;
+    (FileModel.prototype as unknown as { newScope: () => unknown }).newScope = function (this: FileModel) {
+      scopesMade++;
+      return newScope.call(this);
+    };
+    try {
+      const workspace = new Workspace();
+      const model = new FileModel('/ws/debris.py', text, root, workspace);
+      workspace.set(model);
+      return { model, scopesMade, workspace };
+    } finally {
+      (FileModel.prototype as unknown as { newScope: () => unknown }).newScope = newScope;
+    }
+  }
+
+  it('makes no scope per one-token statement, and still counts a bare name as a reference', () => {
+    const small = index(debris(10));
+    const large = index(debris(1000));
+    assert.ok(large.model.root.children.length > 2000, `only ${large.model.root.children.length} statements: the debris is not under the module`);
+    // The same scopes for 100× the debris: the module's, the function's, and the `print(` statement's.
+    assert.equal(large.scopesMade, small.scopesMade);
+    // Each bare `evaluate` is a use of the function as a value (it may be called from anywhere), as before.
+    assert.equal(large.workspace.valueReferences('evaluate').length, 1000);
+    assert.equal(small.workspace.valueReferences('evaluate').length, 10);
+  });
+});
