@@ -58,6 +58,11 @@ export abstract class ModelImports {
     return flatCopy(this.text.slice(node.start, node.end));
   }
 
+  /** Whether the node's text is `s`, compared in place (no copy of the text). */
+  textIs(node: SyntaxNode, s: string): boolean {
+    return node.end - node.start === s.length && this.text.startsWith(s, node.start);
+  }
+
   line(row: number): string {
     return this.lines[row] ?? '';
   }

@@ -709,7 +709,7 @@ export abstract class ModelProvenance extends ModelModels {
       const op = child(expr, 'operator');
       const left = child(expr, 'left');
       const right = child(expr, 'right');
-      if (op && this.src(op) === '+=' && left && right) return { stmt, kind: 'add', target: left, value: right };
+      if (op && this.textIs(op, '+=') && left && right) return { stmt, kind: 'add', target: left, value: right };
       return undefined;
     }
     if (expr.type === 'assignment') {
@@ -717,17 +717,19 @@ export abstract class ModelProvenance extends ModelModels {
       const right = child(expr, 'right');
       if (!left || !right || (left.type !== 'identifier' && left.type !== 'attribute' && left.type !== 'subscript')) return undefined;
       const r = unparen(right);
-      const lt = this.src(left);
+      // The target's text is read only for the two shapes that compare it: most assignments are neither.
       if (r.type === 'binary_operator') {
         const op = child(r, 'operator');
         const a = child(r, 'left');
         const b = child(r, 'right');
-        if (op && this.src(op) === '+' && a && b) {
+        if (op && this.textIs(op, '+') && a && b) {
+          const lt = this.src(left);
           if (this.src(unparen(a)) === lt) return { stmt, kind: 'add', target: left, value: b };
           if (this.src(unparen(b)) === lt) return { stmt, kind: 'add', target: left, value: a };
         }
       }
       if (r.type === 'call' && /^torch\.(cat|stack|concat|concatenate)$/.test(this.qualify(this.callee(r)) ?? '')) {
+        const lt = this.src(left);
         const seq = this.positionalArgs(r)[0];
         if (seq && (seq.type === 'list' || seq.type === 'tuple')) {
           const items = namedChildren(seq);

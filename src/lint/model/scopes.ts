@@ -59,6 +59,9 @@ function nearestOrLast(list: readonly Binding[] | undefined, order: number): Bin
  */
 const callFacts = { calls: [] as SyntaxNode[], keys: [] as string[], cycles: 0 };
 
+/** The model names a kept fact looked up, when it looked up none (`kept`): shared. */
+const noModuleKeys: readonly string[] = Object.freeze([]);
+
 /** The deps of a fact in progress (`nodeMemo`, `memo`): none to replay, but set, so that a cycle sees the answer as made. */
 const inProgress: ReadonlySet<string> = new Set<string>();
 
@@ -105,7 +108,7 @@ export abstract class ModelScopes extends ModelImports {
       return this.aliases.get(name) ?? name;
     }
     if (n.type === 'attribute') {
-      const qualified = (this.qualified ??= new Map());
+      const qualified = (this.qualified ??= new Map<SyntaxNode, string | undefined>());
       const known = qualified.get(n);
       if (known !== undefined || qualified.has(n)) return known;
       const object = child(n, 'object');
@@ -437,9 +440,10 @@ export abstract class ModelScopes extends ModelImports {
   }
 
   private kept(v: unknown, deps: Set<string>): KeptFact {
-    const moduleKeys: string[] = [];
-    for (const k of deps) if (k.startsWith('mt:')) moduleKeys.push(k);
-    return { v, deps, shared: this.sharedFacts(), outside: this.facts.changedOutside(this.path), modules: this.moduleNames(), moduleKeys, checked: this.staleLog.seq };
+    // Most facts look up no model name: they share one empty list.
+    let moduleKeys: string[] | undefined;
+    if (deps.size) for (const k of deps) if (k.startsWith('mt:')) (moduleKeys ??= []).push(k);
+    return { v, deps, shared: this.sharedFacts(), outside: this.facts.changedOutside(this.path), modules: this.moduleNames(), moduleKeys: moduleKeys ?? noModuleKeys, checked: this.staleLog.seq };
   }
 
   /**

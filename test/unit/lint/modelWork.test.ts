@@ -115,7 +115,6 @@ describe('lint model: one-token statements under the module (error debris) index
     const tree = parser.parse(text);
     const root = toSyntax(tree, text);
     tree.delete();
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
     const newScope = (FileModel.prototype as unknown as { newScope: () => unknown }).newScope;
     let scopesMade = 0;
     (FileModel.prototype as unknown as { newScope: () => unknown }).newScope = function (this: FileModel) {
@@ -141,5 +140,41 @@ describe('lint model: one-token statements under the module (error debris) index
     // Each bare `evaluate` is a use of the function as a value (it may be called from anywhere), as before.
     assert.equal(large.workspace.valueReferences('evaluate').length, 1000);
     assert.equal(small.workspace.valueReferences('evaluate').length, 10);
+  });
+});
+
+describe('lint model: accumulation reads a target’s text only where it compares it (issue #13)', () => {
+  let parser: PythonParser;
+  before(async () => {
+    parser = new PythonParser(await loadPython());
+  });
+  after(() => parser.delete());
+
+  it('copies no text for an assignment that is no accumulation, and still finds `total = total + loss` and `+=`', () => {
+    const text = 'import torch\n\ndef step(model, x, total, loss):\n    out1 = model(x)\n    out2 = x.sum()\n    out3 = [x, x]\n    total = total + loss\n    total += loss\n    parts = torch.cat([parts, x])\n';
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    tree.delete();
+    const model = new FileModel('/ws/acc.py', text, root, new Workspace());
+    const statements = descendants(root).filter((n) => n.type === 'expression_statement');
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const src = FileModel.prototype.src;
+    const read: string[] = [];
+    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
+      const s = src.call(this, node);
+      read.push(s);
+      return s;
+    };
+    try {
+      const found = statements.map((s) => model.accumulation(s));
+      assert.deepEqual(
+        found.map((a) => (a ? `${a.kind} ${model.text.slice(a.target.start, a.target.end)} ${model.text.slice(a.value.start, a.value.end)}` : '-')),
+        ['-', '-', '-', 'add total loss', 'add total loss', 'cat parts x'],
+      );
+      // The three plain assignments' targets are not read.
+      assert.ok(!read.some((r) => /^out/.test(r)), `read ${JSON.stringify(read)}`);
+    } finally {
+      FileModel.prototype.src = src;
+    }
   });
 });
