@@ -8,6 +8,9 @@ import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, h
 import { ModelModels } from './models';
 import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
+/** Whether a `for` loop iterates an evaluation loader by its iterable's text (`evalLoaderLoopOf`), per loop node. */
+const evalLoaderLoops = new WeakMap<SyntaxNode, boolean>();
+
 export abstract class ModelProvenance extends ModelModels {
   /** The definitions `definitionsCarry` is answering, outermost first (a cycle through them is neutral). */
   private readonly carrying = new Set<Binding>();
@@ -694,8 +697,14 @@ export abstract class ModelProvenance extends ModelModels {
     for (const a of ancestors(node)) {
       if (a.type === 'function_definition' || a.type === 'class_definition') break;
       if (a.type === 'for_statement') {
-        const right = child(a, 'right');
-        if (right && /(^|[^a-z])(val|valid|validation|dev|test|testing|eval|evaluation)_?(loader|dataloader|dl|data_loader|dataset|set|ds|batches|iter)/.test(this.src(right).toLowerCase())) found = a;
+        // Syntax only (the loop's iterable's text), so once per loop node, kept as long as it is: asked per node inside it.
+        let evalLoop = evalLoaderLoops.get(a);
+        if (evalLoop === undefined) {
+          const right = child(a, 'right');
+          evalLoop = !!right && /(^|[^a-z])(val|valid|validation|dev|test|testing|eval|evaluation)_?(loader|dataloader|dl|data_loader|dataset|set|ds|batches|iter)/.test(this.src(right).toLowerCase());
+          evalLoaderLoops.set(a, evalLoop);
+        }
+        if (evalLoop) found = a;
       }
     }
     return found;

@@ -178,3 +178,36 @@ describe('lint model: accumulation reads a target’s text only where it compare
     }
   });
 });
+
+describe('lint model: an evaluation loop recognised once per loop (issue #13)', () => {
+  let parser: PythonParser;
+  before(async () => {
+    parser = new PythonParser(await loadPython());
+  });
+  after(() => parser.delete());
+
+  it('reads a `for` loop’s iterable once however many nodes inside it ask, with the same answers', () => {
+    const text = 'def evaluate(model, val_loader, train_loader):\n    for x in val_loader:\n        y = model(x)\n        z = y.sum()\n    for x in train_loader:\n        y = model(x)\n';
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    tree.delete();
+    const model = new FileModel('/ws/loop.py', text, root, new Workspace());
+    const inside = descendants(root).filter((n) => n.type === 'identifier' && n.startRow >= 2);
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+    const src = FileModel.prototype.src;
+    const read: string[] = [];
+    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
+      const s = src.call(this, node);
+      read.push(s);
+      return s;
+    };
+    try {
+      const rows = inside.map((n) => model.evalLoaderLoopOf(n)?.startRow ?? -1);
+      assert.deepEqual(rows, inside.map((n) => (n.startRow <= 3 ? 1 : -1)));
+      assert.equal(read.filter((r) => r === 'val_loader').length, 1);
+      assert.equal(read.filter((r) => r === 'train_loader').length, 1);
+    } finally {
+      FileModel.prototype.src = src;
+    }
+  });
+});
