@@ -69,8 +69,9 @@ describe('e2e: the Runs view in code-server', function () {
     await waitUntil('two done runs in the Runs view', 30_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
     // The newest first: the editor's run; its details say where it ran.
     const first = runsPane(page).locator('.monaco-list-row').first();
-    await first.click();
-    await page.keyboard.press('ArrowRight');
+    // Its twistie expands it without running the row's command (Open Log, whose editor took the focus
+    // before an ArrowRight once: the key moved the log's cursor instead).
+    await first.locator('.monaco-tl-twistie').click();
     const details = await waitUntil('the run\'s details', 30_000, async () => {
       const rows = await rowTexts(page);
       return rows.some((t) => t.startsWith('ran on: ddp · wasm · cpu ×2')) ? rows : undefined;
