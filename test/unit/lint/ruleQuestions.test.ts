@@ -1,0 +1,94 @@
+/**
+ * Questions a rule cannot need are not asked (issue #13: whole-file lint speed, session 11).
+ * Not timed: each test lints an input at two sizes with one model question counted, and checks
+ * the findings a user sees at both sizes, in the CLI and in the language server.
+ */
+import assert from 'node:assert/strict';
+import { Linter, type SourceFile } from '../../../src/lint/linter';
+import { FileModel } from '../../../src/lint/model';
+import { loadPython, PythonParser } from '../../../src/lint/parser';
+import type { Rule } from '../../../src/lint/rule';
+
+interface Counting {
+  /** The FileModel method counted. */
+  readonly method: string;
+  /** Which of its calls count, by their arguments. */
+  readonly which: (args: readonly unknown[]) => boolean;
+  /** Only these rules run (all when absent): the question counted is then asked by them alone. */
+  readonly rules?: readonly string[];
+}
+
+/** Lints `files` with `counting.method` of every FileModel counted. */
+async function lintCounting(counting: Counting, files: readonly SourceFile[], incremental: boolean): Promise<{ asked: number; findings: string[] }> {
+  const language = await loadPython();
+  const linter = new Linter(new PythonParser(language), { incremental });
+  if (counting.rules) {
+    const picked = linter.rules.filter((r) => counting.rules?.includes(r.id));
+    assert.equal(picked.length, counting.rules.length, `rules ${counting.rules.join(', ')}`);
+    (linter as unknown as { rules: readonly Rule[] }).rules = picked;
+  }
+  const proto = FileModel.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const had = Object.prototype.hasOwnProperty.call(proto, counting.method);
+  const original = proto[counting.method];
+  assert.equal(typeof original, 'function', `FileModel.${counting.method}`);
+  let asked = 0;
+  proto[counting.method] = function (this: FileModel, ...args: unknown[]) {
+    if (counting.which(args)) asked++;
+    return original.apply(this, args);
+  };
+  try {
+    const results = incremental ? files.map((f) => linter.lintFile(f.path, f.text)) : [...linter.lintWorkspace(files).values()];
+    return { asked, findings: results.flat().map((f) => `${f.ruleId}:${f.range.start.line}`) };
+  } finally {
+    if (had) proto[counting.method] = original;
+    else delete proto[counting.method];
+    linter.dispose();
+  }
+}
+
+const only = (rule: string, findings: string[]): string[] => findings.filter((f) => f.startsWith(`${rule}:`)).map((f) => f.slice(rule.length + 1));
+
+/**
+ * An epoch loop over a DistributedSampler's loader whose steps call `n` project helpers (none of
+ * which sets the epoch, at any depth), then `level1(loader, epoch)`: a chain of `levels`
+ * functions whose last calls `loader.sampler.set_epoch(epoch)`. The rule follows calls three levels
+ * down, so the loop sets the epoch for `levels` up to 3, and is reported from 4 on.
+ */
+function epochLoop(n: number, levels: number): SourceFile[] {
+  let s = 'import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\n';
+  for (let i = 0; i < n; i++) s += `def helper${i}(model, x):\n    return model(x).sum() + torch.ones(1).mean()\n\n\n`;
+  for (let l = 1; l < levels; l++) s += `def level${l}(loader, epoch):\n    level${l + 1}(loader, epoch)\n\n\n`;
+  s += `def level${levels}(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n\n\n`;
+  s += 'def main(ds, model, opt):\n    sampler = DistributedSampler(ds, shuffle=True)\n    loader = DataLoader(ds, sampler=sampler)\n    for epoch in range(10):\n        for x in loader:\n';
+  for (let i = 0; i < n; i++) s += `            helper${i}(model, x).backward()\n`;
+  // After the steps: every helper call is looked at before the call that sets the epoch.
+  s += '            opt.step()\n        level1(loader, epoch)\n';
+  return [{ path: '/ws/train.py', text: s }];
+}
+
+/** The line of `for epoch in range(10):` in `epochLoop(n, levels)` (0-based). */
+const epochLine = (n: number, levels: number): string => `${4 + 4 * n + 4 * levels + 3}`;
+
+describe('lint rules: questions a rule cannot need are not asked (issue #13, session 11)', function () {
+  this.timeout(60_000);
+
+  for (const incremental of [false, true]) {
+    const mode = incremental ? 'language server' : 'CLI';
+
+    it(`missing-set-epoch resolves no call of an epoch loop whose name no function reaching set_epoch has (${mode})`, async () => {
+      const resolves: Counting = { method: 'callFact', which: (a) => a[1] === 'resolve', rules: ['missing-set-epoch'] };
+      // Set three levels down: no finding, however many helpers the step calls.
+      const few = await lintCounting(resolves, epochLoop(4, 3), incremental);
+      const many = await lintCounting(resolves, epochLoop(40, 3), incremental);
+      assert.deepEqual(only('missing-set-epoch', few.findings), []);
+      assert.deepEqual(only('missing-set-epoch', many.findings), []);
+      // Four levels down is beyond what the rule follows: the loop is reported.
+      const deep = await lintCounting(resolves, epochLoop(40, 4), incremental);
+      assert.deepEqual(only('missing-set-epoch', deep.findings), [epochLine(40, 4)]);
+      // The chain's calls are resolved (level1 .. level3, the loader's construction); the helpers' calls are not.
+      assert.ok(few.asked > 0, 'the calls that may set the epoch were resolved');
+      assert.ok(many.asked <= few.asked, `resolveCall asked ${few.asked} times with 4 helpers, ${many.asked} with 40`);
+      assert.ok(deep.asked <= few.asked + 2, `resolveCall asked ${deep.asked} times with 40 helpers and 4 levels`);
+    });
+  }
+});
