@@ -400,8 +400,18 @@ function definesFunction(model: FileModel, name: string): boolean {
  * caller an epoch loop instead.
  */
 function trainsIn(model: FileModel, within: SyntaxNode): boolean {
+  // Once per loop and file version: every forward in the loop asks.
+  return model.nodeMemo(within, 'trainsIn', () => trainsInNow(model, within)) ?? false;
+}
+
+function trainsInNow(model: FileModel, within: SyntaxNode): boolean {
   const scope = within.type === 'function_definition' || within === model.root ? within : model.scopeOf(within);
-  for (const c of model.callsIn(scope)) {
+  const calls = model.callsIn(scope);
+  // The scope's calls are in document order: a loop's are a run of them, found by its start (a
+  // module-level loop looked through every call of the module, once per loop).
+  for (let i = within === scope ? 0 : firstAtOrAfter(calls, within.start); i < calls.length; i++) {
+    const c = calls[i];
+    if (within !== scope && c.start >= within.end) break;
     if (within !== scope && !contains(within, c)) continue;
     if (isUpdate(model, c)) return true;
     const callee = model.callee(c);
