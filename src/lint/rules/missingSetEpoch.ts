@@ -69,7 +69,7 @@ function check(model: FileModel): RawFinding[] {
       chains = chainsFrom(model, call);
     } else {
       // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
-      if (call.parent?.type !== 'assignment' || call.field !== 'right') continue;
+      if (call.parent?.type !== 'assignment' || call.field !== 'right' || !mayReturnLoader(model, call)) continue;
       const target = resolveCall(model, call);
       const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
       const chain = returned && chainFromResult(model, call, returned);
@@ -99,6 +99,25 @@ interface ReturnedLoader {
   readonly loader: number | undefined;
   readonly sampler: number | undefined;
   readonly mayBeNone: boolean;
+}
+
+/**
+ * Can the function this call reaches (`resolveCall`: one named like its callee's last name, or a
+ * `__call__`) return a loader (`returnedLoader`)? By names alone, before the call is resolved:
+ * most assigned calls (`out = model(x)`) have no workspace function of their name that does.
+ */
+function mayReturnLoader(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  const name = lastName(model.src(callee));
+  const attr = callee.type === 'attribute' ? child(callee, 'attribute') : undefined;
+  const method = attr ? model.src(attr) : name;
+  return loaderNamed(model, name) || loaderNamed(model, '__call__') || (method !== name && loaderNamed(model, method));
+}
+
+/** Does some workspace function named `name` return a loader (`returnedLoader`)? Once per name and file version. */
+function loaderNamed(model: FileModel, name: string): boolean {
+  return model.fact(`loaderNamed:${name}`, () => model.facts.functionsNamed(name).some((fn) => returnedLoader(fn) !== undefined)) ?? false;
 }
 
 /** Does `fn` build a loader over a shuffling DistributedSampler and return it (alone or in a tuple)? */
@@ -607,6 +626,7 @@ function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
   const stored = model.bindingsIn(init.node, key).map((b) => (b.value ? unparen(b.value) : undefined));
   // `self.train_loader = self._prepare_dataloader(train_dataset)`
   if (stored.length === 1 && stored[0]?.type === 'call') {
+    if (!mayReturnLoader(model, stored[0])) return undefined;
     const target = resolveCall(model, stored[0]);
     const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
     return returned && returned.loader === undefined && !returned.mayBeNone ? `built by \`${target?.fn?.name}()\`` : undefined;
@@ -622,7 +642,7 @@ function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
       const b = site.model.binding(site.model.src(value), site.call);
       value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
     }
-    if (value?.type !== 'call') continue;
+    if (value?.type !== 'call' || !mayReturnLoader(site.model, value)) continue;
     const target = resolveCall(site.model, value);
     const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
     if (returned && returned.loader === undefined && !returned.mayBeNone) return `built by \`${target?.fn?.name}()\`, passed to \`${cls.name}\``;

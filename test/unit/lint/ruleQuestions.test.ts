@@ -70,6 +70,36 @@ function epochLoop(n: number, levels: number): SourceFile[] {
 const epochLine = (n: number, levels: number): string => `${4 + 4 * n + 4 * levels + 3}`;
 
 /**
+ * `n` assignments from project helpers (`y3 = helper3(x)`) that build no loader, and a helper that
+ * builds one over a shuffling DistributedSampler (`loader, sampler = build_loader(ds)`), iterated
+ * every epoch without `set_epoch`: reported at the epoch loop.
+ */
+function assignedCalls(n: number): SourceFile[] {
+  let s = 'import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n\ndef build_loader(ds):\n    sampler = DistributedSampler(ds, shuffle=True)\n    loader = DataLoader(ds, sampler=sampler)\n    return loader, sampler\n\n\n';
+  for (let i = 0; i < n; i++) s += `def helper${i}(x):\n    return x + ${i}\n\n\n`;
+  s += 'def prepare(x):\n';
+  for (let i = 0; i < n; i++) s += `    y${i} = helper${i}(x)\n`;
+  s += '    return x\n\n\ndef main(ds, model):\n    loader, sampler = build_loader(ds)\n    for epoch in range(10):\n        for x in loader:\n            model(x).sum().backward()\n';
+  return [{ path: '/ws/train.py', text: s }];
+}
+
+/** The line of `for epoch in range(10):` in `assignedCalls(n)` (0-based). */
+const assignedEpochLine = (n: number): string => `${10 + 4 * n + 1 + n + 3 + 2}`;
+
+/**
+ * A class that keeps a loader given to its constructor (`self.loader = loader`) and iterates it
+ * every epoch, built at `n` places with what project helpers return (`Trainer(model,
+ * make3(ds)).fit()`), none of which builds a loader over a DistributedSampler: nothing to report.
+ */
+function trainerSites(n: number): SourceFile[] {
+  let s = 'import torch\n\n\nclass Trainer:\n    def __init__(self, model, loader):\n        self.model = model\n        self.loader = loader\n\n    def fit(self):\n        for epoch in range(3):\n            for x in self.loader:\n                self.model(x).sum().backward()\n\n\n';
+  for (let i = 0; i < n; i++) s += `def make${i}(ds):\n    return list(ds)\n\n\n`;
+  s += 'def main(model, ds):\n';
+  for (let i = 0; i < n; i++) s += `    Trainer(model, make${i}(ds)).fit()\n`;
+  return [{ path: '/ws/trainer.py', text: s }];
+}
+
+/**
  * An evaluation through a wrapper's method (`w.eval_batch(x)`, whose forward is left to its
  * callers) reported in `evaluate`, and a step of `n` method calls on an optimizer (`opt.hook3()`)
  * that no workspace function is named like.
@@ -119,6 +149,25 @@ describe('lint rules: questions a rule cannot need are not asked (issue #13, ses
       assert.ok(few.asked > 0, 'the calls that may set the epoch were resolved');
       assert.ok(many.asked <= few.asked, `resolveCall asked ${few.asked} times with 4 helpers, ${many.asked} with 40`);
       assert.ok(deep.asked <= few.asked + 2, `resolveCall asked ${deep.asked} times with 40 helpers and 4 levels`);
+    });
+
+    it(`missing-set-epoch resolves an assigned call only where a function of its name may return a loader (${mode})`, async () => {
+      const resolves: Counting = { method: 'callFact', which: (a) => a[1] === 'resolve', rules: ['missing-set-epoch'] };
+      const few = await lintCounting(resolves, assignedCalls(4), incremental);
+      const many = await lintCounting(resolves, assignedCalls(40), incremental);
+      assert.deepEqual(only('missing-set-epoch', few.findings), [assignedEpochLine(4)]);
+      assert.deepEqual(only('missing-set-epoch', many.findings), [assignedEpochLine(40)]);
+      assert.ok(few.asked > 0, 'build_loader(ds) was resolved');
+      assert.equal(many.asked, few.asked, `resolveCall asked ${few.asked} times with 4 assigned helper calls, ${many.asked} with 40`);
+    });
+
+    it(`missing-set-epoch resolves what a class is built with only where a function of its name may return a loader (${mode})`, async () => {
+      const resolves: Counting = { method: 'callFact', which: (a) => a[1] === 'resolve', rules: ['missing-set-epoch'] };
+      const few = await lintCounting(resolves, trainerSites(4), incremental);
+      const many = await lintCounting(resolves, trainerSites(40), incremental);
+      assert.deepEqual(only('missing-set-epoch', few.findings), []);
+      assert.deepEqual(only('missing-set-epoch', many.findings), []);
+      assert.equal(many.asked, few.asked, `resolveCall asked ${few.asked} times with 4 constructions, ${many.asked} with 40`);
     });
 
     it(`missing-no-grad looks for the evaluation context of \`x.m()\` only where a workspace function is named m (${mode})`, async () => {
