@@ -8,6 +8,8 @@ import { Linter, type SourceFile } from '../../../src/lint/linter';
 import { FileModel } from '../../../src/lint/model';
 import { loadPython, PythonParser } from '../../../src/lint/parser';
 import type { Rule } from '../../../src/lint/rule';
+import { descendants, toSyntax } from '../../../src/lint/syntax';
+import { Workspace } from '../../../src/lint/workspace';
 
 interface Counting {
   /** The FileModel method counted. */
@@ -193,4 +195,61 @@ describe('lint rules: questions a rule cannot need are not asked (issue #13, ses
       assert.equal(many.asked, few.asked, `unreportedForward asked ${few.asked} times with 4 training-step helpers, ${many.asked} with 40`);
     });
   }
+});
+
+/**
+ * A forward three blocks deep, after `n` compound statements that call a bare name (`if x > 3:
+ * print(3)`) in each of those blocks, and a grad switch `switch(False)` in an `if` first: through
+ * `from torch import set_grad_enabled as switch` (`aliased`) it turns grad mode off, else (a local
+ * `switch`) it is no grad switch.
+ */
+function nestedForward(n: number, aliased: boolean): string {
+  let s = aliased ? 'import torch\nfrom torch import set_grad_enabled as switch\n\n\n' : 'import torch\n\n\ndef switch(on):\n    pass\n\n\n';
+  const prints = (indent: string): string => Array.from({ length: n }, (_, i) => `${indent}if x > ${i}:\n${indent}    print(${i})\n`).join('');
+  s += 'def run(model, xs, flag):\n    if flag:\n        switch(False)\n' + prints('    ') + '    for x in xs:\n' + prints('        ') + '        with open("log") as fh:\n' + prints('            ') + '            y = model(x)\n';
+  return s;
+}
+
+describe('grad guards: a bare name\'s call is a grad switch only through an alias (issue #13, session 11)', () => {
+  let parser: PythonParser;
+  before(async () => {
+    parser = new PythonParser(await loadPython());
+  });
+  after(() => parser.delete());
+
+  /** The grad state at `model(x)`, and how many names were qualified to find it. */
+  function gradStateCounting(text: string): { state: string; qualified: number } {
+    const tree = parser.parse(text);
+    const root = toSyntax(tree, text);
+    tree.delete();
+    const model = new FileModel('/ws/nested.py', text, root, new Workspace());
+    const forward = descendants(root).find((d) => d.type === 'call' && model.src(d) === 'model(x)');
+    assert.ok(forward, 'model(x) is in the text');
+    const proto = FileModel.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const had = Object.prototype.hasOwnProperty.call(proto, 'qualify');
+    const original = proto.qualify;
+    let qualified = 0;
+    proto.qualify = function (this: FileModel, ...args: unknown[]) {
+      qualified++;
+      return original.apply(this, args);
+    };
+    try {
+      return { state: model.gradState(forward), qualified };
+    } finally {
+      if (had) proto.qualify = original;
+      else delete proto.qualify;
+    }
+  }
+
+  it('the forward under an aliased set_grad_enabled(False) is off, and under a local function of that name not', () => {
+    assert.equal(gradStateCounting(nestedForward(3, true)).state, 'off');
+    assert.equal(gradStateCounting(nestedForward(3, false)).state, 'default');
+  });
+
+  it('without such an alias, the calls of bare names around a forward are not qualified one by one', () => {
+    const few = gradStateCounting(nestedForward(3, false));
+    const many = gradStateCounting(nestedForward(30, false));
+    assert.equal(many.state, 'default');
+    assert.equal(many.qualified, few.qualified, `qualify asked ${few.qualified} times with 3 compound statements per block, ${many.qualified} with 30`);
+  });
 });
