@@ -341,14 +341,23 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
     if (!e) names.set(name, (e = { reads: [], kills: [], nestedRead: false }));
     return e;
   };
+  // In document order, as `descendants` lists them, without its array of every node: the module's
+  // scope walks every module-level function too (for their closures' reads). Class bodies are left out.
   const walk = (node: SyntaxNode, nested: boolean): void => {
-    for (const n of descendants(node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
-      if (n.type === 'function_definition' || n.type === 'lambda') {
+    const stack: SyntaxNode[] = [];
+    for (let i = node.children.length - 1; i >= 0; i--) stack.push(node.children[i]);
+    while (stack.length > 0) {
+      const n = stack.pop() as SyntaxNode;
+      const type = n.type;
+      if (type === 'function_definition' || type === 'lambda') {
         // Closures: a read inside one makes the name escape.
         walk(n, true);
         continue;
       }
-      if (n.type === 'identifier') {
+      if (type === 'class_definition') continue;
+      const children = n.children;
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
+      if (type === 'identifier') {
         const p = n.parent;
         if (p?.type === 'attribute' && n.field === 'attribute') continue;
         if (p?.type === 'keyword_argument' && n.field === 'name') continue;
@@ -357,7 +366,7 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
         const e = entry(model.src(n));
         if (nested) e.nestedRead = true;
         else e.reads.push(n);
-      } else if (n.type === 'assignment' && !nested) {
+      } else if (type === 'assignment' && !nested) {
         const left = child(n, 'left');
         const s = statementOf(n);
         if (left && s && s.children.find((c) => c.named) === n) for (const t of boundNames(model, left)) entry(t).kills.push(s);
@@ -371,14 +380,15 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
 
 /** Is this identifier bound here (an assignment's or a `for`'s target), rather than read? */
 function isTarget(n: SyntaxNode): boolean {
-  let cur = n;
-  for (const a of ancestors(n)) {
+  for (let cur = n, a = n.parent; a; cur = a, a = a.parent) {
     if (a.type === 'assignment' || a.type === 'for_statement' || a.type === 'for_in_clause') return cur.field === 'left';
-    if (!/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat|parenthesized_expression)$/.test(a.type)) return false;
-    cur = a;
+    if (!targetParts.has(a.type)) return false;
   }
   return false;
 }
+
+/** What an assignment's or a loop's target is made of around a name (`isTarget`). */
+const targetParts = new Set(['pattern_list', 'tuple_pattern', 'list_pattern', 'tuple', 'list', 'list_splat_pattern', 'list_splat', 'parenthesized_expression']);
 
 function boundNames(model: FileModel, left: SyntaxNode): string[] {
   const n = unparen(left);
