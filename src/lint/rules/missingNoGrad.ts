@@ -3,9 +3,9 @@
  * the forward pass and keeps every activation until the output is freed.
  */
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
-import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../model';
+import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -83,17 +83,6 @@ function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | unde
   return fn;
 }
 
-/**
- * Can `forwardWrapper` find a function for a call of this attribute callee? What `resolveCall` and
- * `resolveInstanceCall` reach is named like the attribute (a method, a module's function) or is a
- * `__call__`: without a workspace function of either name, nothing.
- */
-function mayWrap(model: FileModel, callee: SyntaxNode): boolean {
-  const attr = child(callee, 'attribute');
-  const names = [lastName(model.src(callee)), ...(attr ? [model.src(attr)] : []), '__call__'];
-  return names.some((name) => model.facts.functionsNamed(name).length > 0);
-}
-
 function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
@@ -118,9 +107,8 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
   if (!callee) return undefined;
   // Plain names and `self.` methods: the project function the name resolves to.
   if (!(callee.type === 'identifier' || (callee.type === 'attribute' && /^self\.[A-Za-z_]\w*$/.test(model.src(callee))))) {
-    // `wrapper.eval_batch(batch)`: another object's method, by its class's summary, and only in an inference context
-    // (looked for only when a workspace function has a name the call can reach: `optimizer.zero_grad()` has none).
-    const wrapper = callee.type === 'attribute' && mayWrap(model, callee) && inferenceContext(model, call) ? forwardWrapper(model, call) : undefined;
+    // `wrapper.eval_batch(batch)`: another object's method, by its class's summary, and only in an inference context.
+    const wrapper = callee.type === 'attribute' && inferenceContext(model, call) ? forwardWrapper(model, call) : undefined;
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }

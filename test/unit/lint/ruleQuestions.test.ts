@@ -102,19 +102,6 @@ function trainerSites(n: number): SourceFile[] {
 }
 
 /**
- * An evaluation through a wrapper's method (`w.eval_batch(x)`, whose forward is left to its
- * callers) reported in `evaluate`, and a step of `n` method calls on an optimizer (`opt.hook3()`)
- * that no workspace function is named like.
- */
-function wrapperAndHooks(n: number, hook0 = false): SourceFile[] {
-  let s = 'import torch\nimport torch.nn as nn\n\n\nclass Wrapper:\n    def __init__(self):\n        self.net = nn.Linear(4, 4)\n\n    def eval_batch(self, x):\n        return self.net(x)\n\n\ndef evaluate(w, loader):\n    for x in loader:\n        print(w.eval_batch(x).argmax())\n\n\ndef tune(opt, xs):\n    for x in xs:\n';
-  for (let i = 0; i < n; i++) s += `        opt.hook${i}()\n`;
-  // With `hook0`, a workspace class has a method of that name.
-  if (hook0) s += '\n\nclass Hooks:\n    def hook0(self):\n        pass\n';
-  return [{ path: '/ws/wrap.py', text: s }];
-}
-
-/**
  * A training step that calls `n` project helpers, each running the model, whose outputs make the
  * loss; an evaluation loop calls the first helper without a guard. Each helper's forward is on a
  * training path, so its guard belongs to the evaluation's call of it: the one finding.
@@ -170,18 +157,6 @@ describe('lint rules: questions a rule cannot need are not asked (issue #13, ses
       assert.deepEqual(only('missing-set-epoch', few.findings), []);
       assert.deepEqual(only('missing-set-epoch', many.findings), []);
       assert.equal(many.asked, few.asked, `resolveCall asked ${few.asked} times with 4 constructions, ${many.asked} with 40`);
-    });
-
-    it(`missing-no-grad looks for the evaluation context of \`x.m()\` only where a workspace function is named m (${mode})`, async () => {
-      const hooks: Counting = { method: 'evalEventFor', which: (a) => typeof a[1] === 'string' && a[1].startsWith('opt.hook'), rules: ['missing-no-grad'] };
-      const hook0: Counting = { method: 'evalEventFor', which: (a) => a[1] === 'opt.hook0', rules: ['missing-no-grad'] };
-      const few = await lintCounting(hooks, wrapperAndHooks(4), incremental);
-      const many = await lintCounting(hooks, wrapperAndHooks(40), incremental);
-      // The forward in eval_batch, which only evaluate() calls, is reported, at either size.
-      assert.deepEqual(only('missing-no-grad', few.findings), ['9']);
-      assert.deepEqual(only('missing-no-grad', many.findings), ['9']);
-      assert.ok((await lintCounting(hook0, wrapperAndHooks(4, true), incremental)).asked > 0, 'the context of opt.hook0() is looked for once a method hook0 is defined');
-      assert.equal(many.asked, few.asked, `the context of opt.hook*() looked for ${few.asked} times with 4 calls, ${many.asked} with 40`);
     });
 
     it(`missing-no-grad asks whether a helper runs an unreported forward only for calls with an evaluation context (${mode})`, async () => {
