@@ -112,6 +112,10 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
+  // A function that trains itself (`trains`' own first test, from its calls alone) is not one.
+  const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node));
+  // Most calls of a plain name reach no project function (`print`, `len`): nothing more to ask.
+  if (candidates.length === 0) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
   if (reportOnly) {
     // `judge`'s context for a forward through a helper: its own, or (costlier, asked later) the
@@ -119,10 +123,9 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
     const fn = model.functionOf(call);
     if (!contextOf(model, call, texts, fn) && !(fn && mayBeEvalOnlyHelper(fn))) return undefined;
   }
-  // A function that trains itself (`trains`' own first test, from its calls alone) is not one;
-  // else whether it runs an unreported forward before whether it trains through its callees:
+  // Whether a candidate runs an unreported forward before whether it trains through its callees:
   // most project functions run no forward (all of torch's), and then that walk is not needed.
-  const via = resolveCallee(model, call).find((g) => !g.model.hasTrainingSignal(g.node) && unreportedForward(g) && !trains(g));
+  const via = candidates.find((g) => unreportedForward(g) && !trains(g));
   if (!via) return undefined;
   return { calleeNode: callee, texts, via };
 }
