@@ -13,20 +13,30 @@ const switchMethodNames = new Set([...[...setGradNames].map(lastName), 'enter_co
  * (reused statements keep theirs across edits), where `togglesOf` walked each compound
  * statement of each block asked about, again at each level of nesting.
  */
-const switchCalls = new WeakMap<SyntaxNode, SyntaxNode[]>();
+interface SwitchCalls {
+  /** Every candidate, in document order. */
+  readonly all: SyntaxNode[];
+  /** The attribute calls among them (`torch.set_grad_enabled(...)`, `stack.enter_context(...)`), in document order. */
+  readonly attributes: SyntaxNode[];
+}
 
-function switchCallsOf(top: SyntaxNode, src: (n: SyntaxNode) => string): SyntaxNode[] {
+const switchCalls = new WeakMap<SyntaxNode, SwitchCalls>();
+
+function switchCallsOf(top: SyntaxNode, src: (n: SyntaxNode) => string): SwitchCalls {
   let list = switchCalls.get(top);
   if (!list) {
-    list = [];
+    list = { all: [], attributes: [] };
     for (const n of descendants(top)) {
       if (n.type !== 'call') continue;
       const f = child(n, 'function');
       const callee = f && unparen(f);
-      if (callee?.type === 'identifier') list.push(n);
+      if (callee?.type === 'identifier') list.all.push(n);
       else if (callee?.type === 'attribute') {
         const attr = child(callee, 'attribute');
-        if (attr && switchMethodNames.has(src(attr))) list.push(n);
+        if (attr && switchMethodNames.has(src(attr))) {
+          list.all.push(n);
+          list.attributes.push(n);
+        }
       }
     }
     switchCalls.set(top, list);
@@ -34,11 +44,17 @@ function switchCallsOf(top: SyntaxNode, src: (n: SyntaxNode) => string): SyntaxN
   return list;
 }
 
-/** The calls under `stmt` (not in a function nested in it) that `switchCallsOf` lists: what `descendants(stmt, function_definition)` gives of them, in order. */
-function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string): SyntaxNode[] {
+/**
+ * The calls under `stmt` (not in a function nested in it) that `switchCallsOf` lists: what
+ * `descendants(stmt, function_definition)` gives of them, in order. Without `bare`, only the
+ * attribute calls: a call of a bare name switches grad mode only through an import alias of
+ * `set_grad_enabled`, and most files have none.
+ */
+function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string, bare: boolean): SyntaxNode[] {
   let top = stmt;
   while (top.parent?.parent) top = top.parent;
-  const all = switchCallsOf(top, src);
+  const lists = switchCallsOf(top, src);
+  const all = bare ? lists.all : lists.attributes;
   if (all.length === 0) return all;
   const start = stmt.start;
   let lo = 0;
@@ -169,12 +185,25 @@ export abstract class ModelGuards extends ModelScopes {
     return this.togglesOf([top]).map((t) => t.state);
   }
 
+  /**
+   * Does an import alias name `set_grad_enabled` (`from torch import set_grad_enabled`)? Only then
+   * can a call of a bare name switch grad mode (`togglesOf`): its callee qualifies to itself
+   * otherwise, which no grad switch is. From the aliases, which the shared facts compare.
+   */
+  private bareGradSwitches(): boolean {
+    return this.shared('bareGradSwitches', () => {
+      for (const q of this.aliases.values()) if (setGradNames.has(q)) return true;
+      return false;
+    });
+  }
+
   protected togglesOf(statements: readonly SyntaxNode[]): { start: number; state: 'off' | 'on' }[] {
     {
       const out: { start: number; state: 'off' | 'on' }[] = [];
+      let bare: boolean | undefined;
       for (const s of statements) {
         if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
-        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : switchCallsWithin(s, (n) => this.src(n));
+        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : switchCallsWithin(s, (n) => this.src(n), (bare ??= this.bareGradSwitches()));
         for (const c of calls) {
           if (c.type !== 'call') continue;
           const q = this.qualify(this.callee(c));

@@ -341,14 +341,23 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
     if (!e) names.set(name, (e = { reads: [], kills: [], nestedRead: false }));
     return e;
   };
+  // In document order, as `descendants` lists them, without its array of every node: the module's
+  // scope walks every module-level function too (for their closures' reads). Class bodies are left out.
   const walk = (node: SyntaxNode, nested: boolean): void => {
-    for (const n of descendants(node, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda')) {
-      if (n.type === 'function_definition' || n.type === 'lambda') {
+    const stack: SyntaxNode[] = [];
+    for (let i = node.children.length - 1; i >= 0; i--) stack.push(node.children[i]);
+    while (stack.length > 0) {
+      const n = stack.pop() as SyntaxNode;
+      const type = n.type;
+      if (type === 'function_definition' || type === 'lambda') {
         // Closures: a read inside one makes the name escape.
         walk(n, true);
         continue;
       }
-      if (n.type === 'identifier') {
+      if (type === 'class_definition') continue;
+      const children = n.children;
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
+      if (type === 'identifier') {
         const p = n.parent;
         if (p?.type === 'attribute' && n.field === 'attribute') continue;
         if (p?.type === 'keyword_argument' && n.field === 'name') continue;
@@ -357,7 +366,7 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
         const e = entry(model.src(n));
         if (nested) e.nestedRead = true;
         else e.reads.push(n);
-      } else if (n.type === 'assignment' && !nested) {
+      } else if (type === 'assignment' && !nested) {
         const left = child(n, 'left');
         const s = statementOf(n);
         if (left && s && s.children.find((c) => c.named) === n) for (const t of boundNames(model, left)) entry(t).kills.push(s);
@@ -371,14 +380,15 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
 
 /** Is this identifier bound here (an assignment's or a `for`'s target), rather than read? */
 function isTarget(n: SyntaxNode): boolean {
-  let cur = n;
-  for (const a of ancestors(n)) {
+  for (let cur = n, a = n.parent; a; cur = a, a = a.parent) {
     if (a.type === 'assignment' || a.type === 'for_statement' || a.type === 'for_in_clause') return cur.field === 'left';
-    if (!/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat|parenthesized_expression)$/.test(a.type)) return false;
-    cur = a;
+    if (!targetParts.has(a.type)) return false;
   }
   return false;
 }
+
+/** What an assignment's or a loop's target is made of around a name (`isTarget`). */
+const targetParts = new Set(['pattern_list', 'tuple_pattern', 'list_pattern', 'tuple', 'list', 'list_splat_pattern', 'list_splat', 'parenthesized_expression']);
 
 function boundNames(model: FileModel, left: SyntaxNode): string[] {
   const n = unparen(left);
@@ -400,8 +410,18 @@ function definesFunction(model: FileModel, name: string): boolean {
  * caller an epoch loop instead.
  */
 function trainsIn(model: FileModel, within: SyntaxNode): boolean {
+  // Once per loop and file version: every forward in the loop asks.
+  return model.nodeMemo(within, 'trainsIn', () => trainsInNow(model, within)) ?? false;
+}
+
+function trainsInNow(model: FileModel, within: SyntaxNode): boolean {
   const scope = within.type === 'function_definition' || within === model.root ? within : model.scopeOf(within);
-  for (const c of model.callsIn(scope)) {
+  const calls = model.callsIn(scope);
+  // The scope's calls are in document order: a loop's are a run of them, found by its start (a
+  // module-level loop looked through every call of the module, once per loop).
+  for (let i = within === scope ? 0 : firstAtOrAfter(calls, within.start); i < calls.length; i++) {
+    const c = calls[i];
+    if (within !== scope && c.start >= within.end) break;
     if (within !== scope && !contains(within, c)) continue;
     if (isUpdate(model, c)) return true;
     const callee = model.callee(c);

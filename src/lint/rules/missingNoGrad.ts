@@ -54,7 +54,7 @@ type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
-    const fwd = forwardOf(model, call);
+    const fwd = forwardOf(model, call, true);
     if (!fwd) continue;
     const verdict = judge(model, call, fwd, true);
     if (verdict.kind !== 'report') continue;
@@ -89,8 +89,14 @@ function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   return contextOf(model, call, [model.src(callee)], model.functionOf(call)) !== undefined;
 }
 
-/** The forward pass `call` runs, if any: a model call, or a call of a project function that runs an unreported one. */
-function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
+/**
+ * The forward pass `call` runs, if any: a model call, or a call of a project function that runs an
+ * unreported one. With `reportOnly` (the rule's own pass, which only reports, and a report needs an
+ * evaluation context: `judge`), a project function's call is followed only where `judge` would find
+ * a context for it: most are a training step's, and whether the function runs an unreported forward
+ * (`unreportedForward`, which judges every forward in it and its callees) is then not needed.
+ */
+function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forward | undefined {
   // `load_model(path)` is named like a model, but a project function: its summary says what it runs.
   if ((model.isModelCall(call) && !namedLikeModel(model, call)) || forwardMethodCall(model, call) || loadedModuleCall(model, call)) {
     const mc = model.methodCall(call);
@@ -106,12 +112,21 @@ function forwardOf(model: FileModel, call: SyntaxNode): Forward | undefined {
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
-  // A function that trains itself (`trains`' own first test, from its calls alone) is not one;
-  // else whether it runs an unreported forward before whether it trains through its callees:
-  // most project functions run no forward (all of torch's), and then that walk is not needed.
-  const via = resolveCallee(model, call).find((g) => !g.model.hasTrainingSignal(g.node) && unreportedForward(g) && !trains(g));
-  if (!via) return undefined;
+  // A function that trains itself (`trains`' own first test, from its calls alone) is not one.
+  const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node));
+  // Most calls of a plain name reach no project function (`print`, `len`): nothing more to ask.
+  if (candidates.length === 0) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
+  if (reportOnly) {
+    // `judge`'s context for a forward through a helper: its own, or (costlier, asked later) the
+    // function's as an evaluation-only helper, which one that trains or a module's method is not.
+    const fn = model.functionOf(call);
+    if (!contextOf(model, call, texts, fn) && !(fn && mayBeEvalOnlyHelper(fn))) return undefined;
+  }
+  // Whether a candidate runs an unreported forward before whether it trains through its callees:
+  // most project functions run no forward (all of torch's), and then that walk is not needed.
+  const via = candidates.find((g) => unreportedForward(g) && !trains(g));
+  if (!via) return undefined;
   return { calleeNode: callee, texts, via };
 }
 
@@ -184,6 +199,11 @@ function evalOnlyHelper(fn: FunctionInfo, depth = 0): Context | undefined {
   });
 }
 
+/** False where `evalOnlyHelper(fn)` is sure to be undefined by its first, cheap tests (a module's method, a function with a training step of its own). */
+function mayBeEvalOnlyHelper(fn: FunctionInfo): boolean {
+  return !(fn.cls && fn.model.isModuleClassInfo(fn.cls)) && !fn.model.hasTrainingSignal(fn.node);
+}
+
 function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[], fn: FunctionInfo | undefined, direct?: string): Context | undefined {
   if (fn && inferenceName.test(fn.name)) return { kind: 'name', fn };
   if (fn && generationName.test(fn.name) && generates(model, fn)) return { kind: 'name', fn };
@@ -208,9 +228,11 @@ function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[],
  */
 function readOnlyForward(model: FileModel, call: SyntaxNode, calleeText: string, fn: FunctionInfo | undefined): boolean {
   if (fn && (/^(forward|__call__)$/.test(fn.name) || (fn.cls && (calleeText === 'self' || calleeText.startsWith('self.')) && model.isModuleClassInfo(fn.cls)))) return false;
-  if (!onlyRead(model, call)) return false;
   // In a training loop, a forward run every step (an RL rollout's action) is part of the step.
-  return !inTrainingStep(model, call);
+  // Asked first: most forwards are a training step's, and the loop's answer is kept for all of
+  // them, where following each output's uses (`onlyRead`) indexes the reads of its whole scope.
+  if (inTrainingStep(model, call)) return false;
+  return onlyRead(model, call);
 }
 
 /**

@@ -69,7 +69,7 @@ function check(model: FileModel): RawFinding[] {
       chains = chainsFrom(model, call);
     } else {
       // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
-      if (call.parent?.type !== 'assignment' || call.field !== 'right') continue;
+      if (call.parent?.type !== 'assignment' || call.field !== 'right' || !mayReturnLoader(model, call)) continue;
       const target = resolveCall(model, call);
       const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
       const chain = returned && chainFromResult(model, call, returned);
@@ -99,6 +99,25 @@ interface ReturnedLoader {
   readonly loader: number | undefined;
   readonly sampler: number | undefined;
   readonly mayBeNone: boolean;
+}
+
+/**
+ * Can the function this call reaches (`resolveCall`: one named like its callee's last name, or a
+ * `__call__`) return a loader (`returnedLoader`)? By names alone, before the call is resolved:
+ * most assigned calls (`out = model(x)`) have no workspace function of their name that does.
+ */
+function mayReturnLoader(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  const name = lastName(model.src(callee));
+  const attr = callee.type === 'attribute' ? child(callee, 'attribute') : undefined;
+  const method = attr ? model.src(attr) : name;
+  return loaderNamed(model, name) || loaderNamed(model, '__call__') || (method !== name && loaderNamed(model, method));
+}
+
+/** Does some workspace function named `name` return a loader (`returnedLoader`)? Once per name and file version. */
+function loaderNamed(model: FileModel, name: string): boolean {
+  return model.fact(`loaderNamed:${name}`, () => model.facts.functionsNamed(name).some((fn) => returnedLoader(fn) !== undefined)) ?? false;
 }
 
 /** Does `fn` build a loader over a shuffling DistributedSampler and return it (alone or in a tuple)? */
@@ -384,10 +403,45 @@ function targetOrName(model: FileModel, call: SyntaxNode): readonly FunctionInfo
  * otherwise asked the same question of every workspace function named `update`.
  */
 function callSetsEpoch(model: FileModel, call: SyntaxNode, depth: number): boolean {
+  // Most calls cannot reach a `set_epoch` by any name: that is known without resolving them.
+  if (!mayReachSetEpoch(model, call, depth)) return false;
   const t = targetOrName(model, call);
   if (typeof t !== 'string') return t.some((fn) => functionSetsEpoch(fn, depth));
   // The depth only grows, so the fact never asks itself.
   return model.fact(`setsEpochNamed:${depth}:${t}`, () => model.facts.functionsNamed(t).some((fn) => functionSetsEpoch(fn, depth))) ?? false;
+}
+
+/**
+ * Can `callSetsEpoch(model, call, depth)` be true, by names alone? Every function the call can
+ * reach (`targetOrName`: the one `resolveCall` finds, or the workspace's functions of its last
+ * name) is named like its callee's last name, or `__call__` (an instance called). So it is only
+ * true when some workspace function of one of those names may set the epoch within the levels
+ * left (`mayNamed`). Asked before `resolveCall`, which the epoch loops' calls otherwise asked of
+ * nearly every call of the file, three levels down.
+ */
+function mayReachSetEpoch(model: FileModel, call: SyntaxNode, depth: number): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  const name = lastName(model.src(callee));
+  if (mayNamed(model, name, depth) || mayNamed(model, '__call__', depth)) return true;
+  // `x . m(...)`: the method's own name, when the text around the dot is not plain.
+  const attr = callee.type === 'attribute' ? child(callee, 'attribute') : undefined;
+  const method = attr ? model.src(attr) : name;
+  return method !== name && mayNamed(model, method, depth);
+}
+
+/**
+ * May a workspace function named `name` set the epoch at `depth` (`functionSetsEpoch`)? True when
+ * one calls `.set_epoch(...)` itself, or (above the last level) makes a call that
+ * `mayReachSetEpoch` lets through: a superset of the functions that do, found by names only.
+ * Once per name, depth and file version; its lookups are the names it followed (`fn:<name>`),
+ * so an edit that could change the answer marks it stale. The depth only grows: no cycle.
+ */
+function mayNamed(model: FileModel, name: string, depth: number): boolean {
+  return model.fact(`mayEpoch:${depth}:${name}`, () => model.facts.functionsNamed(name).some((fn) => {
+    const { direct, calls } = callsIn(fn);
+    return direct || (depth < maxDepth && calls.some((c) => mayReachSetEpoch(fn.model, c, depth + 1)));
+  })) ?? false;
 }
 
 /** Does this call hand `key` to a workspace function that iterates that parameter (or hands it on)? */
@@ -572,6 +626,7 @@ function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
   const stored = model.bindingsIn(init.node, key).map((b) => (b.value ? unparen(b.value) : undefined));
   // `self.train_loader = self._prepare_dataloader(train_dataset)`
   if (stored.length === 1 && stored[0]?.type === 'call') {
+    if (!mayReturnLoader(model, stored[0])) return undefined;
     const target = resolveCall(model, stored[0]);
     const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
     return returned && returned.loader === undefined && !returned.mayBeNone ? `built by \`${target?.fn?.name}()\`` : undefined;
@@ -587,7 +642,7 @@ function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
       const b = site.model.binding(site.model.src(value), site.call);
       value = b?.value && !b.unpacked ? unparen(b.value) : undefined;
     }
-    if (value?.type !== 'call') continue;
+    if (value?.type !== 'call' || !mayReturnLoader(site.model, value)) continue;
     const target = resolveCall(site.model, value);
     const returned = target?.fn && !target.cls ? returnedLoader(target.fn) : undefined;
     if (returned && returned.loader === undefined && !returned.mayBeNone) return `built by \`${target?.fn?.name}()\`, passed to \`${cls.name}\``;
