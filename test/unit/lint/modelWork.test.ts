@@ -10,6 +10,31 @@ import { loadPython, PythonParser } from '../../../src/lint/parser';
 import { descendants, toSyntax, type SyntaxNode } from '../../../src/lint/syntax';
 import { Workspace } from '../../../src/lint/workspace';
 
+/** A file's model, parsed from `text` the way the linter builds it. */
+function modelOf(parser: PythonParser, path: string, text: string): { model: FileModel; root: SyntaxNode } {
+  const tree = parser.parse(text);
+  const root = toSyntax(tree, text);
+  tree.delete();
+  return { model: new FileModel(path, text, root, new Workspace()), root };
+}
+
+/** Runs `body` with every text the models read (`FileModel.src`) listed in `read`, in order. */
+function readingSrc<T>(body: (read: string[]) => T): T {
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
+  const src = FileModel.prototype.src;
+  const read: string[] = [];
+  FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
+    const s = src.call(this, node);
+    read.push(s);
+    return s;
+  };
+  try {
+    return body(read);
+  } finally {
+    FileModel.prototype.src = src;
+  }
+}
+
 describe('lint deps: key sets made only for recordings that record a key (issue #13)', () => {
   it('gives every recording that looks nothing up one shared empty key set, which refuses keys', () => {
     const sets: (Set<string> | undefined)[] = [];
@@ -70,32 +95,19 @@ describe('lint model: an attribute qualified once per file version (issue #13)',
 
   it('reads an attribute callee’s text once however often it is qualified, with the same answer', () => {
     const text = 'import torch.nn as nn\nfrom torch import optim as o\n\nlayer = nn.modules.Linear(4, 4)\nopt = o.SGD(layer.parameters())\nx = (nn).ReLU()\n';
-    const tree = parser.parse(text);
-    const root = toSyntax(tree, text);
-    tree.delete();
-    const model = new FileModel('/ws/q.py', text, root, new Workspace());
+    const { model, root } = modelOf(parser, '/ws/q.py', text);
     const callees = descendants(root)
       .filter((n) => n.type === 'call')
       .map((c) => model.callee(c) as SyntaxNode);
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
-    const src = FileModel.prototype.src;
-    let reads = 0;
-    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
-      reads++;
-      return src.call(this, node);
-    };
-    try {
+    readingSrc((read) => {
       const first = callees.map((c) => model.qualify(c));
-      const readsFirst = reads;
-      reads = 0;
+      const readsFirst = read.length;
       const again = callees.map((c) => model.qualify(c));
       assert.deepEqual(first, ['torch.nn.modules.Linear', 'torch.optim.SGD', 'layer.parameters', 'torch.nn.ReLU']);
       assert.deepEqual(again, first);
       assert.ok(readsFirst > 0);
-      assert.equal(reads, 0, 'the attributes were read again');
-    } finally {
-      FileModel.prototype.src = src;
-    }
+      assert.equal(read.length, readsFirst, 'the attributes were read again');
+    });
   });
 });
 
@@ -152,20 +164,9 @@ describe('lint model: accumulation reads a target’s text only where it compare
 
   it('copies no text for an assignment that is no accumulation, and still finds `total = total + loss` and `+=`', () => {
     const text = 'import torch\n\ndef step(model, x, total, loss):\n    out1 = model(x)\n    out2 = x.sum()\n    out3 = [x, x]\n    total = total + loss\n    total += loss\n    parts = torch.cat([parts, x])\n';
-    const tree = parser.parse(text);
-    const root = toSyntax(tree, text);
-    tree.delete();
-    const model = new FileModel('/ws/acc.py', text, root, new Workspace());
+    const { model, root } = modelOf(parser, '/ws/acc.py', text);
     const statements = descendants(root).filter((n) => n.type === 'expression_statement');
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
-    const src = FileModel.prototype.src;
-    const read: string[] = [];
-    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
-      const s = src.call(this, node);
-      read.push(s);
-      return s;
-    };
-    try {
+    readingSrc((read) => {
       const found = statements.map((s) => model.accumulation(s));
       assert.deepEqual(
         found.map((a) => (a ? `${a.kind} ${model.text.slice(a.target.start, a.target.end)} ${model.text.slice(a.value.start, a.value.end)}` : '-')),
@@ -173,9 +174,7 @@ describe('lint model: accumulation reads a target’s text only where it compare
       );
       // The three plain assignments' targets are not read.
       assert.ok(!read.some((r) => /^out/.test(r)), `read ${JSON.stringify(read)}`);
-    } finally {
-      FileModel.prototype.src = src;
-    }
+    });
   });
 });
 
@@ -188,26 +187,13 @@ describe('lint model: an evaluation loop recognised once per loop (issue #13)', 
 
   it('reads a `for` loop’s iterable once however many nodes inside it ask, with the same answers', () => {
     const text = 'def evaluate(model, val_loader, train_loader):\n    for x in val_loader:\n        y = model(x)\n        z = y.sum()\n    for x in train_loader:\n        y = model(x)\n';
-    const tree = parser.parse(text);
-    const root = toSyntax(tree, text);
-    tree.delete();
-    const model = new FileModel('/ws/loop.py', text, root, new Workspace());
+    const { model, root } = modelOf(parser, '/ws/loop.py', text);
     const inside = descendants(root).filter((n) => n.type === 'identifier' && n.startRow >= 2);
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- saved to be put back, and called with its `this`
-    const src = FileModel.prototype.src;
-    const read: string[] = [];
-    FileModel.prototype.src = function (this: FileModel, node: SyntaxNode) {
-      const s = src.call(this, node);
-      read.push(s);
-      return s;
-    };
-    try {
+    readingSrc((read) => {
       const rows = inside.map((n) => model.evalLoaderLoopOf(n)?.startRow ?? -1);
       assert.deepEqual(rows, inside.map((n) => (n.startRow <= 3 ? 1 : -1)));
       assert.equal(read.filter((r) => r === 'val_loader').length, 1);
       assert.equal(read.filter((r) => r === 'train_loader').length, 1);
-    } finally {
-      FileModel.prototype.src = src;
-    }
+    });
   });
 });
