@@ -96,8 +96,9 @@ export abstract class ModelGuards extends ModelScopes {
       if (q && inferenceModeNames.has(q)) return firstArg && this.src(firstArg) === 'False' ? undefined : 'off';
       if (q && setGradNames.has(q)) return firstArg && this.src(firstArg) === 'True' ? 'on' : 'off';
       if (q && enableGradNames.has(q)) return 'on';
-      // `torch.no_grad()(fn)` and the like: the callee itself is a guard.
-      if (callee.type === 'call') return this.classifyGuard(callee, depth + 1);
+      // `torch.no_grad()(fn)` and the like: the callee itself is a guard; so is one picked by a
+      // condition, `(torch.inference_mode if new_torch else torch.no_grad)()` (yolov5's decorator).
+      if (callee.type === 'call' || callee.type === 'conditional_expression') return this.classifyGuard(callee, depth + 1);
       if ((callee.type === 'identifier' || callee.type === 'attribute') && !(q && torchFamily.test(q)) && this.facts.isGuardWrapper(lastName(this.src(callee)))) return 'off';
       if (callee.type === 'identifier') {
         // `ng = torch.no_grad` ... `with ng():`
@@ -224,7 +225,12 @@ export abstract class ModelGuards extends ModelScopes {
     }
   }
 
-  /** This function is a `@contextmanager` that yields under a guard, or a decorator that calls its argument under one. */
+  /**
+   * This function is a `@contextmanager` that yields under a guard, a decorator that calls its
+   * argument under one, or a decorator factory that returns such a decorator, defined inside it
+   * (`def smart_inference_mode(new_torch=...): def decorate(fn): ...; return decorate`, used as
+   * `@smart_inference_mode()`).
+   */
   isGuardWrapper(fn: FunctionInfo): boolean {
     return this.memo(`wrapper:${fn.node.order}`, () => {
       const body = fn.body;
@@ -249,7 +255,28 @@ export abstract class ModelGuards extends ModelScopes {
           if (n.parent?.type === 'return_statement' && this.positionalArgs(n).some((a) => this.src(a) === wrapped) && callee && this.classifyGuard(callee) === 'off') return true;
         }
       }
-      return false;
+      return this.returnsGuardWrapper(fn);
+    });
+  }
+
+  /** A factory: `fn` returns, by name, a function defined in its own body that is a guard wrapper. */
+  private returnsGuardWrapper(fn: FunctionInfo): boolean {
+    const body = fn.body;
+    if (!body) return false;
+    const nested = new Map<string, FunctionInfo>();
+    const returned: string[] = [];
+    for (const n of descendants(body, (x) => x.type === 'function_definition' || x.type === 'lambda' || x.type === 'class_definition')) {
+      if (n.type === 'function_definition') {
+        const info = this.functionByNode.get(n);
+        if (info) nested.set(info.name, info);
+      } else if (n.type === 'return_statement') {
+        const value = namedChildren(n)[0];
+        if (value?.type === 'identifier') returned.push(this.src(value));
+      }
+    }
+    return returned.some((name) => {
+      const inner = nested.get(name);
+      return !!inner && this.isGuardWrapper(inner);
     });
   }
 

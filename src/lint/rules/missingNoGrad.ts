@@ -291,7 +291,7 @@ function ownComputation(model: FileModel, call: SyntaxNode, calleeText: string, 
  * model. Not worth a warning; a loop, a returned or stored output still is.
  */
 function oneOffInTest(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boolean {
-  if (!/^test([_A-Z0-9]|$)/.test(fn.name) || inLoop(call, fn)) return false;
+  if (!isUnitTest(model, fn) || inLoop(call, fn)) return false;
   const stmt = statementOf(call);
   if (!stmt || escapes(model, call, stmt)) return false;
   // `out = model(x)`, then `y = out.sum()`: those locals must not leave the test either.
@@ -317,6 +317,21 @@ function oneOffInTest(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boo
     }
   }
   return true;
+}
+
+/**
+ * A function a test runner collects: named `test…` in a test file (pytest's `test_*.py` /
+ * `*_test.py`) or in a test class (`Test…`, a `TestCase`). In a
+ * training script, `def test(model, loader):` is the evaluation entry point (pygcn's
+ * `train.py`), not a unit test.
+ */
+function isUnitTest(model: FileModel, fn: FunctionInfo): boolean {
+  if (!/^test([_A-Z0-9]|$)/.test(fn.name)) return false;
+  const path = model.path.replace(/\\/g, '/');
+  const file = path.slice(path.lastIndexOf('/') + 1);
+  // The file's name, not its folders: the path is absolute, and any folder above the project may be called `test`.
+  if (/^test_.*\.py$|_test\.py$/.test(file)) return true;
+  return !!fn.cls && (/^Test/.test(fn.cls.name) || fn.cls.bases.some((b) => /(^|\.)TestCase$/.test(model.src(b))));
 }
 
 /** Does the value at `node` get returned, yielded, stored in an attribute/subscript/global, or added to a container? */

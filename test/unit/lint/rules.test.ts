@@ -123,6 +123,11 @@ describe('lint rules over the fixture corpus', () => {
         'trainer.py:41:accumulated-loss',
       ]);
     });
+    it('sees a grad guard through a decorator factory of the project (`@smart_inference_mode()`, guard picked by a condition), and not through one that only wraps', () => {
+      const results = lint('decorators');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['val.py:19:missing-no-grad']);
+    });
     it('follows DistributedSampler loaders that helpers build into callers and into trainers that keep them in attributes', () => {
       const results = lint('ddp_helpers');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
