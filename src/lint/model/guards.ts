@@ -50,7 +50,9 @@ function switchCallsOf(top: SyntaxNode, src: (n: SyntaxNode) => string): SwitchC
  * attribute calls: a call of a bare name switches grad mode only through an import alias of
  * `set_grad_enabled`, and most files have none.
  */
-function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string, bare: boolean): SyntaxNode[] {
+function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string, bare: boolean, mentions: (start: number, end: number) => boolean): SyntaxNode[] {
+  // An attribute call `x.set_grad_enabled(...)` / `x.enter_context(...)` names its method in the statement's text.
+  if (!bare && !mentions(stmt.start, stmt.end)) return [];
   let top = stmt;
   while (top.parent?.parent) top = top.parent;
   const lists = switchCallsOf(top, src);
@@ -204,7 +206,7 @@ export abstract class ModelGuards extends ModelScopes {
       let bare: boolean | undefined;
       for (const s of statements) {
         if (s.type === 'function_definition' || s.type === 'class_definition' || s.type === 'decorated_definition' || !s.named) continue;
-        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : switchCallsWithin(s, (n) => this.src(n), (bare ??= this.bareGradSwitches()));
+        const calls = s.type === 'expression_statement' ? [unparen(namedChildren(s)[0] ?? s)] : switchCallsWithin(s, (n) => this.src(n), (bare ??= this.bareGradSwitches()), (start, end) => this.mentionsSwitchMethod(start, end));
         for (const c of calls) {
           if (c.type !== 'call') continue;
           const q = this.qualify(this.callee(c));
@@ -223,6 +225,32 @@ export abstract class ModelGuards extends ModelScopes {
       }
       return out;
     }
+  }
+
+  /**
+   * The offsets of `switchMethodNames` in the text, in order: found once per file version by
+   * `indexOf`, so that a statement that names none (most) is not walked for its calls
+   * (`switchCallsOf` walked every node of nearly every top-level statement of the 50,000-line
+   * file, 60-90 ms of a warm lint, to find the few that do).
+   */
+  private switchMethodOffsets: number[] | undefined;
+
+  /** Does the text from `start` to `end` name a method that may switch grad mode (`switchMethodNames`)? */
+  private mentionsSwitchMethod(start: number, end: number): boolean {
+    let at = this.switchMethodOffsets;
+    if (!at) {
+      at = [];
+      for (const name of switchMethodNames) for (let i = this.text.indexOf(name); i !== -1; i = this.text.indexOf(name, i + 1)) at.push(i);
+      at.sort((a, b) => a - b);
+      this.switchMethodOffsets = at;
+    }
+    let lo = 0;
+    for (let hi = at.length; lo < hi; ) {
+      const mid = (lo + hi) >> 1;
+      if (at[mid] < start) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < at.length && at[lo] < end;
   }
 
   /**
