@@ -384,6 +384,21 @@ export function paramsReaching(fn: FunctionInfo, expr: SyntaxNode): Set<string> 
     switch (n.type) {
       case 'identifier': {
         const name = model.src(n);
+        // Flow-sensitive where the flow graph can say: the parameter's value counts only where it
+        // still reaches (`v = v.data.sum()` and then `self.sum += v` accumulates the number, not
+        // the tensor passed in: clovaai's Averager.add), and only the bindings that reach it.
+        const reaching = model.scopeOf(n) === fn.node ? model.reachingDefs(name, n) : undefined;
+        if (reaching) {
+          if (reaching.entry && params.has(name)) out.add(name);
+          for (const b of reaching.defs) {
+            if (b.value) visit(b.value, budget - 1);
+            else if (b.at.type === 'for_statement' || b.at.type === 'for_in_clause') {
+              const right = child(b.at, 'right');
+              if (right) visit(right, budget - 1);
+            }
+          }
+          return;
+        }
         if (params.has(name)) out.add(name);
         for (const b of model.bindingsIn(fn.node, name)) {
           if (b.value) visit(b.value, budget - 1);
