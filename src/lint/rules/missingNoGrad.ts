@@ -5,7 +5,7 @@
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, descendants, isScopeNode, loopTypes, statementOf, type SyntaxNode } from '../syntax';
+import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -157,7 +157,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && frozenScript(model, fwd.calleeNode, call)) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call))) return { kind: 'safe' };
   let context: Context | undefined;
   if (reportOnly) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
@@ -244,6 +244,47 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? b.value : undefined;
   return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/**
+ * `G = load(...)['G_ema'].requires_grad_(False).to(device)`, then `G.synthesis(w)`: a module whose
+ * weights were frozen where it was bound records no graph for its weights, and none at all for
+ * inputs that need no grad (stylegan2-ada's projector renders its result this way). Not when an
+ * argument is a name the function binds with `requires_grad` (an optimised latent: then the
+ * forward is part of an optimisation, and its graph is wanted).
+ */
+function frozenModule(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
+  let root = callee;
+  while (root.type === 'attribute') root = child(root, 'object') ?? root;
+  if (root.type !== 'identifier') return false;
+  const b = model.binding(model.src(root), call);
+  if (!b?.value || b.unpacked || !frozenChain(model, b.value)) return false;
+  const scope = model.scopeOf(call);
+  for (const a of model.positionalArgs(call)) {
+    let name = unparen(a);
+    while (name.type === 'attribute' || name.type === 'call' || name.type === 'subscript') name = (name.type === 'call' ? model.callee(name) : child(name, name.type === 'attribute' ? 'object' : 'value')) ?? name;
+    if (name.type !== 'identifier') continue;
+    if (model.bindingsIn(scope, model.src(name)).some((d) => d.value && /requires_grad/.test(model.src(d.value)))) return false;
+  }
+  return true;
+}
+
+/** An expression whose value is a module after `.requires_grad_(False)` (through `.to()`, `.eval()`, `[key]` and the like). */
+function frozenChain(model: FileModel, value: SyntaxNode): boolean {
+  for (let v = unparen(value), k = 0; k < 12; k++) {
+    if (v.type === 'call') {
+      const mc = model.methodCall(v);
+      if (!mc) return false;
+      if (mc.method === 'requires_grad_') {
+        const arg = model.positionalArgs(v)[0] ?? model.keywordArg(v, 'requires_grad');
+        return !!arg && model.src(arg) === 'False';
+      }
+      v = unparen(mc.receiver);
+    } else if (v.type === 'subscript') {
+      v = unparen(child(v, 'value') ?? v);
+    } else return false;
+  }
+  return false;
 }
 
 /**
