@@ -9,7 +9,9 @@
  * the context menu opened on the done run stays open while the running one writes its epochs (only
  * that row is redrawn), Run Again picked once shows a modal that offers to stop the running one
  * first (six picks, each once, Cancel in between), and Stop and Start Another cancels it and runs
- * the new one.
+ * the new one; Stop Run, picked once from the running row's own menu while that row is redrawn,
+ * stops it. Each item is clicked once it takes clicks (VS Code's menu items ignore a click in
+ * their first 100 ms; see `pick`).
  */
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -108,10 +110,31 @@ describe('e2e: the Runs view in code-server', function () {
       await runsPane(page).locator('.monaco-list-row').nth(index).click({ button: 'right' });
       await menu.waitFor({ timeout: 30_000 });
     };
+    // A menu item of VS Code takes a mouse click only once it listens for the mouseup, which it starts 100 ms
+    // after the menu is drawn, so that the release of the right button that opened the menu picks nothing
+    // (BaseMenuActionViewItem in vs/base/browser/ui/menu/menu.ts; on a busy machine its timer runs later
+    // still). A click before that does nothing and the menu stays open, whatever the view does: that is how
+    // Stop Run failed in session 11's CI, clicked the moment its menu showed. A probe that clicked 17-114 ms
+    // after the menu was drawn left it open 8 times of 8, on the done row as on the running one; clicks at
+    // 102-223 ms ran 4 of 4, and the same click again once the item listened ran every time. A hand takes
+    // longer than that to reach an item; the test waits until the item listens, read with the DevTools
+    // protocol (its second mouseup listener: the first, there from the start, only clears its pressed
+    // look), and then one click must run it.
+    const cdp = await page.context().newCDPSession(page);
+    const takesClicks = async (item: Locator): Promise<boolean> => {
+      await item.evaluate((el: unknown) => { (globalThis as Record<string, unknown>).__e2eMenuItem = el; });
+      const { result } = await cdp.send('Runtime.evaluate', { expression: 'globalThis.__e2eMenuItem' });
+      if (!result.objectId) return false;
+      const { listeners } = await cdp.send('DOMDebugger.getEventListeners', { objectId: result.objectId });
+      await cdp.send('Runtime.releaseObject', { objectId: result.objectId });
+      return listeners.filter((l) => l.type === 'mouseup').length >= 2;
+    };
     // One click on the item: a redraw of the view must not close the menu or lose the click.
     const pick = async (action: string): Promise<void> => {
-      await menu.locator('.action-label', { hasText: action }).click({ timeout: 10_000 });
-      await menu.waitFor({ state: 'hidden', timeout: 10_000 });
+      const item = menu.locator('.action-item', { has: page.locator('.action-label', { hasText: action }) });
+      await waitUntil(`the menu item "${action}" to take clicks`, 10_000, () => takesClicks(item), 20);
+      await item.locator('.action-label').click({ timeout: 10_000 });
+      await menu.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => assert.fail(`"${action}", clicked once its menu item took clicks, did not run: the menu stayed open`));
     };
     const onRow = async (label: RegExp, action: string): Promise<void> => {
       await openMenu(label);
@@ -152,7 +175,15 @@ describe('e2e: the Runs view in code-server', function () {
     await screenshot(page, 'runs-run-again-while-running');
     await dialog.getByRole('button', { name: 'Stop and Start Another' }).click();
     await waitUntil('the first run again cancelled and the second one running', 120_000, async () => await count('cancelled') === 1 && await count('running') === 1, 250);
-    await onRow(new RegExp(`^${s.ws.name} running`), 'Stop Run');
+    // Stop Run from the running row's own menu, open while that row is redrawn with its new epochs.
+    const running = new RegExp(`^${s.ws.name} running`);
+    await openMenu(running);
+    const from = epochsWritten();
+    const shown = await runningRow();
+    await waitUntil('an epoch written and the running row redrawn while its own menu is open', 120_000, async () => epochsWritten() > from && await runningRow() !== shown, 50);
+    assert.ok(await menu.isVisible(), `the context menu on the running run closed while it wrote epochs ${from + 1}-${epochsWritten()} (its row was "${shown}", now "${await runningRow()}")`);
+    await screenshot(page, 'runs-menu-open-on-running');
+    await pick('Stop Run');
     await waitUntil('both runs again cancelled, the two done runs untouched', 120_000, async () => await count('cancelled') === 2 && await count('running') === 0 && await count('done') === 2, 250);
     await screenshot(page, 'runs-run-again-stopped');
   });
