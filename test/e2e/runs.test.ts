@@ -5,14 +5,20 @@
  * it in a terminal) appears as it runs and ends as done, through the file watcher alone; a run
  * from "Start Training…" appears too, with where it ran (ddp · wasm) and its test accuracy; both
  * are still listed after Developer: Reload Window, read back from their records, and "Open Log"
- * opens the run's log file. Run Again on a done run runs it again, and again while that one runs: a
- * modal offers to stop it first, and Stop and Start Another cancels it and runs the new one.
+ * opens the run's log file. Run Again on a done run runs it again, and again while that one runs:
+ * the context menu opened on the done run stays open while the running one writes its epochs (only
+ * that row is redrawn), Run Again picked once shows a modal that offers to stop the running one
+ * first (six picks, each once, Cancel in between), and Stop and Start Another cancels it and runs
+ * the new one; Stop Run, picked once from the running row's own menu while that row is redrawn,
+ * stops it. Each item is clicked once it takes clicks (VS Code's menu items ignore a click in
+ * their first 100 ms; see `pick`).
  */
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
+import { readRunRecords, runsFolder } from '../../src/training/job/runRecord';
 import { repoRoot } from '../paths';
 import { screenshot, waitUntil } from './harness';
 import { codeServerSuite, reloadWindow, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
@@ -65,8 +71,9 @@ describe('e2e: the Runs view in code-server', function () {
     await waitUntil('two done runs in the Runs view', 30_000, async () => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} done`)).length === 2, 250);
     // The newest first: the editor's run; its details say where it ran.
     const first = runsPane(page).locator('.monaco-list-row').first();
-    await first.click();
-    await page.keyboard.press('ArrowRight');
+    // Its twistie expands it without running the row's command (Open Log, whose editor took the focus
+    // before an ArrowRight once: the key moved the log's cursor instead).
+    await first.locator('.monaco-tl-twistie').click();
     const details = await waitUntil('the run\'s details', 30_000, async () => {
       const rows = await rowTexts(page);
       return rows.some((t) => t.startsWith('ran on: ddp · wasm · cpu ×2')) ? rows : undefined;
@@ -96,42 +103,87 @@ describe('e2e: the Runs view in code-server', function () {
     // The Runs view is still in front from the last test (no palette here: with the log file just
     // opened from the view, F1's palette closed again at once and the typing went into the log).
     await runsPane(page).locator('.pane-body').waitFor({ timeout: 30_000 });
-    const onRow = async (label: RegExp, action: string): Promise<void> => {
+    const menu = page.locator('.context-view .monaco-menu');
+    const openMenu = async (label: RegExp): Promise<void> => {
       const index = (await rowTexts(page)).findIndex((t) => label.test(t));
       assert.ok(index >= 0, `a row ${label}: ${JSON.stringify(await rowTexts(page))}`);
       await runsPane(page).locator('.monaco-list-row').nth(index).click({ button: 'right' });
-      const menu = page.locator('.context-view .monaco-menu');
       await menu.waitFor({ timeout: 30_000 });
-      // While a run is listed as running, its row refreshes every epoch, and a click on the menu can
-      // be lost while the menu is drawn again (seen: the menu stayed open, the item highlighted):
-      // click until the menu has closed, which is what running its item does.
-      await waitUntil(`"${action}" chosen from the menu`, 30_000, async () => {
-        if (!await menu.isVisible()) return true;
-        await menu.locator('.action-label', { hasText: action }).click({ timeout: 5000 }).catch(() => undefined);
-        return menu.waitFor({ state: 'hidden', timeout: 2000 }).then(() => true, () => false);
-      }, 0);
+    };
+    // A menu item of VS Code takes a mouse click only once it listens for the mouseup, which it starts 100 ms
+    // after the menu is drawn, so that the release of the right button that opened the menu picks nothing
+    // (BaseMenuActionViewItem in vs/base/browser/ui/menu/menu.ts; on a busy machine its timer runs later
+    // still). A click before that does nothing and the menu stays open, whatever the view does: that is how
+    // Stop Run failed in session 11's CI, clicked the moment its menu showed. A probe that clicked 17-114 ms
+    // after the menu was drawn left it open 8 times of 8, on the done row as on the running one; clicks at
+    // 102-223 ms ran 4 of 4, and the same click again once the item listened ran every time. A hand takes
+    // longer than that to reach an item; the test waits until the item listens, read with the DevTools
+    // protocol (its second mouseup listener: the first, there from the start, only clears its pressed
+    // look), and then one click must run it.
+    const cdp = await page.context().newCDPSession(page);
+    const takesClicks = async (item: Locator): Promise<boolean> => {
+      await item.evaluate((el: unknown) => { (globalThis as Record<string, unknown>).__e2eMenuItem = el; });
+      const { result } = await cdp.send('Runtime.evaluate', { expression: 'globalThis.__e2eMenuItem' });
+      if (!result.objectId) return false;
+      const { listeners } = await cdp.send('DOMDebugger.getEventListeners', { objectId: result.objectId });
+      await cdp.send('Runtime.releaseObject', { objectId: result.objectId });
+      return listeners.filter((l) => l.type === 'mouseup').length >= 2;
+    };
+    // One click on the item: a redraw of the view must not close the menu or lose the click.
+    const pick = async (action: string): Promise<void> => {
+      const item = menu.locator('.action-item', { has: page.locator('.action-label', { hasText: action }) });
+      await waitUntil(`the menu item "${action}" to take clicks`, 10_000, () => takesClicks(item), 20);
+      await item.locator('.action-label').click({ timeout: 10_000 });
+      await menu.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => assert.fail(`"${action}", clicked once its menu item took clicks, did not run: the menu stayed open`));
+    };
+    const onRow = async (label: RegExp, action: string): Promise<void> => {
+      await openMenu(label);
+      await pick(action);
     };
     const count = async (status: string): Promise<number> => (await rowTexts(page)).filter((t) => t.startsWith(`${s.ws.name} ${status}`)).length;
 
-    // Long enough to be still running whatever the machine's load: Run Again reads the job file with
-    // the run's own overrides (the newest done run, from Start Training, overrode no epochs).
-    const job = JSON.parse(readFileSync(s.ws.jobFile, 'utf8')) as { epochs: number };
-    writeFileSync(s.ws.jobFile, `${JSON.stringify({ ...job, epochs: 1000 }, null, 2)}\n`);
+    // Fast epochs (several a second here: a record write each, and one per checkpoint) and more than any
+    // test run lasts: Run Again reads the job file with the run's own overrides (the newest done run,
+    // from Start Training, overrode no epochs).
+    const job = JSON.parse(readFileSync(s.ws.jobFile, 'utf8')) as { epochs: number; data: { mnist: Record<string, unknown> } };
+    writeFileSync(s.ws.jobFile, `${JSON.stringify({ ...job, data: { mnist: { ...job.data.mnist, trainSize: 512, testSize: 128 } }, epochs: 100_000 }, null, 2)}\n`);
     const done = new RegExp(`^${s.ws.name} done`);
     await onRow(done, 'Run Again');
     await waitUntil('the run again to show as running', 120_000, async () => await count('running') === 1, 100);
-    // While it runs: Run Again offers to stop it (as Start Training does) instead of refusing.
+    // While it runs, its row is redrawn as it writes its epochs; a context menu opened on a done run stays
+    // open meanwhile, and Run Again picked once (never twice) offers to stop the running one (as Start
+    // Training does). Several times, Cancel keeping the running one: before the view redrew only what
+    // changed, a pick made while the whole list was being drawn again was lost (the menu closed, nothing
+    // ran) about one time in three.
+    const epochsWritten = (): number => readRunRecords(runsFolder(s.ws.dir)).records.find((r) => r.status === 'running')?.epochsDone ?? 0;
+    const runningRow = async (): Promise<string | undefined> => (await rowTexts(page)).find((t) => t.startsWith(`${s.ws.name} running`));
     const dialog = page.locator('.monaco-dialog-box', { hasText: `Training ${s.ws.name} is still running. Stop it and start another job?` });
-    // The menu also closes without running its item when the list is drawn again, which a running row is at
-    // every epoch (seen in CI: the menu gone, no dialog): the dialog, shown at once by the command, says it ran.
-    await waitUntil('Run Again on the done run to ask about the running one', 120_000, async () => {
-      await onRow(done, 'Run Again');
-      return dialog.waitFor({ state: 'visible', timeout: 15_000 }).then(() => true, () => false);
-    }, 0);
+    const rounds = 6;
+    for (let round = 1; round <= rounds; round++) {
+      await openMenu(done);
+      const from = epochsWritten();
+      const shown = await runningRow();
+      await waitUntil(`three more epochs written and the running row redrawn while the menu is open (pick ${round})`, 120_000, async () => epochsWritten() >= from + 3 && await runningRow() !== shown, 50);
+      assert.ok(await menu.isVisible(), `pick ${round}: the context menu on the done run closed while the running run wrote epochs ${from + 1}-${epochsWritten()} (its row was "${shown}", now "${await runningRow()}")`);
+      if (round === 1) await screenshot(page, 'runs-menu-open-while-running');
+      await pick('Run Again');
+      await dialog.waitFor({ state: 'visible', timeout: 15_000 }).catch(() => assert.fail(`pick ${round}: Run Again, picked once from the menu, did not run (no 'still running' dialog)`));
+      if (round === rounds) break;
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await dialog.waitFor({ state: 'hidden', timeout: 30_000 });
+    }
     await screenshot(page, 'runs-run-again-while-running');
     await dialog.getByRole('button', { name: 'Stop and Start Another' }).click();
     await waitUntil('the first run again cancelled and the second one running', 120_000, async () => await count('cancelled') === 1 && await count('running') === 1, 250);
-    await onRow(new RegExp(`^${s.ws.name} running`), 'Stop Run');
+    // Stop Run from the running row's own menu, open while that row is redrawn with its new epochs.
+    const running = new RegExp(`^${s.ws.name} running`);
+    await openMenu(running);
+    const from = epochsWritten();
+    const shown = await runningRow();
+    await waitUntil('an epoch written and the running row redrawn while its own menu is open', 120_000, async () => epochsWritten() > from && await runningRow() !== shown, 50);
+    assert.ok(await menu.isVisible(), `the context menu on the running run closed while it wrote epochs ${from + 1}-${epochsWritten()} (its row was "${shown}", now "${await runningRow()}")`);
+    await screenshot(page, 'runs-menu-open-on-running');
+    await pick('Stop Run');
     await waitUntil('both runs again cancelled, the two done runs untouched', 120_000, async () => await count('cancelled') === 2 && await count('running') === 0 && await count('done') === 2, 250);
     await screenshot(page, 'runs-run-again-stopped');
   });

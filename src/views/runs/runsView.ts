@@ -13,13 +13,14 @@ import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { log } from '../../log';
-import { deleteRun, logFile, readRunRecords, runProcessGone, runsFolder, type RunRecord } from '../../training/job/runRecord';
+import { deleteRun, logFile, runProcessGone, runsFolder, type RunRecord } from '../../training/job/runRecord';
 import { CurvesPanel, type RunRef } from './curvesPanel';
-import { comparePickItem, isTrainCommandLine, readExperiments, runRows, type RunRow } from './runsModel';
+import { comparePickItem, isTrainCommandLine, type RunRow } from './runsModel';
+import { RunsTree, type DetailNode, type RowNode } from './runsTree';
 
 export const runsViewId = 'gpuWorkbench.runs';
 
-type Node = { readonly row: RunRow; readonly folder: vscode.WorkspaceFolder } | { readonly detail: string; readonly parent: string };
+type Node = RowNode<vscode.WorkspaceFolder> | DetailNode;
 
 /** Whether `pid` is a `gpu-workbench train` process, so that a SIGTERM stops a job and nothing else. */
 function isTrainCli(pid: number): boolean {
@@ -31,62 +32,51 @@ function isTrainCli(pid: number): boolean {
 }
 
 class RunsProvider implements vscode.TreeDataProvider<Node>, vscode.Disposable {
-  private readonly changed = new vscode.EventEmitter<Node | undefined>();
+  private readonly changed = new vscode.EventEmitter<Node | Node[] | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
-  private records = new Map<string, { record: RunRecord; dir: string }>();
-  private readonly told = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
-  private ticker: NodeJS.Timeout | undefined;
-  private rows: Node[] = [];
+  private empty: boolean | undefined;
+  /** Redraws only the rows whose text changed (see runsTree.ts): a whole-tree redraw closes a context menu open on any row. */
+  private readonly tree = new RunsTree<vscode.WorkspaceFolder>({
+    folders: () => (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((folder) => ({ folder, fsPath: folder.uri.fsPath })),
+    skipped: (file, reason) => {
+      const message = `Runs: skipped ${vscode.workspace.asRelativePath(file)}: ${reason}.`;
+      log.warn(message);
+      void vscode.window.showWarningMessage(message);
+    },
+    changed: (nodes) => {
+      const empty = this.tree.roots.length === 0;
+      if (empty !== this.empty) void vscode.commands.executeCommand('setContext', 'gpuWorkbench.runs.empty', empty);
+      this.empty = empty;
+      this.changed.fire(nodes ? [...nodes] : undefined);
+    },
+  });
 
-  /** Reads every folder's records and journals again (debounced: a run writes several files at once). */
+  /** Reads every folder's records and journals again, coalesced (a run writes several files at once, and a record every epoch). */
   refresh(delayMs = 150): void {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.reload(), delayMs);
+    this.tree.refresh(delayMs);
+  }
+
+  /** Reads them now. */
+  reload(): void {
+    this.tree.reload();
+    if (this.empty === undefined) {
+      this.empty = this.tree.roots.length === 0;
+      void vscode.commands.executeCommand('setContext', 'gpuWorkbench.runs.empty', this.empty);
+    }
   }
 
   record(key: string): { record: RunRecord; dir: string } | undefined {
-    return this.records.get(key);
+    return this.tree.record(key);
   }
 
   /** Every run's record, newest first (for Compare Curves…'s list). */
   allRecords(): { record: RunRecord; dir: string }[] {
-    return [...this.records.values()].sort((a, b) => (a.record.startedAt < b.record.startedAt ? 1 : -1));
-  }
-
-  private reload(): void {
-    this.timer = undefined;
-    const rows: Node[] = [];
-    const records = new Map<string, { record: RunRecord; dir: string }>();
-    for (const folder of vscode.workspace.workspaceFolders ?? []) {
-      if (folder.uri.scheme !== 'file') continue;
-      const dir = runsFolder(folder.uri.fsPath);
-      const read = readRunRecords(dir);
-      const exps = readExperiments(join(folder.uri.fsPath, '.gpu-workbench', 'experiments'));
-      for (const s of [...read.skipped, ...exps.skipped]) {
-        const key = `${s.file}\0${s.reason}`;
-        if (this.told.has(key)) continue;
-        this.told.add(key);
-        const message = `Runs: skipped ${vscode.workspace.asRelativePath(s.file)}: ${s.reason}.`;
-        log.warn(message);
-        void vscode.window.showWarningMessage(message);
-      }
-      for (const r of read.records) records.set(r.id, { record: r, dir });
-      for (const row of runRows(read.records, exps.experiments, Date.now(), runProcessGone)) rows.push({ row, folder });
-    }
-    rows.sort((a, b) => ('row' in b ? b.row.startedAt : 0) - ('row' in a ? a.row.startedAt : 0));
-    this.records = records;
-    this.rows = rows;
-    // Running rows show their duration growing, and a run whose process died shows as interrupted.
-    clearInterval(this.ticker);
-    this.ticker = rows.some((n) => 'row' in n && n.row.status === 'running') ? setInterval(() => this.reload(), 5000) : undefined;
-    void vscode.commands.executeCommand('setContext', 'gpuWorkbench.runs.empty', rows.length === 0);
-    this.changed.fire(undefined);
+    return this.tree.allRecords();
   }
 
   getChildren(node?: Node): Node[] {
-    if (!node) return this.rows;
-    return 'row' in node ? node.row.details.slice(1).map((detail) => ({ detail, parent: node.row.key })) : [];
+    if (!node) return [...this.tree.roots];
+    return 'row' in node ? this.tree.children(node) : [];
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
@@ -105,14 +95,12 @@ class RunsProvider implements vscode.TreeDataProvider<Node>, vscode.Disposable {
     item.tooltip = row.details.join('\n');
     item.iconPath = new vscode.ThemeIcon(row.icon, row.status === 'failed' || row.status === 'interrupted' ? new vscode.ThemeColor('testing.iconFailed') : row.status === 'done' ? new vscode.ThemeColor('testing.iconPassed') : undefined);
     item.contextValue = row.contextValue;
-    const entry = this.records.get(row.key);
-    if (entry) item.command = { command: 'gpuWorkbench.runs.openLog', title: 'Open Log', arguments: [node] };
+    if (this.tree.record(row.key)) item.command = { command: 'gpuWorkbench.runs.openLog', title: 'Open Log', arguments: [node] };
     return item;
   }
 
   dispose(): void {
-    clearTimeout(this.timer);
-    clearInterval(this.ticker);
+    this.tree.dispose();
     this.changed.dispose();
   }
 }
@@ -177,8 +165,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
         CurvesPanel.show(context.extensionUri, selected);
         return;
       }
-      provider.refresh(0);
-      await new Promise<void>((resolve) => { const d = provider.onDidChangeTreeData(() => { d.dispose(); resolve(); }); });
+      provider.reload();
       const all = provider.allRecords();
       if (all.length === 0) {
         void vscode.window.showInformationMessage('Compare Curves: there are no runs in this workspace yet (.gpu-workbench/runs).');
@@ -204,7 +191,7 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
     }),
     { dispose: () => CurvesPanel.disposeAll() },
     vscode.workspace.onDidChangeWorkspaceFolders(() => provider.refresh()),
-    vscode.commands.registerCommand('gpuWorkbench.runs.refresh', () => provider.refresh(0)),
+    vscode.commands.registerCommand('gpuWorkbench.runs.refresh', () => provider.reload()),
     vscode.commands.registerCommand('gpuWorkbench.runs.openLog', async (node: unknown) => {
       const entry = recordOf(node);
       if (!entry) return;
@@ -251,12 +238,12 @@ export function registerRunsView(context: vscode.ExtensionContext): void {
       if (answer !== 'Delete') return;
       if (entry) deleteRun(entry.dir, entry.record.id);
       else rmSync(row.key, { recursive: true, force: true });
-      provider.refresh(0);
+      provider.reload();
     }),
     vscode.commands.registerCommand('gpuWorkbench.runs.showResults', (node: unknown) => {
       const row = rowOf(node);
       if (row?.kind === 'experiment') void vscode.commands.executeCommand('gpuWorkbench.showTuningResults', row.key);
     }),
   );
-  provider.refresh(0);
+  provider.reload();
 }
