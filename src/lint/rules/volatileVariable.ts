@@ -1,6 +1,9 @@
 /** volatile-variable: `Variable(x, volatile=True)`, a no-op since PyTorch 0.4. */
 import { rangeOf, removeArgument } from '../fixes';
-import type { FileModel } from '../model';
+import type { FileModel, FunctionInfo } from '../model';
+import { argumentFor } from '../model/summaries';
+import { child, namedChildren, type SyntaxNode } from '../syntax';
+import { sitesOf } from '../trainingPath';
 import type { Rule } from '../rule';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -23,6 +26,8 @@ export const rule: Rule = {
       const volatile = model.keywordArg(call, 'volatile');
       const kw = volatile?.parent;
       if (!volatile || !kw) continue;
+      // Nothing is lost where the flag is never true, or where a grad guard is in force anyway.
+      if (falsy(model.src(volatile)) || model.gradState(call) === 'off' || neverTrue(model, call, volatile)) continue;
       findings.push({
         message: '`volatile=True` is ignored since PyTorch 0.4: autograd still records this computation; use `with torch.no_grad():`.',
         range: rangeOf(kw),
@@ -32,3 +37,36 @@ export const rule: Rule = {
     return findings;
   },
 };
+
+const falsy = (text: string): boolean => text === 'False' || text === 'None' || text === '0';
+
+/**
+ * `Variable(x, volatile=evaluation)` in `def get_batch(..., evaluation=False)`: true only where a
+ * caller passes a true value, and harmless where that caller runs under a grad guard (TCN's
+ * `evaluate()` calls it with `evaluation=True` inside `torch.no_grad()`; another copy of the
+ * helper is never called with it). Callers unknown (none in the workspace): nothing to report.
+ */
+function neverTrue(model: FileModel, call: SyntaxNode, value: SyntaxNode): boolean {
+  if (value.type !== 'identifier') return false;
+  const fn = model.functionOf(call);
+  const param = model.src(value);
+  if (!fn || !fn.params.includes(param) || model.bindingsIn(fn.node, param).length > 0) return false;
+  const fallback = defaultOf(fn, param);
+  return sitesOf(fn).every((site) => {
+    const arg = argumentFor(site.model, site.call, { fn, cls: undefined, bound: !!fn.cls }, param);
+    const text = arg ? site.model.src(arg) : fallback;
+    return (text !== undefined && falsy(text)) || site.model.gradState(site.call) === 'off';
+  });
+}
+
+/** The default value's text of parameter `param` of `fn`, if it has one. */
+function defaultOf(fn: FunctionInfo, param: string): string | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    const v = child(p, 'value');
+    if (name && v && fn.model.src(name) === param) return fn.model.src(v);
+  }
+  return undefined;
+}
