@@ -548,7 +548,7 @@ export function summaryCarries(model: FileModel, call: SyntaxNode, index: number
   const depth = depthNow + 1;
   if (depth > maxDepth) return undefined;
   const target = resolveCall(model, call) ?? resolveInstanceCall(model, call);
-  if (!target) return undefined;
+  if (!target) return index === undefined ? undefined : moduleElementPlain(model, call, String(index));
   // `x = f(x)` in a loop: the argument's history leads back to this call.
   if (asking.has(call)) return false;
   asking.add(call);
@@ -570,7 +570,7 @@ function targetCarries(model: FileModel, call: SyntaxNode, target: Callee, index
     return !!args && namedChildren(args).some((a) => holdsHistory(model, a.type === 'keyword_argument' ? (child(a, 'value') ?? a) : a));
   }
   const fn = target.fn as FunctionInfo;
-  if (fn.name === 'forward' || (fn.cls && fn.model.isModuleClassInfo(fn.cls) && fn.name === '__call__')) return undefined;
+  if (fn.name === 'forward' || (fn.cls && fn.model.isModuleClassInfo(fn.cls) && fn.name === '__call__')) return index !== undefined && fn.name === 'forward' && forwardElementPlain(fn, String(index)) ? false : undefined;
   const r = returnInfo(fn, depth);
   const key = index === undefined ? undefined : String(index);
   const v = key === undefined ? r.whole : r.elements ? (r.elements.get(key) ?? nothing) : r.whole;
@@ -580,6 +580,58 @@ function targetCarries(model: FileModel, call: SyntaxNode, target: Callee, index
     if (arg && holdsHistory(model, arg)) return true;
   }
   return false;
+}
+
+/**
+ * `scores, caps, decode_lengths, alphas, idx = decoder(imgs, caps, lens)` with `decoder` an instance of
+ * a project module: false (carries no history) for an element its `forward` returns as a plain value
+ * in every return, `decode_lengths = (caption_lengths - 1).tolist()` (sgrvinod's image captioning);
+ * undefined (unknown: the model's output) otherwise.
+ */
+function moduleElementPlain(model: FileModel, call: SyntaxNode, key: string): false | undefined {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;
+  const cls = classOfValue(model, callee, call);
+  if (cls) {
+    if (!cls.model.isModuleClassInfo(cls)) return undefined;
+    const fwd = methodOf(cls, 'forward');
+    return fwd && forwardElementPlain(fwd, key) ? false : undefined;
+  }
+  // The instance came in as a parameter (`def train(loader, encoder, decoder, ...)`): the project's
+  // modules whose forward returns a tuple that long are the candidates, and all must agree.
+  if (!model.isModelCall(call)) return undefined;
+  trackKey('fn:', 'forward');
+  const index = Number(key);
+  const candidates = model.facts.functionsNamed('forward').filter((f) => f.cls && f.model.isModuleClassInfo(f.cls) && returnsOf(f).some((r) => /^(expression_list|tuple)$/.test(unparen(r).type) && namedChildren(unparen(r)).length > index));
+  return candidates.length > 0 && candidates.every((f) => forwardElementPlain(f, key)) ? false : undefined;
+}
+
+/** Does every return of `fwd` give, at tuple position `key`, a value made without autograd history (`.tolist()`, `len(...)`, a literal)? */
+function forwardElementPlain(fwd: FunctionInfo, key: string): boolean {
+  const index = Number(key);
+  if (!Number.isInteger(index) || index < 0) return false;
+  const returns = returnsOf(fwd);
+  return returns.length > 0 && returns.every((r) => {
+    const v = unparen(r);
+    if (v.type !== 'expression_list' && v.type !== 'tuple') return false;
+    const e = namedChildren(v)[index];
+    return !!e && plainValue(fwd.model, e, 0);
+  });
+}
+
+/** A value with no autograd history by how it is made: a literal, a history-free method or builtin call, or a name every reaching definition of which is one. */
+function plainValue(model: FileModel, expr: SyntaxNode, depth: number): boolean {
+  const n = unparen(expr);
+  if (/^(integer|float|string|true|false|none)$/.test(n.type)) return true;
+  if (n.type === 'call') {
+    const mc = model.methodCall(n);
+    if (mc) return historyFreeMethods.has(mc.method);
+    const callee = model.callee(n);
+    return callee?.type === 'identifier' && historyFreeBuiltins.has(model.src(callee));
+  }
+  if (n.type !== 'identifier' || depth > 2) return false;
+  const r = model.reachingDefs(model.src(n), n);
+  return !!r && !r.entry && r.defs.length > 0 && r.defs.every((d) => !!d.value && !d.unpacked && plainValue(model, d.value, depth + 1));
 }
 
 /**
