@@ -98,6 +98,39 @@ export async function startTraining(page: Page, file: string, strategy: string |
 }
 
 /** A notification toast (or one in the notification centre) whose text matches. */
+/**
+ * Clicks the item `action` of the context menu open in `page`, once the item takes clicks, and waits for the
+ * menu to close. A menu item of VS Code listens for the mouseup only from 100 ms after the menu is drawn
+ * (BaseMenuActionViewItem in vs/base/browser/ui/menu/menu.ts, so that the release of the right button that
+ * opened it picks nothing; later still on a busy machine): a click before that does nothing and leaves the
+ * menu open. A probe clicking 17-114 ms after the menu showed left it open 8 times of 8; 102-223 ms ran 4 of
+ * 4. The item listens when it has its second mouseup listener (the first, there from the start, only clears
+ * its pressed look), read with the DevTools protocol; if a VS Code upgrade changes that, this fails after 10 s
+ * naming the item, it does not pass by chance.
+ */
+export async function clickMenuItem(page: Page, action: string): Promise<void> {
+  const menu = page.locator('.context-view .monaco-menu');
+  const item = menu.locator('.action-item', { has: page.locator('.action-label', { hasText: action }) });
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const takesClicks = async (): Promise<boolean> => {
+      await item.evaluate((el: unknown) => { (globalThis as Record<string, unknown>).__e2eMenuItem = el; });
+      const { result } = await cdp.send('Runtime.evaluate', { expression: 'globalThis.__e2eMenuItem' });
+      if (!result.objectId) return false;
+      const { listeners } = await cdp.send('DOMDebugger.getEventListeners', { objectId: result.objectId });
+      await cdp.send('Runtime.releaseObject', { objectId: result.objectId });
+      return listeners.filter((l) => l.type === 'mouseup').length >= 2;
+    };
+    await waitUntil(`the menu item "${action}" to take clicks`, 10_000, takesClicks, 20);
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+  await item.locator('.action-label').click({ timeout: 10_000 });
+  await menu.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => {
+    throw new Error(`"${action}", clicked once its menu item took clicks, did not run: the menu stayed open`);
+  });
+}
+
 export function notification(page: Page, text: string | RegExp): Locator {
   return page.locator('.notifications-toasts .notification-toast, .notifications-center .notification-list-item', { hasText: text }).first();
 }

@@ -21,7 +21,7 @@ import type { Locator, Page } from 'playwright-core';
 import { readRunRecords, runsFolder } from '../../src/training/job/runRecord';
 import { repoRoot } from '../paths';
 import { screenshot, waitUntil } from './harness';
-import { codeServerSuite, reloadWindow, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
+import { clickMenuItem, codeServerSuite, reloadWindow, runCommand, startTraining, toastSettled, trainingWorkspace, waitForNotification } from './flows';
 
 describe('e2e: the Runs view in code-server', function () {
   this.timeout(300_000);
@@ -110,32 +110,8 @@ describe('e2e: the Runs view in code-server', function () {
       await runsPane(page).locator('.monaco-list-row').nth(index).click({ button: 'right' });
       await menu.waitFor({ timeout: 30_000 });
     };
-    // A menu item of VS Code takes a mouse click only once it listens for the mouseup, which it starts 100 ms
-    // after the menu is drawn, so that the release of the right button that opened the menu picks nothing
-    // (BaseMenuActionViewItem in vs/base/browser/ui/menu/menu.ts; on a busy machine its timer runs later
-    // still). A click before that does nothing and the menu stays open, whatever the view does: that is how
-    // Stop Run failed in session 11's CI, clicked the moment its menu showed. A probe that clicked 17-114 ms
-    // after the menu was drawn left it open 8 times of 8, on the done row as on the running one; clicks at
-    // 102-223 ms ran 4 of 4, and the same click again once the item listened ran every time. A hand takes
-    // longer than that to reach an item; the test waits until the item listens, read with the DevTools
-    // protocol (its second mouseup listener: the first, there from the start, only clears its pressed
-    // look), and then one click must run it.
-    const cdp = await page.context().newCDPSession(page);
-    const takesClicks = async (item: Locator): Promise<boolean> => {
-      await item.evaluate((el: unknown) => { (globalThis as Record<string, unknown>).__e2eMenuItem = el; });
-      const { result } = await cdp.send('Runtime.evaluate', { expression: 'globalThis.__e2eMenuItem' });
-      if (!result.objectId) return false;
-      const { listeners } = await cdp.send('DOMDebugger.getEventListeners', { objectId: result.objectId });
-      await cdp.send('Runtime.releaseObject', { objectId: result.objectId });
-      return listeners.filter((l) => l.type === 'mouseup').length >= 2;
-    };
-    // One click on the item: a redraw of the view must not close the menu or lose the click.
-    const pick = async (action: string): Promise<void> => {
-      const item = menu.locator('.action-item', { has: page.locator('.action-label', { hasText: action }) });
-      await waitUntil(`the menu item "${action}" to take clicks`, 10_000, () => takesClicks(item), 20);
-      await item.locator('.action-label').click({ timeout: 10_000 });
-      await menu.waitFor({ state: 'hidden', timeout: 10_000 }).catch(() => assert.fail(`"${action}", clicked once its menu item took clicks, did not run: the menu stayed open`));
-    };
+    // One click on the item once it takes clicks (flows.ts): a redraw of the view must not close the menu or lose the click.
+    const pick = (action: string): Promise<void> => clickMenuItem(page, action);
     const onRow = async (label: RegExp, action: string): Promise<void> => {
       await openMenu(label);
       await pick(action);

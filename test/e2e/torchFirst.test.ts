@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '../paths';
 import { openFileFromExplorer, screenshot, since, waitUntil } from './harness';
-import { codeServerSuite, pickItem, processesWith, quickPick, quickPickLabels, reloadWindow, runCommand, waitForNotification } from './flows';
+import { clickMenuItem, codeServerSuite, pickItem, processesWith, quickPick, quickPickLabels, reloadWindow, runCommand, waitForNotification } from './flows';
 
 const torchPython = '/usr/bin/python3';
 const torchProbe = spawnSync(torchPython, ['-c', 'import torch.distributed as d; print(d.is_gloo_available())'], { encoding: 'utf8', timeout: 60_000 });
@@ -59,7 +59,7 @@ function scriptWorkspace(): { dir: string; script: string; jobFile: string } {
     await menu.waitFor({ timeout: 30_000 });
     const items = await menu.locator('.action-label').allInnerTexts();
     assert.ok(items.includes('Create Tune Spec for Script…'), `the explorer's context menu of train.py: ${JSON.stringify(items)}`);
-    await menu.locator('.action-label', { hasText: 'Run with torchrun…' }).click();
+    await clickMenuItem(page, 'Run with torchrun…');
 
     // No nvidia-smi here: CPU processes.
     await quickPick(page, 'Run with torchrun (1/2): processes for train', 60_000);
