@@ -21,8 +21,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve, basename } from 'node:path';
-import { walkPython } from '../../src/lint/files';
 import { mulberry32 } from '../../src/common/random';
+import { fixtureCorpus } from '../../test/unit/lint/corpus';
 
 type LinterModule = typeof import('../../src/lint/linter');
 type ParserModule = typeof import('../../src/lint/parser');
@@ -56,15 +56,7 @@ const cpu = (fn: () => void): number => {
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 function fixtureText(root: string, lines: number, moduleLevel = false): string {
-  const files: string[] = [];
-  walkPython(join(root, 'test', 'fixtures', 'lint'), files);
-  const texts = files.filter((f) => !f.includes('malformed')).map((f) => readFileSync(f, 'utf8'));
-  let text = '';
-  for (let i = 0, n = 0; n < lines; i++) {
-    const t = texts[i % texts.length];
-    text += `${t}\n`;
-    n += t.split('\n').length;
-  }
+  const text = fixtureCorpus(lines, undefined, join(root, 'test', 'fixtures', 'lint'));
   return moduleLevel ? text.split('\n').filter((l) => !/^\s*(def|class|@)/.test(l)).join('\n') : text;
 }
 

@@ -15,24 +15,10 @@
  * time also counts V8's compiler and concurrent-GC threads, which run beside it.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { walkPython } from '../../src/lint/files';
 import { loadPython, PythonParser } from '../../src/lint/parser';
-import { fixtures } from '../../test/paths';
+import { fixtureCorpus } from '../../test/unit/lint/corpus';
 import { Client, pullCapabilities } from '../../test/unit/server/client';
 
-function corpus(lines: number): string {
-  const files: string[] = [];
-  walkPython(join(fixtures, 'lint'), files);
-  const texts = files.filter((f) => !f.includes('malformed')).map((f) => readFileSync(f, 'utf8'));
-  let out = '';
-  for (let i = 0, n = 0; n < lines; i++) {
-    const t = texts[i % texts.length];
-    out += `${t}\n`;
-    n += t.split('\n').length;
-  }
-  return out;
-}
 
 /** A thread's CPU time in ms (Linux: the first field of its schedstat, in ns). */
 function threadMs(pid: number, tid = pid): number {
@@ -44,7 +30,7 @@ const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[
 async function main(): Promise<void> {
   const lines = Number(process.argv[2] ?? 50_000);
   const rounds = Number(process.env.ROUNDS ?? 3);
-  const text = corpus(lines);
+  const text = fixtureCorpus(lines);
   const parser = new PythonParser(await loadPython());
   const parse = (): number => {
     const t = threadMs(process.pid);

@@ -12,32 +12,17 @@
  * comprehensions) and an unclosed `(` early in a large file. A file over the engine's limits
  * (linter.ts defaultLimits) is skipped: then only the check is timed.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { walkPython } from '../../src/lint/files';
 import { Linter } from '../../src/lint/linter';
 import { loadPython, PythonParser } from '../../src/lint/parser';
-import { fixtures } from '../../test/paths';
+import { fixtureCorpus } from '../../test/unit/lint/corpus';
 
-function corpus(lines: number, map: (t: string, i: number) => string = (t) => t): string {
-  const files: string[] = [];
-  walkPython(join(fixtures, 'lint'), files);
-  const texts = files.filter((f) => !f.includes('malformed')).map((f) => readFileSync(f, 'utf8'));
-  let out = '';
-  for (let i = 0, n = 0; n < lines; i++) {
-    const t = map(texts[i % texts.length], i);
-    out += `${t}\n`;
-    n += t.split('\n').length;
-  }
-  return out;
-}
 
 const inputs: Record<string, (n: number) => string> = {
-  'fixture corpus, n lines': (n) => corpus(n),
-  'corpus, definitions renamed apart': (n) => corpus(n, (t, i) => t.replace(/\bdef (\w+)/g, `def $1_${i}`).replace(/\bclass (\w+)/g, `class $1_${i}`)),
-  'corpus inside one function': (n) => `import torch\n\ndef main():\n${corpus(n).split('\n').map((l) => (/^\s*(import|from) /.test(l) ? '' : `    ${l}`)).join('\n')}`,
-  'corpus at module level (defs dropped)': (n) => corpus(n).split('\n').filter((l) => !/^\s*(def|class|@)/.test(l)).join('\n'),
-  'corpus with every 7th line dedented': (n) => corpus(n).split('\n').map((l, i) => (i % 7 === 3 ? l.trimStart() : l)).join('\n'),
+  'fixture corpus, n lines': (n) => fixtureCorpus(n),
+  'corpus, definitions renamed apart': (n) => fixtureCorpus(n, (t, i) => t.replace(/\bdef (\w+)/g, `def $1_${i}`).replace(/\bclass (\w+)/g, `class $1_${i}`)),
+  'corpus inside one function': (n) => `import torch\n\ndef main():\n${fixtureCorpus(n).split('\n').map((l) => (/^\s*(import|from) /.test(l) ? '' : `    ${l}`)).join('\n')}`,
+  'corpus at module level (defs dropped)': (n) => fixtureCorpus(n).split('\n').filter((l) => !/^\s*(def|class|@)/.test(l)).join('\n'),
+  'corpus with every 7th line dedented': (n) => fixtureCorpus(n).split('\n').map((l, i) => (i % 7 === 3 ? l.trimStart() : l)).join('\n'),
   'one line of n/2 list items': (n) => `import torch\nx = [${'1, '.repeat(n / 2)}]\n`,
   'one line of n/16 statements': (n) => `import torch\nfor x in loader: ${'total += model(x); '.repeat(n / 16)}\n`,
   'n/50 nested loops': (n) => {
@@ -48,7 +33,7 @@ const inputs: Record<string, (n: number) => string> = {
   'n/50 nested brackets': (n) => `import torch\nx = ${'('.repeat(n / 50)}loss${')'.repeat(n / 50)}\n`,
   'n/500 nested comprehensions': (n) => `import torch\nx = ${'[model(x) for x in '.repeat(n / 500)}loader${']'.repeat(n / 500)}\n`,
   'corpus with an unclosed ( early': (n) => {
-    const t = corpus(n);
+    const t = fixtureCorpus(n);
     const at = t.indexOf('\n', 1000);
     return `${t.slice(0, at)} (${t.slice(at)}`;
   },

@@ -1,9 +1,29 @@
 /** Reads the Python fixture corpus and its `# expect: rule-id[, rule-id]` markers. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { walkPython } from '../../../src/lint/files';
 import { fixtures } from '../../paths';
 
 export const lintFixtures = join(fixtures, 'lint');
+
+/**
+ * The lint fixtures (the malformed ones left out) concatenated, in the order `walkPython` lists them, until
+ * there are `lines` lines, each text passed through `map` (with its place in the sequence): the issue's
+ * "50,000-line file" of bench/lint/scale.ts, ab.ts and pull.ts, and scale.test.ts's input. `dir` is another
+ * checkout's fixtures for ab.ts.
+ */
+export function fixtureCorpus(lines: number, map: (text: string, i: number) => string = (t) => t, dir = lintFixtures): string {
+  const files: string[] = [];
+  walkPython(dir, files);
+  const texts = files.filter((f) => !f.includes('malformed')).map((f) => readFileSync(f, 'utf8'));
+  let out = '';
+  for (let i = 0, n = 0; n < lines; i++) {
+    const t = map(texts[i % texts.length], i);
+    out += `${t}\n`;
+    n += t.split('\n').length;
+  }
+  return out;
+}
 
 export interface Fixture {
   readonly name: string;

@@ -7,29 +7,13 @@
  * size; a helper that scans the file (or the scope) once per finding or per call reads ~16x.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { walkPython } from '../../../src/lint/files';
 import { Linter } from '../../../src/lint/linter';
 import type { FileModel } from '../../../src/lint/model';
 import { loadPython, PythonParser } from '../../../src/lint/parser';
 import { toSyntax } from '../../../src/lint/syntax';
 import { Workspace } from '../../../src/lint/workspace';
-import { fixtures } from '../../paths';
+import { fixtureCorpus } from './corpus';
 
-/** The lint fixtures concatenated up to `lines` lines (bench/lint/scale.ts's first input). */
-function corpus(lines: number): string {
-  const files: string[] = [];
-  walkPython(join(fixtures, 'lint'), files);
-  const texts = files.filter((f) => !f.includes('malformed')).sort().map((f) => readFileSync(f, 'utf8'));
-  let out = '';
-  for (let i = 0, n = 0; n < lines; i++) {
-    const t = texts[i % texts.length];
-    out += `${t}\n`;
-    n += t.split('\n').length;
-  }
-  return out;
-}
 
 /** A script of `n` blocks at module level: one scope with many calls, bindings, mode switches, isinstance tests and findings. */
 function moduleScript(n: number): string {
@@ -146,7 +130,7 @@ describe('lint work grows with the file (issue #13: 50,000 lines in seconds)', f
 
   // Name, input of k blocks, k, whether it has findings.
   const inputs: [string, (k: number) => string, number, boolean][] = [
-    ['the lint fixtures concatenated', (k) => corpus(k * 500), 2, true],
+    ['the lint fixtures concatenated', (k) => fixtureCorpus(k * 500), 2, true],
     ['one module-level script (one scope, many findings)', moduleScript, 60, true],
     ['recurrent modules, each trained in its own loop', recurrentModules, 40, true],
     ['a straight-line module-level script using the same names at every step', straightScript, 150, false],
