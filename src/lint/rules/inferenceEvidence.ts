@@ -358,11 +358,7 @@ function namesIn(model: FileModel, body: SyntaxNode): Map<string, NameUses> {
       const children = n.children;
       for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
       if (type === 'identifier') {
-        const p = n.parent;
-        if (p?.type === 'attribute' && n.field === 'attribute') continue;
-        if (p?.type === 'keyword_argument' && n.field === 'name') continue;
-        if (p?.type === 'function_definition' || p?.type === 'class_definition') continue;
-        if (isTarget(n)) continue;
+        if (!readsName(n)) continue;
         const e = entry(model.src(n));
         if (nested) e.nestedRead = true;
         else e.reads.push(n);
@@ -418,9 +414,7 @@ function rootNameUses(model: FileModel, name: string): NameUses | undefined {
       if (a.type === 'function_definition' || a.type === 'lambda') nested = true;
     }
     if (inClass) continue;
-    const p = n.parent;
-    const read = !(p?.type === 'attribute' && n.field === 'attribute') && !(p?.type === 'keyword_argument' && n.field === 'name') && p?.type !== 'function_definition' && p?.type !== 'class_definition' && !isTarget(n);
-    if (read) {
+    if (readsName(n)) {
       e ??= { reads: [], kills: [], nestedRead: false };
       if (nested) e.nestedRead = true;
       else e.reads.push(n);
@@ -488,6 +482,15 @@ function rebindingStatement(n: SyntaxNode): SyntaxNode | undefined {
 /** The patterns `boundNames` looks into. */
 const boundPatterns = new Set(['pattern_list', 'tuple_pattern', 'list_pattern', 'tuple', 'list', 'list_splat_pattern', 'list_splat']);
 
+/** Is this identifier a read of its name: not an attribute's or keyword's name, a definition's name, or a target? */
+function readsName(n: SyntaxNode): boolean {
+  const p = n.parent;
+  if (p?.type === 'attribute' && n.field === 'attribute') return false;
+  if (p?.type === 'keyword_argument' && n.field === 'name') return false;
+  if (p?.type === 'function_definition' || p?.type === 'class_definition') return false;
+  return !isTarget(n);
+}
+
 /** Is this identifier bound here (an assignment's or a `for`'s target), rather than read? */
 function isTarget(n: SyntaxNode): boolean {
   for (let cur = n, a = n.parent; a; cur = a, a = a.parent) {
@@ -503,7 +506,7 @@ const targetParts = new Set(['pattern_list', 'tuple_pattern', 'list_pattern', 't
 function boundNames(model: FileModel, left: SyntaxNode): string[] {
   const n = unparen(left);
   if (n.type === 'identifier') return [model.src(n)];
-  if (/^(pattern_list|tuple_pattern|list_pattern|tuple|list|list_splat_pattern|list_splat)$/.test(n.type)) return namedChildren(n).flatMap((c) => boundNames(model, c));
+  if (boundPatterns.has(n.type)) return namedChildren(n).flatMap((c) => boundNames(model, c));
   return [];
 }
 
