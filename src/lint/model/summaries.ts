@@ -281,6 +281,17 @@ export function resolveInstanceCall(model: FileModel, call: SyntaxNode): Callee 
   return fn ? { fn, cls: undefined, bound: true } : undefined;
 }
 
+/** The default value of parameter `param` of `fn` (`def f(x, evaluation=False)`), if it has one. */
+export function parameterDefault(fn: FunctionInfo, param: string): SyntaxNode | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    if (name && fn.model.src(name) === param) return child(p, 'value');
+  }
+  return undefined;
+}
+
 /** The argument a call passes for parameter `param` of `target`, if any. */
 export function argumentFor(model: FileModel, call: SyntaxNode, target: Callee, param: string): SyntaxNode | undefined {
   const byName = model.keywordArg(call, param);
@@ -388,19 +399,8 @@ export function paramsReaching(fn: FunctionInfo, expr: SyntaxNode): Set<string> 
         // still reaches (`v = v.data.sum()` and then `self.sum += v` accumulates the number, not
         // the tensor passed in: clovaai's Averager.add), and only the bindings that reach it.
         const reaching = model.scopeOf(n) === fn.node ? model.reachingDefs(name, n) : undefined;
-        if (reaching) {
-          if (reaching.entry && params.has(name)) out.add(name);
-          for (const b of reaching.defs) {
-            if (b.value) visit(b.value, budget - 1);
-            else if (b.at.type === 'for_statement' || b.at.type === 'for_in_clause') {
-              const right = child(b.at, 'right');
-              if (right) visit(right, budget - 1);
-            }
-          }
-          return;
-        }
-        if (params.has(name)) out.add(name);
-        for (const b of model.bindingsIn(fn.node, name)) {
+        if (reaching ? reaching.entry && params.has(name) : params.has(name)) out.add(name);
+        for (const b of reaching ? reaching.defs : model.bindingsIn(fn.node, name)) {
           if (b.value) visit(b.value, budget - 1);
           else if (b.at.type === 'for_statement' || b.at.type === 'for_in_clause') {
             const right = child(b.at, 'right');
@@ -600,23 +600,28 @@ function moduleElementPlain(model: FileModel, call: SyntaxNode, key: string): fa
   // The instance came in as a parameter (`def train(loader, encoder, decoder, ...)`): the project's
   // modules whose forward returns a tuple that long are the candidates, and all must agree.
   if (!model.isModelCall(call)) return undefined;
-  trackKey('fn:', 'forward');
-  const index = Number(key);
-  const candidates = model.facts.functionsNamed('forward').filter((f) => f.cls && f.model.isModuleClassInfo(f.cls) && returnsOf(f).some((r) => /^(expression_list|tuple)$/.test(unparen(r).type) && namedChildren(unparen(r)).length > index));
-  return candidates.length > 0 && candidates.every((f) => forwardElementPlain(f, key)) ? false : undefined;
+  // Once per position and file version: every unpacked element of such a call asks.
+  const plain = model.fact(`plainModuleElement:${key}`, () => {
+    const index = Number(key);
+    const candidates = model.facts.functionsNamed('forward').filter((f) => f.cls && f.model.isModuleClassInfo(f.cls) && returnsOf(f).some((r) => /^(expression_list|tuple)$/.test(unparen(r).type) && namedChildren(unparen(r)).length > index));
+    return candidates.length > 0 && candidates.every((f) => forwardElementPlain(f, key));
+  });
+  return plain ? false : undefined;
 }
 
-/** Does every return of `fwd` give, at tuple position `key`, a value made without autograd history (`.tolist()`, `len(...)`, a literal)? */
+/** Does every return of `fwd` give, at tuple position `key`, a value made without autograd history (`.tolist()`, `len(...)`, a literal)? Once per forward, position and file version. */
 function forwardElementPlain(fwd: FunctionInfo, key: string): boolean {
   const index = Number(key);
   if (!Number.isInteger(index) || index < 0) return false;
-  const returns = returnsOf(fwd);
-  return returns.length > 0 && returns.every((r) => {
-    const v = unparen(r);
-    if (v.type !== 'expression_list' && v.type !== 'tuple') return false;
-    const e = namedChildren(v)[index];
-    return !!e && plainValue(fwd.model, e, 0);
-  });
+  return fwd.model.fact(`plainReturnElement:${fwd.node.order}:${key}`, () => {
+    const returns = returnsOf(fwd);
+    return returns.length > 0 && returns.every((r) => {
+      const v = unparen(r);
+      if (v.type !== 'expression_list' && v.type !== 'tuple') return false;
+      const e = namedChildren(v)[index];
+      return !!e && plainValue(fwd.model, e, 0);
+    });
+  }) ?? false;
 }
 
 /** A value with no autograd history by how it is made: a literal, a history-free method or builtin call, or a name every reaching definition of which is one. */

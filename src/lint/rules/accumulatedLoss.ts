@@ -8,7 +8,7 @@ import { callSitesOf, lastName, type Accumulation, type FileModel, type Function
 import { track } from '../deps';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, isScopeNode, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { accumulatedParams, argumentFor, carrierIn, resolveCall, returnsState } from '../model/summaries';
+import { accumulatedParams, argumentFor, carrierIn, parameterDefault, resolveCall, returnsState } from '../model/summaries';
 import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -348,18 +348,12 @@ function classOfInstance(model: FileModel, receiver: SyntaxNode, at: SyntaxNode,
 
 /** `def __init__(self, loss=NLLLoss())`: the class a parameter's default value is built from. */
 function classOfDefault(model: FileModel, fn: FunctionInfo, param: string): string | undefined {
-  const params = child(fn.node, 'parameters');
-  for (const p of params ? namedChildren(params) : []) {
-    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
-    const name = child(p, 'name');
-    const value = child(p, 'value');
-    if (!name || model.src(name) !== param || !value) continue;
-    const v = unparen(value);
-    const callee = v.type === 'call' ? model.callee(v) : undefined;
-    const cls = callee ? lastName(model.src(callee)) : '';
-    return /^[A-Z]/.test(cls) ? cls : undefined;
-  }
-  return undefined;
+  const value = parameterDefault(fn, param);
+  if (!value) return undefined;
+  const v = unparen(value);
+  const callee = v.type === 'call' ? model.callee(v) : undefined;
+  const cls = callee ? lastName(model.src(callee)) : '';
+  return /^[A-Z]/.test(cls) ? cls : undefined;
 }
 
 function classFromCallers(fn: FunctionInfo, param: string, depth: number): string | undefined {

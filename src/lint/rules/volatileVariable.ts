@@ -1,8 +1,8 @@
 /** volatile-variable: `Variable(x, volatile=True)`, a no-op since PyTorch 0.4. */
 import { rangeOf, removeArgument } from '../fixes';
-import type { FileModel, FunctionInfo } from '../model';
-import { argumentFor } from '../model/summaries';
-import { child, namedChildren, type SyntaxNode } from '../syntax';
+import type { FileModel } from '../model';
+import { argumentFor, parameterDefault } from '../model/summaries';
+import type { SyntaxNode } from '../syntax';
 import { sitesOf } from '../trainingPath';
 import type { Rule } from '../rule';
 import { docsUrlFor, type RawFinding } from '../types';
@@ -51,22 +51,11 @@ function neverTrue(model: FileModel, call: SyntaxNode, value: SyntaxNode): boole
   const fn = model.functionOf(call);
   const param = model.src(value);
   if (!fn || !fn.params.includes(param) || model.bindingsIn(fn.node, param).length > 0) return false;
-  const fallback = defaultOf(fn, param);
+  const given = parameterDefault(fn, param);
+  const fallback = given && fn.model.src(given);
   return sitesOf(fn).every((site) => {
     const arg = argumentFor(site.model, site.call, { fn, cls: undefined, bound: !!fn.cls }, param);
     const text = arg ? site.model.src(arg) : fallback;
     return (text !== undefined && falsy(text)) || site.model.gradState(site.call) === 'off';
   });
-}
-
-/** The default value's text of parameter `param` of `fn`, if it has one. */
-function defaultOf(fn: FunctionInfo, param: string): string | undefined {
-  const params = child(fn.node, 'parameters');
-  for (const p of params ? namedChildren(params) : []) {
-    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
-    const name = child(p, 'name');
-    const v = child(p, 'value');
-    if (name && v && fn.model.src(name) === param) return fn.model.src(v);
-  }
-  return undefined;
 }
