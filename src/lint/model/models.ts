@@ -7,6 +7,9 @@ import { ModelGuards } from './guards';
 /** The lists of a statement's contribution that has none (shared, never changed). */
 const none: readonly never[] = Object.freeze([]);
 
+/** `torch.nn` classes without parameters or buffers (PReLU and the norms have weights; not here). */
+const parameterlessLayer = /^torch\.nn\.(modules\.\w+\.)?(ReLU6?|LeakyReLU|R?ReLU|ELU|SELU|CELU|GELU|SiLU|Mish|Sigmoid|LogSigmoid|Hardsigmoid|Tanh|Hardtanh|Tanhshrink|Hardswish|Hardshrink|Softshrink|Softplus|Softsign|Threshold|GLU|Softmax|Softmax2d|LogSoftmax|Softmin|Identity|Flatten|Unflatten|Dropout\d?d?|AlphaDropout|FeatureAlphaDropout|(Adaptive)?(Max|Avg)Pool[123]d|LPPool[123]d|FractionalMaxPool[23]d|MaxUnpool[123]d|Upsample|UpsamplingNearest2d|UpsamplingBilinear2d|PixelShuffle|PixelUnshuffle|ChannelShuffle|(Zero|Constant|Reflection|Replication|Circular)Pad[123]d|CosineSimilarity|PairwiseDistance|Fold|Unfold)$/;
+
 const factoryName = /^_*(load|create|build|get|make|init|initialize|setup|define|instantiate|construct|prepare|restore|new)_\w+$/i;
 
 export abstract class ModelModels extends ModelGuards {
@@ -143,8 +146,23 @@ export abstract class ModelModels extends ModelGuards {
     const callee = this.callee(call);
     if (!callee) return false;
     const mc = this.methodCall(call);
-    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call);
+    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call) || this.isSubmoduleOfModel(mc.receiver, call);
     return this.isModelExpr(callee, call);
+  }
+
+  /**
+   * `model.module.netE` in `model.module.netE.forward(x)`: an attribute of a model (not of `self`)
+   * whose `forward` is called by name is one of its submodules (pix2pixHD precomputes its encoder's
+   * features this way). Only for an explicit `.forward`: `model.head(x)` may be any attribute.
+   */
+  private isSubmoduleOfModel(expr: SyntaxNode, at: SyntaxNode): boolean {
+    for (let o = expr.type === 'attribute' ? child(expr, 'object') : undefined; o; o = o.type === 'attribute' ? child(o, 'object') : undefined) {
+      if (o.type === 'identifier' || o.type === 'attribute') {
+        if (this.src(o) === 'self') return false;
+        if (this.isModelExpr(o, at)) return true;
+      }
+    }
+    return false;
   }
 
   isModelExpr(expr: SyntaxNode, at: SyntaxNode): boolean {
@@ -252,6 +270,18 @@ export abstract class ModelModels extends ModelGuards {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Is this callee bound to a `torch.nn` layer without weights (`nn.LogSoftmax(dim=1)`,
+   * `nn.ReLU()`, `nn.Dropout(p)`, pooling, padding, `nn.Upsample`)? Calling it is a forward of
+   * sorts, but one that keeps nothing its input does not: a graph is at stake only where the
+   * input was made with autograd on, and that forward is the one to guard.
+   */
+  isParameterlessLayer(expr: SyntaxNode): boolean {
+    if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
+    const q = this.constructedClass(this.src(expr));
+    return q !== undefined && parameterlessLayer.test(q);
   }
 
   isLossExpr(expr: SyntaxNode): boolean {

@@ -219,6 +219,11 @@ function useOf(model: FileModel, n: SyntaxNode, isCall: boolean): Use {
 function argumentUse(model: FileModel, call: SyntaxNode | null, arg: SyntaxNode): Use {
   if (!call || call.type !== 'call') return { kind: 'escape' };
   const callee = model.callee(call);
+  // `nn.Upsample(scale_factor=2)(feat_map)`: a torch.nn layer built and applied at once passes its input's history on.
+  if (callee?.type === 'call') {
+    const layer = model.qualify(model.callee(callee)) ?? '';
+    return /^torch\.nn\.[A-Z]\w*$/.test(layer) && !/Loss$/.test(layer) ? { kind: 'propagate', node: call } : { kind: 'escape' };
+  }
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return { kind: 'escape' };
   const q = model.qualify(callee) ?? model.src(callee);
   const name = lastName(model.src(callee));

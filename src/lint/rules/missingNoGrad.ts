@@ -83,6 +83,12 @@ function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | unde
   return fn;
 }
 
+/** `lsm(x)` with `lsm = nn.LogSoftmax(dim=1)`: a layer without weights, whose graph is its input's (`isParameterlessLayer`). */
+function parameterlessCallee(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  return !!callee && model.isParameterlessLayer(callee);
+}
+
 function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
@@ -98,7 +104,7 @@ function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
  */
 function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forward | undefined {
   // `load_model(path)` is named like a model, but a project function: its summary says what it runs.
-  if ((model.isModelCall(call) && !namedLikeModel(model, call)) || forwardMethodCall(model, call) || loadedModuleCall(model, call)) {
+  if ((model.isModelCall(call) && !namedLikeModel(model, call) && !parameterlessCallee(model, call)) || forwardMethodCall(model, call) || loadedModuleCall(model, call)) {
     const mc = model.methodCall(call);
     const calleeNode = mc?.method === 'forward' ? mc.receiver : model.callee(call);
     return calleeNode ? { calleeNode, texts: [model.src(calleeNode)] } : undefined;
