@@ -280,8 +280,16 @@ export abstract class ModelModels extends ModelGuards {
    */
   isParameterlessLayer(expr: SyntaxNode): boolean {
     if (expr.type !== 'identifier' && expr.type !== 'attribute') return false;
-    const q = this.constructedClass(this.src(expr));
-    return q !== undefined && parameterlessLayer.test(q);
+    const text = this.src(expr);
+    trackKey('ctor:', text);
+    // By text, once per file version (every model call of missing-no-grad asks).
+    const known = this.shared('parameterlessTexts', () => new Map<string, boolean>());
+    let answer = known.get(text);
+    if (answer === undefined) {
+      const q = this.constructedClass(text);
+      known.set(text, (answer = q !== undefined && parameterlessLayer.test(q)));
+    }
+    return answer;
   }
 
   isLossExpr(expr: SyntaxNode): boolean {

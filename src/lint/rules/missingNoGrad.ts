@@ -6,6 +6,7 @@ import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { showsGpu } from './tensorsKeptForLogging';
 import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -62,7 +63,7 @@ function check(model: FileModel): RawFinding[] {
     const fix = fixFor(model, call, context, fn);
     const runs = fwd.via ? `runs a model's forward pass (in \`${fwd.via.cls ? `${fwd.via.cls.name}.` : ''}${fwd.via.name}()\`) ${describe(context, model)}` : `runs ${describe(context, model)}`;
     findings.push({
-      message: `\`${model.src(call).split('\n')[0]}\` ${runs} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass on the GPU.`,
+      message: `\`${model.src(call).split('\n')[0]}\` ${runs} without \`torch.no_grad()\`: autograd keeps every activation of this forward pass ${showsGpu(model) ? 'on the GPU' : 'in memory'}.`,
       range: rangeOf(call),
       fixes: fix ? [fix] : [],
     });
