@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { formatBatchEvent } from '../../../src/cli/train';
 import { rankMemoryOf } from '../../../src/common/companionProtocol';
 import { RankMemoryTracker } from '../../../src/common/rankMemory';
@@ -11,6 +13,7 @@ import { searchBatchSize, type FindBatchSizeEvent, type FindBatchSizeResult, typ
 import { oomMemoryProblem } from '../../../src/training/launchers/modelSummary';
 import { searchMessage } from '../../../src/views/batchSize/batchSizeSearch';
 import { formatStatusSummary, formatStatusTooltip } from '../../../src/views/gpu/format';
+import { fixtures } from '../../paths';
 import { channel, only, recorded, smi, type Machine } from './recordings';
 
 /**
@@ -213,8 +216,9 @@ for (const [machine, x] of Object.entries(machines) as [Machine, Expected][]) {
       assert.ok(done);
       const [device] = done.result.devices;
       const outcomes = new Map(device.trials.map((t) => [t.batchSize, t.outcome]));
+      const job = JSON.parse(readFileSync(join(fixtures, 'torchrun', 'cuda', 'cuda_grow.job.json'), 'utf8')) as { args: string[] };
       const again = await searchBatchSize({
-        start: 4, // cuda_grow.job.json's --batch-size
+        start: Number(job.args[job.args.indexOf('--batch-size') + 1]), // where the search on the machine started
         max: device.max,
         trial: (batch) => Promise.resolve({ outcome: outcomes.get(batch) ?? assert.fail(`the search tried ${batch}, which the GPU did not`) }),
       });
