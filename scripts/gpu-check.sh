@@ -115,7 +115,9 @@ step webgpu-kernels 150 node dist/bench-webgpu-latency.js --steps 0 --kernels
 # what Dawn itself costs per dispatch.
 step webgpu-latency-novalidation 150 env GPU_WORKBENCH_DAWN_FLAGS=enable-dawn-features=skip_validation node dist/bench-webgpu-latency.js --steps 20
 step webgpu-latency-unsafe 150 env GPU_WORKBENCH_DAWN_FLAGS="enable-dawn-features=skip_validation,disable_robustness disable-dawn-features=lazy_clear_resource_on_first_use" node dist/bench-webgpu-latency.js --steps 20
-step find-batch 200 node dist/cli.js train "$cuda/cuda_grow.job.json" --find-batch-size --trial-steps 2 --json --python "$py" --runs-dir /tmp/gw-runs
+# A trial takes 14-18 s: an 80 GB H100 needed 10 trials (144 s); a 141 GB H200 (2026-11-27) needs 12, more
+# than 200 s (the old limit cut it during the 12th, 107, with 106 found), hence 400 s.
+step find-batch 400 node dist/cli.js train "$cuda/cuda_grow.job.json" --find-batch-size --trial-steps 2 --json --python "$py" --runs-dir /tmp/gw-runs
 step torchrun-job 120 node dist/cli.js train "$cuda/cuda_ddp.job.json" --json --python "$py" --runs-dir /tmp/gw-runs
 step companion-compile 180 torchrun companion-compile 1 "$cuda/cuda_train.py" --batch-size 32 --image 128 --steps 4 --compile
 echo "== done $(date +%T)" | tee -a "$rec/steps.log"
