@@ -401,12 +401,15 @@ class MinQueue {
  * Can `with torch.no_grad():` go around `target` (a statement of `fn`, or of the module) without
  * changing what training computes? It must run no training step, nothing it computes may reach a
  * backward pass here, and what it computes may leave the function only to callers that all evaluate.
+ * A call given as `switchedOff` may reach a function that trains: the caller has found it called
+ * with that function's training turned off.
  */
-export function wrapSafe(model: FileModel, target: SyntaxNode, fn: FunctionInfo | undefined): boolean {
+export function wrapSafe(model: FileModel, target: SyntaxNode, fn: FunctionInfo | undefined, switchedOff?: SyntaxNode): boolean {
   for (const d of [target, ...descendants(target, isScopeNode)]) {
     if (d.type !== 'call') continue;
     if (isTrainingCall(model, d)) return false;
-    if (resolveCallee(model, d).some((g) => trains(g))) return false;
+    // `switchedOff`: a call of a function that trains only under a flag, passed False (missing-no-grad's flagOffForward).
+    if (d !== switchedOff && resolveCallee(model, d).some((g) => trains(g))) return false;
     if (feedsBackward(model, d)) return false;
   }
   const names = new Set<string>();

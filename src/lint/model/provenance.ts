@@ -219,6 +219,11 @@ export abstract class ModelProvenance extends ModelModels {
     return data.training;
   }
 
+  /** The calls of this scope that make it a training step (`hasTrainingSignal`'s, listed). */
+  trainingSignals(scope: SyntaxNode): SyntaxNode[] {
+    return this.hasTrainingSignal(scope) ? this.scopeData(scope).calls.filter((call) => this.isTrainingSignal(call)) : [];
+  }
+
   /** A call that makes its scope a training step: `.backward()`, `manual_backward`, `autograd.grad`/`backward`, an optimizer's `step()`. */
   private isTrainingSignal(call: SyntaxNode): boolean {
     const mc = this.methodCall(call);

@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, torchFamily, trackKey } from './types';
+import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -214,6 +214,9 @@ function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   }
   const root = receiver.split('.')[0];
   if (model.aliases.has(root) && object.type !== 'call') return all.filter((f) => !f.cls && f.model !== model);
+  // `model.train()` / `model.eval()` on a model: nn.Module's own method, or an override in a module class, not a
+  // trainer's `train()` that runs training steps (which a name alone would reach).
+  if (moduleOnlyMethods.has(name) && model.isModelExpr(object, call)) return all.filter((f) => !!f.cls && f.model.isModuleClassInfo(f.cls));
   return all.filter((f) => !!f.cls);
 }
 

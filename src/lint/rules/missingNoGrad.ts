@@ -7,7 +7,7 @@ import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
-import { namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
+import { argumentFor, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
@@ -38,7 +38,9 @@ type Context =
   /** A helper with no evaluation context of its own that only evaluation calls (`embed()` from `evaluate()`). */
   | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string }
   | { kind: 'volatile'; variable: SyntaxNode }
-  | { kind: 'read'; fn: FunctionInfo | undefined };
+  | { kind: 'read'; fn: FunctionInfo | undefined }
+  /** `run_epoch(loader, train=False)`: a function that trains only when its flag is true, called with it false. */
+  | { kind: 'flag'; param: string };
 
 /** A forward pass a call runs: a model called directly, or a project function (`forward_batch(model, b)`) that runs one nobody reports. */
 interface Forward {
@@ -47,6 +49,8 @@ interface Forward {
   readonly texts: readonly string[];
   /** The helper that runs the forward, for a call of one. */
   readonly via?: FunctionInfo;
+  /** `via`'s parameter that turns its training step on, passed as False here (`flagOffForward`). */
+  readonly flag?: string;
 }
 
 /** `none`: not reported here, for a caller that only asks whether it is (`reportOnly`); safe or unreported, not decided. */
@@ -90,6 +94,62 @@ function parameterlessCallee(model: FileModel, call: SyntaxNode): boolean {
   return !!callee && model.isParameterlessLayer(callee);
 }
 
+/**
+ * `self.run_epoch(dataset, training=False)` / `self.iteration(epoch, loader, train=False)`: a
+ * project function shared by training and evaluation, whose every training signal (`backward()`,
+ * an optimizer's `step()`) is under `if <flag>:` for one of its parameters, called with that flag
+ * False, and whose model forward runs unguarded: on this call it evaluates with autograd on. The
+ * guard belongs on this call (a decorator on the shared function would break its training calls).
+ */
+function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo; param: string } | undefined {
+  // Most calls pass no literal False: nothing to resolve.
+  if (!model.src(call).includes('False')) return undefined;
+  const target = resolveCall(model, call);
+  const fn = target?.fn;
+  if (!fn || target.cls) return undefined;
+  const param = trainingFlag(fn);
+  if (!param) return undefined;
+  const arg = argumentFor(model, call, target, param);
+  return arg && model.src(arg) === 'False' && unguardedForward(fn) ? { fn, param } : undefined;
+}
+
+/** The parameter under whose `if <param>:` every training signal of `fn` lies (`def run(loader, train=True)`), if one does; never rebound. */
+function trainingFlag(fn: FunctionInfo): string | undefined {
+  const model = fn.model;
+  // Once per function and file version: every call of it with a literal False asks.
+  return model.fact(`trainingFlag:${fn.node.order}`, () => {
+    const signals = model.trainingSignals(fn.node);
+    let flag: string | undefined;
+    for (const s of signals) {
+      const p = enclosingFlag(model, s, fn);
+      if (!p || (flag !== undefined && p !== flag)) return '';
+      flag = p;
+    }
+    return flag && fn.params.includes(flag) && model.bindingsIn(fn.node, flag).length === 0 ? flag : '';
+  }) || undefined;
+}
+
+/** The name `n` is under in an `if <name>:` of `fn` (in its body, not its `else`), if any. */
+function enclosingFlag(model: FileModel, n: SyntaxNode, fn: FunctionInfo): string | undefined {
+  let prev = n;
+  for (const a of ancestors(n)) {
+    if (a === fn.node) return undefined;
+    if (a.type === 'if_statement' && prev.field === 'consequence') {
+      const cond = child(a, 'condition');
+      const c = cond && unparen(cond);
+      if (c?.type === 'identifier') return model.src(c);
+    }
+    prev = a;
+  }
+  return undefined;
+}
+
+/** Does `fn` itself call a model with autograd in its default state (no guard around the call)? */
+function unguardedForward(fn: FunctionInfo): boolean {
+  const model = fn.model;
+  return model.callsIn(fn.node).some((c) => model.functionOf(c) === fn && model.gradState(c) === 'default' && (model.isModelCall(c) || forwardMethodCall(model, c)));
+}
+
 function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
@@ -119,6 +179,8 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
     const receiver = wrapper && model.methodCall(call)?.receiver;
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
+  const flagged = flagOffForward(model, call);
+  if (flagged) return { calleeNode: callee, texts: callee.type === 'attribute' ? ['self'] : [], via: flagged.fn, flag: flagged.param };
   // A function that trains itself (`trains`' own first test, from its calls alone) is not one.
   const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node));
   // Most calls of a plain name reach no project function (`print`, `len`): nothing more to ask.
@@ -165,13 +227,14 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
   if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call))) return { kind: 'safe' };
-  let context: Context | undefined;
-  if (reportOnly) {
+  let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
+  if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
     if (!context) return { kind: 'none' };
   }
   // A `volatile=True` input could not be backpropagated when the code was written.
-  if (model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
+  // (A call that turns its callee's training step off is followed by the flag, not by the callee's backward.)
+  if (!fwd.flag && model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
   if (fn && inferenceName.test(fn.name)) {
     if (model.hasTrainingSignal(fn.node)) return { kind: 'safe' };
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
@@ -436,6 +499,8 @@ function describe(context: Context, model: FileModel): string {
       return 'on a `volatile=True` input (ignored since PyTorch 0.4, so autograd records it)';
     case 'read':
       return `${context.fn ? `in \`${context.fn.name}()\`` : 'at module level'}, whose output is only read (printed, saved or turned into numbers),`;
+    case 'flag':
+      return `with \`${context.param}=False\`, which skips its backward pass,`;
   }
 }
 
@@ -471,7 +536,7 @@ function fixFor(model: FileModel, call: SyntaxNode, context: Context, fn: Functi
   }
   const own = statementOf(call);
   for (const target of new Set([wrapTarget(model, call, context), ...(own ? [own] : [])])) {
-    if (wrapSafe(model, target, fn)) return { title: `Wrap in \`with ${guard.text}():\``, edits: [...guard.edits, wrapStatement(model, target, `with ${guard.text}():`)] };
+    if (wrapSafe(model, target, fn, context.kind === 'flag' ? call : undefined)) return { title: `Wrap in \`with ${guard.text}():\``, edits: [...guard.edits, wrapStatement(model, target, `with ${guard.text}():`)] };
   }
   return undefined;
 }

@@ -224,6 +224,13 @@ export class TrainingPaths {
     const m = methodOf(file, call);
     if (!m) return [];
     const receiver = src(file, m.receiver);
+    // `self.m()`: the enclosing class's own method where it has one.
+    if (receiver === 'self') {
+      const cls = [...ancestors(call)].find((a) => a.type === 'class_definition');
+      const name = cls && child(cls, 'name');
+      const own = name && (this.byName.get(m.method) ?? []).find((g) => g.file === file && g.cls === src(file, name));
+      if (own) return [own];
+    }
     // `utils.train(...)` may be a module's function; `net.train()` / `net.eval()` are nn.Module's own methods.
     const moduleMethod = /^(train|eval|to|cuda|cpu|forward|parameters|zero_grad|step|apply|state_dict|load_state_dict|half|float|double)$/.test(m.method);
     return (this.byName.get(m.method) ?? []).filter((g) => !!g.cls || (m.receiver.type === 'identifier' && receiver !== 'self' && !moduleMethod));
@@ -298,7 +305,8 @@ export class TrainingPaths {
         for (const c of calls) {
           if (guarded(file, c)) continue;
           // A call of a function that trains is on the path itself; that function's own calls are judged by their flow.
-          if (this.resolve(file, c).some((g) => this.trains.has(g))) add(this.trainingCalls, callKey(file, c));
+          // Not one that passes False for the flag its callee trains under (`run_epoch(loader, train=False)`).
+          if (this.resolve(file, c).some((g) => this.trains.has(g) && !this.switchedOff(file, c, g))) add(this.trainingCalls, callKey(file, c));
           const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn, scope) || this.storesBackpropagated(file, c, reach);
           if (!byValue) continue;
           add(this.trainingCalls, callKey(file, c));
@@ -309,6 +317,42 @@ export class TrainingPaths {
         }
       }
     }
+  }
+
+  /**
+   * Does `call` pass a literal False for a parameter of `g` under whose `if <param>:` every
+   * training call of `g` lies, `g` calling no other function that trains? Then this call of `g`
+   * runs no training step.
+   */
+  private switchedOff(file: Parsed, call: SyntaxNode, g: Fn): boolean {
+    const own = callsOf(g.node);
+    if (own.some((c) => this.resolve(g.file, c).some((h) => h !== g && this.trains.has(h)))) return false;
+    const flags = new Set<string>();
+    for (const c of own) {
+      if (!this.isTrainingCall(g.file, c)) continue;
+      let flag: string | undefined;
+      let prev = c;
+      for (const a of ancestors(c)) {
+        if (a === g.node) break;
+        const cond = a.type === 'if_statement' && prev.field === 'consequence' ? child(a, 'condition') : undefined;
+        if (cond?.type === 'identifier') {
+          flag = src(g.file, cond);
+          break;
+        }
+        prev = a;
+      }
+      if (!flag) return false;
+      flags.add(flag);
+    }
+    if (flags.size !== 1) return false;
+    const [flag] = flags;
+    const params = namedChildren(child(g.node, 'parameters') ?? g.node).map((p) => src(g.file, p.type === 'identifier' ? p : (child(p, 'name') ?? p)));
+    const args = namedChildren(child(call, 'arguments') ?? call);
+    const keyword = args.find((a) => a.type === 'keyword_argument' && src(file, child(a, 'name') ?? a) === flag);
+    const positional = args.filter((a) => a.type !== 'keyword_argument');
+    const index = params.indexOf(flag) - (g.cls && params[0] === 'self' ? 1 : 0);
+    const arg = keyword ? child(keyword, 'value') : index >= 0 ? positional[index] : undefined;
+    return !!arg && src(file, arg) === 'False';
   }
 
   /** Does the value of `call` flow into a key that reaches backward (or into a training call, or out of a function whose result does)? */

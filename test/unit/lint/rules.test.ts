@@ -131,7 +131,9 @@ describe('lint rules over the fixture corpus', () => {
     it('follows DistributedSampler loaders that helpers build into callers and into trainers that keep them in attributes', () => {
       const results = lint('ddp_helpers');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
-      assert.equal(results.flatMap((r) => r.expected).length, 3);
+      assert.equal(results.flatMap((r) => r.expected).filter((e) => e.endsWith('missing-set-epoch')).length, 3);
+      // The trainer's shared epoch loop, called with train=False for its test loader (missing-no-grad's flag-off call).
+      assert.deepEqual(results.flatMap((r) => r.expected.filter((e) => e.endsWith('missing-no-grad')).map((e) => `${r.name}:${e}`)), ['trainer.py:51:missing-no-grad']);
     });
     it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
       const missing = lint('distributed');
