@@ -74,6 +74,9 @@ function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string, bar
   return out;
 }
 
+/** The methods of a LightningModule its trainer calls inside an evaluation loop (run under `torch.no_grad()`). */
+const lightningEvaluationHook = /^((validation|test|predict)_step|(validation|test)_epoch_end|on_(validation|test|predict)_(start|end|epoch_start|epoch_end|batch_start|batch_end))$/;
+
 export abstract class ModelGuards extends ModelScopes {
   // ---------------------------------------------------------------- grad guards
 
@@ -150,7 +153,8 @@ export abstract class ModelGuards extends ModelScopes {
             const g = this.classifyGuard(info.decorators[i]);
             if (g) return g;
           }
-          if (info.cls && /^(validation_step|test_step|predict_step)$/.test(info.name)) return 'off';
+          // Lightning runs its evaluation loops, hooks included (`on_validation_end`, `validation_epoch_end`), under no_grad.
+          if (info.cls && lightningEvaluationHook.test(info.name)) return 'off';
         }
         return 'default';
       }

@@ -3,8 +3,8 @@
  * history or are scalars, training-step and evaluation loops, and accumulations.
  */
 import { recorded, recordingNow, replay, track } from '../deps';
-import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, trackKey } from './types';
+import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelModels } from './models';
 import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
@@ -37,7 +37,7 @@ export abstract class ModelProvenance extends ModelModels {
    * `loss` or `out` that only share the name. A key no definition of the scope reaches (a
    * parameter, an attribute set elsewhere) is kept by its text, as before definitions were known.
    */
-  protected computeBackwardFacts(_scope: SyntaxNode, data: ScopeData): BackwardFacts {
+  protected computeBackwardFacts(scope: SyntaxNode, data: ScopeData): BackwardFacts {
     const reachesDefs = new Set<Binding>();
     const reaches = new Set<string>();
     const scalarDefs = new Set<Binding>();
@@ -57,7 +57,8 @@ export abstract class ModelProvenance extends ModelModels {
     const addKeys = (expr: SyntaxNode): void => {
       const n = unparen(expr);
       if (n.type === 'identifier' || n.type === 'attribute') resolve(n, reachesDefs, reaches);
-      for (const d of descendants(n)) if ((d.type === 'identifier' && d.parent?.type !== 'attribute') || d.type === 'attribute') resolve(d, reachesDefs, reaches);
+      // A name is read where it is not an attribute's name: `out` in `out.view(-1)` is (the receiver of a method), `view` is not.
+      for (const d of descendants(n)) if ((d.type === 'identifier' && readsValue(this, d)) || d.type === 'attribute') resolve(d, reachesDefs, reaches);
     };
     // The receivers of backward passes, for `sourceDefs`.
     const backpropagated: SyntaxNode[] = [];
@@ -93,10 +94,35 @@ export abstract class ModelProvenance extends ModelModels {
         if (mc?.method === 'manual_backward') addScalar(first);
       } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
         training = true;
+      } else if (this.externalGradientCall(call)) {
+        training = true;
+        for (const a of this.positionalArgs(call)) addKeys(a);
       }
     }
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
     for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+    // `loss += crit(out, y)` is no definition (flow.ts), but what it adds is in the value a definition of `loss` carries on
+    // to the backward pass: its right-hand side reaches it where a definition reaching the update does.
+    const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
+    const text = training && body ? this.src(body) : '';
+    if (body && (text.includes('+=') || text.includes('-='))) {
+      const updates = descendants(body, isScopeNode).filter((n) => n.type === 'augmented_assignment');
+      for (let changed = true; changed;) {
+        changed = false;
+        for (let i = 0; i < updates.length; i++) {
+          const left = child(updates[i], 'left');
+          const right = child(updates[i], 'right');
+          if (!left || !right || (left.type !== 'identifier' && left.type !== 'attribute')) continue;
+          const key = this.src(left);
+          const r = this.reachingDefs(key, left);
+          if (!r || !(r.defs.some((d) => reachesDefs.has(d)) || (r.entry && reaches.has(key)))) continue;
+          updates.splice(i--, 1);
+          changed = true;
+          addKeys(right);
+          for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+        }
+      }
+    }
     const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, sourceDefs: this.soleSourceDefs(backpropagated), training };
     data.backward = facts;
     return facts;
@@ -229,7 +255,26 @@ export abstract class ModelProvenance extends ModelModels {
     const mc = this.methodCall(call);
     if (mc?.method === 'backward' || mc?.method === 'manual_backward') return true;
     if (/^torch\.autograd\.(grad|backward)$/.test(this.qualify(this.callee(call)) ?? '')) return true;
-    return mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver));
+    if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) return true;
+    return this.externalGradientCall(call);
+  }
+
+  /**
+   * `gradient_update_parameters(self.model, inner_loss, ...)` (torchmeta, MAML's inner step):
+   * a library function outside torch named for gradients, given a model and a value: it
+   * differentiates that value (with `autograd.grad`), so the forward that made it needs its graph.
+   */
+  private externalGradientCall(call: SyntaxNode): boolean {
+    const callee = this.callee(call);
+    if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+    const name = lastName(this.src(callee));
+    if (!/gradient/i.test(name)) return false;
+    const q = this.qualify(callee) ?? '';
+    // torch's own (`clip_grad_norm_` and the like) and the project's (whose body is analysed) are not this.
+    trackKey('fn:', name);
+    if (torchFamily.test(q) || this.functionsHere(name).length > 0 || this.facts.functionsNamed(name).length > 0) return false;
+    const args = this.positionalArgs(call);
+    return args.length >= 2 && args.some((a) => (a.type === 'identifier' || a.type === 'attribute') && this.isModelExpr(a, call));
   }
 
   /** Does the value of this model call flow into a backward pass (fine-tuning, saliency)? */
@@ -823,4 +868,18 @@ function lastBefore(list: readonly number[] | undefined, cut: number): number {
     else hi = mid;
   }
   return lo > 0 ? list[lo - 1] : -1;
+}
+
+/**
+ * Is the name `d` read for its value on the way to a backward pass? Not an attribute's own name
+ * (`view` in `out.view`), not `self`, and not a receiver whose attribute or method drops its history
+ * (`real_features.detach()`, `out.item()`, `x.data`); a receiver of any other method is (`out.view(-1)`).
+ */
+function readsValue(model: ModelModels, d: SyntaxNode): boolean {
+  const p = d.parent;
+  if (p?.type !== 'attribute') return model.src(d) !== 'self';
+  if (d.field !== 'object' || model.src(d) === 'self') return false;
+  const attr = child(p, 'attribute');
+  const name = attr ? model.src(attr) : '';
+  return !historyFreeMethods.has(name) && !/^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/.test(name);
 }

@@ -228,7 +228,9 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
 function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
     if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
-    if (s.model.callee(s.call)?.type === 'attribute') return true;
+    const callee = s.model.callee(s.call);
+    // `mod.f()` may reach a module's function; `self.f()` only a method.
+    if (callee?.type === 'attribute') return !!fn.cls || !/^(self|cls)\./.test(s.model.src(callee));
     return s.model.aliases.has(fn.name);
   });
 }
