@@ -112,6 +112,53 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(checker.checkFix(paths, file, [{ range: end('seen += criterion'), newText: '.detach()' }], 'detach'), []);
     });
 
+    it('a guard around what carries none of the graph backpropagated: `.data` of a forward, the indices of max(), a shared loop called with its training flag False', () => {
+      const text = [
+        'import torch',
+        '',
+        'def critic_step(netG, netD, z, optimizer):',
+        '    fake = torch.autograd.Variable(netG(z).data)',
+        '    loss = netD(fake).mean()',
+        '    loss.backward()',
+        '    optimizer.step()',
+        '',
+        'def dqn_step(q, target, s, y, optimizer, criterion):',
+        '    _, actions = q(s).max(1, keepdim=True)',
+        '    v = target(s).gather(1, actions)',
+        '    loss = criterion(v, y)',
+        '    loss.backward()',
+        '    optimizer.step()',
+        '',
+        'class Trainer:',
+        '    def iteration(self, loader, train=True):',
+        '        for x, y in loader:',
+        '            loss = self.criterion(self.model(x), y)',
+        '            if train:',
+        '                loss.backward()',
+        '                self.optimizer.step()',
+        '',
+        '    def fit(self, loader, test_loader):',
+        '        self.iteration(loader)',
+        '        self.iteration(test_loader, train=False)',
+        '',
+      ].join('\n');
+      const file = { path: join(lintFixtures, 'synthetic_cut.py'), text };
+      const paths = checker.analyse([file]);
+      const wrap = (needle: string) => {
+        const line = lineOf(text, needle);
+        const old = text.split('\n')[line];
+        const indent = /^ */.exec(old)?.[0] ?? '';
+        return checker.checkFix(paths, file, [{ range: { start: { line, character: 0 }, end: { line, character: old.length } }, newText: `${indent}with torch.no_grad():\n    ${old}` }], 'wrap').map((v) => v.problem);
+      };
+      assert.deepEqual(wrap('fake = torch.autograd.Variable(netG(z).data)'), []);
+      assert.deepEqual(wrap('_, actions = q(s).max(1, keepdim=True)'), []);
+      assert.deepEqual(wrap('self.iteration(test_loader, train=False)'), []);
+      // The same places where the graph is needed are still caught.
+      assert.deepEqual(wrap('loss = netD(fake).mean()'), ['`netD(fake).mean()` is on a training path and now runs under a grad guard', '`netD(fake)` is on a training path and now runs under a grad guard']);
+      assert.deepEqual(wrap('v = target(s).gather(1, actions)'), ['`target(s).gather(1, actions)` is on a training path and now runs under a grad guard', '`target(s)` is on a training path and now runs under a grad guard']);
+      assert.deepEqual(wrap('        self.iteration(loader)'), ['`self.iteration(loader)` is on a training path and now runs under a grad guard']);
+    });
+
     it('a fix that breaks the syntax', () => {
       const paths = checker.analyse([shared]);
       const vs = checker.checkFix(paths, shared, [{ range: at(lineOf(shared.text, 'def evaluate(')), newText: '    @torch.no_grad(\n' }], 'broken');

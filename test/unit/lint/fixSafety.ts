@@ -109,6 +109,17 @@ function guarded(file: Parsed, node: SyntaxNode): boolean {
 }
 
 /** Calls in a scope's own body (not in nested functions or classes), with the scope node. */
+/** `self.gru.train()`, `model.train(training)`, `net.eval()`: a module's mode switch (which a trainer's `train()` of the same name is not, by what it is given). */
+function modeSwitch(file: Parsed, call: SyntaxNode): boolean {
+  const m = methodOf(file, call);
+  const args = namedChildren(child(call, 'arguments') ?? call);
+  return !!m && /^(train|eval)$/.test(m.method) && src(file, m.receiver) !== 'self' && args.length <= 1 && args.every((a) => a.type === 'identifier' || a.type === 'true' || a.type === 'false');
+}
+
+function leafMaker(file: Parsed, call: SyntaxNode): boolean {
+  return /(^|\.)(Variable|tensor|as_tensor|from_numpy|zeros|ones|empty|full|rand|randn|randint|arange)$/.test(src(file, child(call, 'function') ?? call));
+}
+
 function callsOf(scope: SyntaxNode): SyntaxNode[] {
   const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
   return body ? [...(body.type === 'call' ? [body] : []), ...descendants(body, isScope)].filter((n) => n.type === 'call') : [];
@@ -308,7 +319,8 @@ export class TrainingPaths {
           // Not one that passes False for the flag its callee trains under (`run_epoch(loader, train=False)`).
           if (this.resolve(file, c).some((g) => this.trains.has(g) && !this.switchedOff(file, c, g))) add(this.trainingCalls, callKey(file, c));
           const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn, scope) || this.storesBackpropagated(file, c, reach);
-          if (!byValue) continue;
+          // `Variable(netG(z).data)`, `torch.zeros(n)`: makes a leaf, the same under a grad guard (its arguments are judged apart).
+          if (!byValue || leafMaker(file, c)) continue;
           add(this.trainingCalls, callKey(file, c));
           for (const g of this.resolve(file, c)) {
             add(this.reached, g);
@@ -321,15 +333,14 @@ export class TrainingPaths {
 
   /**
    * Does `call` pass a literal False for a parameter of `g` under whose `if <param>:` every
-   * training call of `g` lies, `g` calling no other function that trains? Then this call of `g`
-   * runs no training step.
+   * unguarded call of `g` that trains lies (a training call, or a call of a function that trains)?
+   * Then this call of `g` runs no training step.
    */
   private switchedOff(file: Parsed, call: SyntaxNode, g: Fn): boolean {
-    const own = callsOf(g.node);
-    if (own.some((c) => this.resolve(g.file, c).some((h) => h !== g && this.trains.has(h)))) return false;
     const flags = new Set<string>();
-    for (const c of own) {
-      if (!this.isTrainingCall(g.file, c)) continue;
+    // Every call that trains (a training call, or one of a function that trains), unless guarded, must be under the flag.
+    for (const c of callsOf(g.node)) {
+      if (guarded(g.file, c) || modeSwitch(g.file, c) || !(this.isTrainingCall(g.file, c) || this.resolve(g.file, c).some((h) => h !== g && this.trains.has(h)))) continue;
       let flag: string | undefined;
       let prev = c;
       for (const a of ancestors(c)) {
@@ -359,13 +370,18 @@ export class TrainingPaths {
   private valueReaches(file: Parsed, call: SyntaxNode, reach: Set<string>, fn: Fn | undefined, scope: SyntaxNode): boolean {
     let prev = call;
     for (const a of ancestors(call)) {
+      // `netG(z).data`, `.detach()`, `.item()`: what goes on carries none of this call's graph.
+      if (a.type === 'attribute' && prev.field === 'object' && cutsGradient.test(src(file, child(a, 'attribute') ?? a))) return false;
       if (a.type === 'call' && this.isTrainingCall(file, a)) return true;
       if (a.type === 'call' && prev.field === 'arguments') {
         const m = methodOf(file, a);
         if (m && /^(append|extend|insert|add_|update|put|setdefault)$/.test(m.method) && reach.has(baseKey(file, m.receiver))) return true;
       }
       if ((a.type === 'assignment' || a.type === 'augmented_assignment') && prev.field === 'right') {
-        const left = child(a, 'left');
+        let left = child(a, 'left');
+        // `_, idx = q.max(1)`: of (values, indices), only the values carry the graph.
+        const m = prev.type === 'call' ? methodOf(file, prev) : undefined;
+        if (left && m && /^(max|min|topk|sort|kthvalue|median|mode)$/.test(m.method) && (left.type === 'pattern_list' || left.type === 'tuple_pattern')) left = namedChildren(left)[0];
         // A reader of the key that another assignment always rebinds it before (the training loop's `loss`,
         // not the validation loop's that reuses the name) does not see this value.
         return !!left && targetKeys(file, left).some((k) => reach.has(k) && (this.readers.get(scope)?.get(k) ?? []).some((r) => !rebound(file, a, r, k)));
