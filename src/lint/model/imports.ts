@@ -113,6 +113,7 @@ export abstract class ModelImports {
       }
       if (top.globals.size) for (const g of top.globals) rootData.globals.add(g);
       if (top.modeEvents.length) for (const e of top.modeEvents) rootData.modeEvents.push(e);
+      if (top.updates.length) for (const u of top.updates) rootData.updates.push(u);
     }
     this.usesTorch = [...this.aliases.values()].some((q) => torchFamily.test(q)) || this.torchThroughStarImport();
   }
@@ -234,6 +235,7 @@ export abstract class ModelImports {
           const right = child(node, 'right');
           const unpacked = left?.type === 'pattern_list' || left?.type === 'tuple_pattern' || left?.type === 'list_pattern';
           if (left && node.type === 'assignment') for (const t of this.targets(left)) bind(scope, t, right, node, unpacked);
+          else if (node.type === 'augmented_assignment') dataOf(scope).updates.push(node);
           break;
         }
         case 'for_statement':
@@ -314,7 +316,7 @@ export abstract class ModelImports {
     }
     for (const key of chunk.root.bindings.keys()) out.add(`root:${key}`);
     for (const key of chunk.root.globals) out.add(`root:${key}`);
-    if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length) out.add('root*');
+    if (chunk.root.calls.length || chunk.root.bindings.size || chunk.root.globals.size || chunk.root.modeEvents.length || chunk.root.updates.length) out.add('root*');
     chunk.exports = out;
     return out;
   }
@@ -463,7 +465,7 @@ export abstract class ModelImports {
   }
 
   protected newScope(): ScopeData {
-    return { calls: [], bindings: new Map(), globals: new Set(), params: new Set(), modeEvents: [] };
+    return { calls: [], bindings: new Map(), globals: new Set(), params: new Set(), modeEvents: [], updates: [] };
   }
 
   protected isDirectMethod(fn: SyntaxNode, cls: SyntaxNode): boolean {
@@ -622,7 +624,7 @@ class NoNames extends Set<string> {
 }
 const noScopes = new NoScopes();
 /** The module-scope share of a one-token statement (`indexLeaf`): frozen, with empty lists that refuse additions. */
-const emptyScope: ScopeData = Object.freeze({ calls: none, bindings: new NoBindings(), globals: new NoNames(), params: new NoNames(), modeEvents: none });
+const emptyScope: ScopeData = Object.freeze({ calls: none, bindings: new NoBindings(), globals: new NoNames(), params: new NoNames(), modeEvents: none, updates: none });
 
 /** Parents under which a node is bound, imported or declared, not read (`valueRefsOf`). */
 const storingParents = new Set(['import_statement', 'import_from_statement', 'future_import_statement', 'parameters', 'lambda_parameters', 'global_statement', 'nonlocal_statement', 'as_pattern_target', 'aliased_import']);

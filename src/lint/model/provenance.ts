@@ -3,7 +3,7 @@
  * history or are scalars, training-step and evaluation loops, and accumulations.
  */
 import { recorded, recordingNow, replay, track } from '../deps';
-import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelModels } from './models';
 import { literalKey, namedLikeModel, summaryCarries } from './summaries';
@@ -37,7 +37,7 @@ export abstract class ModelProvenance extends ModelModels {
    * `loss` or `out` that only share the name. A key no definition of the scope reaches (a
    * parameter, an attribute set elsewhere) is kept by its text, as before definitions were known.
    */
-  protected computeBackwardFacts(scope: SyntaxNode, data: ScopeData): BackwardFacts {
+  protected computeBackwardFacts(_scope: SyntaxNode, data: ScopeData): BackwardFacts {
     const reachesDefs = new Set<Binding>();
     const reaches = new Set<string>();
     const scalarDefs = new Set<Binding>();
@@ -103,10 +103,8 @@ export abstract class ModelProvenance extends ModelModels {
     for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
     // `loss += crit(out, y)` is no definition (flow.ts), but what it adds is in the value a definition of `loss` carries on
     // to the backward pass: its right-hand side reaches it where a definition reaching the update does.
-    const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
-    const text = training && body ? this.src(body) : '';
-    if (body && (text.includes('+=') || text.includes('-='))) {
-      const updates = descendants(body, isScopeNode).filter((n) => n.type === 'augmented_assignment');
+    if (training && data.updates.length > 0) {
+      const updates = [...data.updates];
       for (let changed = true; changed;) {
         changed = false;
         for (let i = 0; i < updates.length; i++) {

@@ -79,6 +79,8 @@ export interface ScopeData {
   readonly params: Set<string>;
   /** `x.eval()` / `x.train()` calls in document order. */
   readonly modeEvents: ModeEvent[];
+  /** Augmented assignments (`loss += term`) in document order: no definitions (flow.ts), but what they add flows on. */
+  readonly updates: SyntaxNode[];
   /** Which definitions flow into a backward pass (provenance.ts), computed once per file version. */
   backward?: BackwardFacts;
   backwardDeps?: Set<string>;
@@ -229,8 +231,11 @@ function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
     if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
     const callee = s.model.callee(s.call);
-    // `mod.f()` may reach a module's function; `self.f()` only a method.
-    if (callee?.type === 'attribute') return !!fn.cls || !/^(self|cls)\./.test(s.model.src(callee));
+    // `mod.f()` (an imported module) may reach a module's function; `self.f()`, `d.f()` only a method.
+    if (callee?.type === 'attribute') {
+      const text = s.model.src(callee);
+      return !!fn.cls || s.model.aliases.has(text.slice(0, text.indexOf('.')));
+    }
     return s.model.aliases.has(fn.name);
   });
 }

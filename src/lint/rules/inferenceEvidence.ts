@@ -84,6 +84,8 @@ export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
 export function loadedModuleCall(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (callee?.type !== 'identifier') return false;
+  // `def checkpoint(acc, epoch)` after `checkpoint = torch.load(path)` in a resume branch: the name is the function.
+  if (model.functionsHere(model.src(callee)).some((f) => !f.cls)) return false;
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
   return v?.type === 'call' && /^torch\.(jit\.)?load$/.test(model.qualify(model.callee(v)) ?? '');

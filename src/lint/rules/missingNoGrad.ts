@@ -3,7 +3,7 @@
  * the forward pass and keeps every activation until the output is freed.
  */
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
-import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
+import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
@@ -17,6 +17,8 @@ const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
 /** Generation and sampling: inference when the function decodes in a loop or returns nothing (it saves or prints what it made). */
 const generationName = /^_*(generate|sample|translate|greedy|beam_?search)/i;
 const maxCallerDepth = 3;
+/** `get_model(name, n_classes)`, `build_network(cfg)`: builds a model (calling the class it looked up), runs none. */
+const builderName = /^_*(load|create|build|get|make|init|initialize|setup|define|instantiate|construct|prepare|new)_(model|net|network|module|arch|backbone|classifier|generator|discriminator|encoder|decoder)s?$/i;
 
 export const rule: Rule = {
   id,
@@ -182,7 +184,7 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
   const flagged = flagOffForward(model, call);
   if (flagged) return { calleeNode: callee, texts: callee.type === 'attribute' ? ['self'] : [], via: flagged.fn, flag: flagged.param };
   // A function that trains itself (`trains`' own first test, from its calls alone) is not one.
-  const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node));
+  const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node) && !builderName.test(g.name));
   // Most calls of a plain name reach no project function (`print`, `len`): nothing more to ask.
   if (candidates.length === 0) return undefined;
   const texts = callee.type === 'attribute' ? ['self'] : model.positionalArgs(call).filter((a) => a.type === 'identifier' || a.type === 'attribute').map((a) => model.src(a));
@@ -402,7 +404,7 @@ function ownComputation(model: FileModel, call: SyntaxNode, calleeText: string, 
  * model. Not worth a warning; a loop, a returned or stored output still is.
  */
 function oneOffInTest(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boolean {
-  if (!isUnitTest(model, fn) || inLoop(call, fn)) return false;
+  if (!(isUnitTest(model, fn) || smokeTest(model, fn, call)) || inLoop(call, fn)) return false;
   const stmt = statementOf(call);
   if (!stmt || escapes(model, call, stmt)) return false;
   // `out = model(x)`, then `y = out.sum()`: those locals must not leave the test either.
@@ -443,6 +445,35 @@ function isUnitTest(model: FileModel, fn: FunctionInfo): boolean {
   // The file's name, not its folders: the path is absolute, and any folder above the project may be called `test`.
   if (/^test_.*\.py$|_test\.py$/.test(file)) return true;
   return !!fn.cls && (/^Test/.test(fn.cls.name) || fn.cls.bases.some((b) => /(^|\.)TestCase$/.test(model.src(b))));
+}
+
+/**
+ * `def test(): net = ResNet18(); y = net(torch.randn(1, 3, 32, 32)); print(y.size())` at the
+ * end of a model file: a `test*` function without parameters that builds the model it calls
+ * (a class called in the function itself), a smoke test of its shapes wherever the file is. A
+ * training script's `def test():` runs the script's own model, built elsewhere.
+ */
+function smokeTest(model: FileModel, fn: FunctionInfo, call: SyntaxNode): boolean {
+  if (!/^test([_A-Z0-9]|$)/.test(fn.name) || fn.params.length > 0) return false;
+  const callee = model.callee(call);
+  if (callee?.type !== 'identifier') return false;
+  return model.bindingsIn(fn.node, model.src(callee)).some((b) => {
+    const v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+    const made = v?.type === 'call' ? model.callee(v) : undefined;
+    if (!made || (made.type !== 'identifier' && made.type !== 'attribute')) return false;
+    const name = lastName(model.src(made));
+    // A class, or a function of the file that returns one built (`def densenet_cifar(): return DenseNet(...)`).
+    return /^[A-Z]/.test(name) || model.functionsHere(name).some((f) => !f.cls && returnsConstructed(model, f));
+  });
+}
+
+function returnsConstructed(model: FileModel, fn: FunctionInfo): boolean {
+  const returns = descendants(fn.body ?? fn.node, isScopeNode).filter((n) => n.type === 'return_statement');
+  return returns.length > 0 && returns.every((r) => {
+    const v = r.children.find((c) => c.named);
+    const callee = v?.type === 'call' ? model.callee(v) : undefined;
+    return !!callee && /^[A-Z]/.test(lastName(model.src(callee)));
+  });
 }
 
 /** Does the value at `node` get returned, yielded, stored in an attribute/subscript/global, or added to a container? */

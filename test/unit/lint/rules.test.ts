@@ -135,6 +135,11 @@ describe('lint rules over the fixture corpus', () => {
       // The trainer's shared epoch loop, called with train=False for its test loader (missing-no-grad's flag-off call).
       assert.deepEqual(results.flatMap((r) => r.expected.filter((e) => e.endsWith('missing-no-grad')).map((e) => `${r.name}:${e}`)), ['trainer.py:51:missing-no-grad']);
     });
+    it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
+      const results = lint('model_builders');
+      assert.equal(results.length, 5);
+      for (const r of results) assert.deepEqual(r.got, [], r.name);
+    });
     it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
       const missing = lint('distributed');
       assert.ok(missing.some((r) => r.expected.length > 0));
