@@ -4,7 +4,7 @@
  */
 import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
+import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelModels } from './models';
 import { literalKey, namedLikeModel, summaryCarries } from './summaries';
 
@@ -100,7 +100,10 @@ export abstract class ModelProvenance extends ModelModels {
       }
     }
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
-    for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+    const closeOver = (): void => {
+      for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+    };
+    closeOver();
     // `loss += crit(out, y)` is no definition (flow.ts), but what it adds is in the value a definition of `loss` carries on
     // to the backward pass: its right-hand side reaches it where a definition reaching the update does.
     if (training && data.updates.length > 0) {
@@ -117,7 +120,7 @@ export abstract class ModelProvenance extends ModelModels {
           updates.splice(i--, 1);
           changed = true;
           addKeys(right);
-          for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+          closeOver();
         }
       }
     }
@@ -329,7 +332,7 @@ export abstract class ModelProvenance extends ModelModels {
         if (n.type === 'attribute') {
           const attr = child(n, 'attribute');
           const name = attr ? this.src(attr) : '';
-          if (/^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/.test(name)) return false;
+          if (historyFreeAttributes.test(name)) return false;
         }
         const b = this.binding(key, n);
         // `loss, parts = self.step_losses(batch)`: the element this name takes.
@@ -879,5 +882,5 @@ function readsValue(model: ModelModels, d: SyntaxNode): boolean {
   if (d.field !== 'object' || model.src(d) === 'self') return false;
   const attr = child(p, 'attribute');
   const name = attr ? model.src(attr) : '';
-  return !historyFreeMethods.has(name) && !/^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/.test(name);
+  return !historyFreeMethods.has(name) && !historyFreeAttributes.test(name);
 }

@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type FunctionInfo, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
+import { type Binding, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -25,8 +25,6 @@ export const maxDepth = 3;
 
 /** Method names too common to resolve by name alone (a library's `optimizer.step()` is not the project's `step`). */
 const commonMethods = new Set(['step', 'update', 'forward', 'backward', 'add', 'add_', 'append', 'extend', 'insert', 'get', 'set', 'item', 'items', 'keys', 'values', 'pop', 'to', 'cuda', 'cpu', 'train', 'eval', 'zero_grad', 'reset', 'load', 'save', 'load_state_dict', 'state_dict', 'run', 'start', 'stop', 'close', 'open', 'read', 'write', 'log', 'format', 'copy', 'clear', 'sum', 'mean', 'view', 'reshape', 'size', '__init__', '__call__', 'call', 'apply', 'next', 'send', 'put', 'join', 'split', 'sample', 'predict', 'transform', 'fit', 'score', 'generate', 'encode', 'decode']);
-/** Attributes of a tensor that hold no graph. */
-const historyFreeAttributes = /^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/;
 
 /** What one value (a return value, one element of it) carries. */
 export interface ValueInfo {

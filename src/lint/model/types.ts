@@ -209,6 +209,8 @@ export const passThroughMethods = new Set(['to', 'cuda', 'cpu', 'half', 'float',
 export const modelNamePattern = /^(model|net|network|backbone|encoder|decoder|classifier|generator|discriminator|teacher|student|unet|vae|ema_model)$|_model$|^model_|_net$|^net_/i;
 export const lossNamePattern = /loss|criterion|^crit$/i;
 /** Results that carry no autograd history whatever their input. */
+/** Attributes of a tensor that carry none of its autograd history (`x.data`, `x.shape`). */
+export const historyFreeAttributes = /^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/;
 export const historyFreeMethods = new Set(['item', 'tolist', 'detach', 'detach_', 'numpy', 'argmax', 'argmin', 'argsort', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'isnan', 'isinf', 'isfinite', 'size', 'dim', 'numel', 'nelement', 'long', 'int', 'bool', 'byte', 'backward', 'nonzero', 'count_nonzero', 'sign', 'round', 'floor', 'ceil', 'topk_indices', 'data_ptr', 'element_size', 'all', 'any', 'zero_']);
 export const historyFreeTorch = /^torch\.(argmax|argmin|argsort|eq|ne|lt|le|gt|ge|isnan|isinf|isfinite|zeros|ones|zeros_like|ones_like|empty|empty_like|full|full_like|tensor|as_tensor|from_numpy|arange|linspace|randn|rand|randint|randperm|no_grad|is_tensor|numel|count_nonzero|sign|round|floor|ceil|manual_seed)$/;
 export const historyFreeBuiltins = new Set(['float', 'int', 'bool', 'len', 'str', 'repr', 'round', 'isinstance', 'type', 'id', 'hash', 'print', 'format']);
