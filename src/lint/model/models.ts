@@ -195,6 +195,9 @@ export abstract class ModelModels extends ModelGuards {
     // A name bound anywhere in the file to a RemoteModule.
     if (remotes.has(text)) return false;
     const last = lastName(text);
+    // `model_with_loss.eval()`, then `model_with_loss(batch)` (CenterNet's ModelWithLoss): a model by its
+    // use and its name, though the name also says loss; `criterion.train()` (DETR's) stays a loss.
+    if (models.has(text) && modelNamePattern.test(last) && !losses.has(text)) return true;
     if (losses.has(text) || lossNamePattern.test(last)) return false;
     if (models.has(text)) return true;
     // `load_model(path)`, `create_model(cfg)`: a factory that returns a model; calling it runs no forward.

@@ -11,6 +11,7 @@ import { argumentFor, namedLikeModel, resolveCall, resolveInstanceCall, runsForw
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
+import { phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
 
 const id = 'missing-no-grad';
 const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
@@ -42,7 +43,9 @@ type Context =
   | { kind: 'volatile'; variable: SyntaxNode }
   | { kind: 'read'; fn: FunctionInfo | undefined }
   /** `run_epoch(loader, train=False)`: a function that trains only when its flag is true, called with it false. */
-  | { kind: 'flag'; param: string };
+  | { kind: 'flag'; param: string }
+  /** A step for both phases (`if train: loss.backward()`, `model.eval()` otherwise): the forward runs in both (sharedPhase.ts). */
+  | { kind: 'phase'; phase: Phase; fn: FunctionInfo };
 
 /** A forward pass a call runs: a model called directly, or a project function (`forward_batch(model, b)`) that runs one nobody reports. */
 interface Forward {
@@ -192,7 +195,7 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
     // `judge`'s context for a forward through a helper: its own, or (costlier, asked later) the
     // function's as an evaluation-only helper, which one that trains or a module's method is not.
     const fn = model.functionOf(call);
-    if (!contextOf(model, call, texts, fn) && !(fn && mayBeEvalOnlyHelper(fn))) return undefined;
+    if (!contextOf(model, call, texts, fn) && !(fn && (mayBeEvalOnlyHelper(fn) || phaseOf(fn)))) return undefined;
   }
   // Whether a candidate runs an unreported forward before whether it trains through its callees:
   // most project functions run no forward (all of torch's), and then that walk is not needed.
@@ -231,12 +234,17 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
   if (reportOnly && !context) {
-    context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
+    context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
     if (!context) return { kind: 'none' };
   }
   // A `volatile=True` input could not be backpropagated when the code was written.
   // (A call that turns its callee's training step off is followed by the flag, not by the callee's backward.)
-  if (!fwd.flag && model.callReachesBackward(call) && !volatileInput(model, call)) return { kind: 'safe' };
+  if (!fwd.flag && model.callReachesBackward(call) && !volatileInput(model, call)) {
+    // Its backward runs in the training phase only, and the step also evaluates: the other phase records a graph for nothing.
+    const phase = phaseContext(model, call, fn);
+    if (!phase) return { kind: 'safe' };
+    return { kind: 'report', context: phase, fn };
+  }
   if (fn && inferenceName.test(fn.name)) {
     if (model.hasTrainingSignal(fn.node)) return { kind: 'safe' };
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
@@ -514,6 +522,12 @@ function assignedNames(model: FileModel, node: SyntaxNode, stmt: SyntaxNode): st
   return names;
 }
 
+/** The phase context of a forward that runs in both phases of a step (sharedPhase.ts). */
+function phaseContext(model: FileModel, call: SyntaxNode, fn: FunctionInfo | undefined): Context | undefined {
+  const phase = fn && sharedPhaseOf(model, call, fn);
+  return phase && fn ? { kind: 'phase', phase, fn } : undefined;
+}
+
 function describe(context: Context, model: FileModel): string {
   switch (context.kind) {
     case 'name':
@@ -532,6 +546,8 @@ function describe(context: Context, model: FileModel): string {
       return `${context.fn ? `in \`${context.fn.name}()\`` : 'at module level'}, whose output is only read (printed, saved or turned into numbers),`;
     case 'flag':
       return `with \`${context.param}=False\`, which skips its backward pass,`;
+    case 'phase':
+      return `in both phases of \`${context.fn.name}()\` (backward only \`if ${context.phase.source}\`, \`${model.src(context.phase.evalSwitch)}\` otherwise), so the evaluation phase runs it`;
   }
 }
 
@@ -560,6 +576,12 @@ function callersGuarded(fn: FunctionInfo, depth: number): boolean {
  * computes reaches a backward pass or leaves for a caller that may train. Undefined otherwise.
  */
 function fixFor(model: FileModel, call: SyntaxNode, context: Context, fn: FunctionInfo | undefined): Fix | undefined {
+  if (context.kind === 'phase') {
+    // `set_grad_enabled(<the training condition>)`: on in the training phase, off in the other.
+    const stmt = statementOf(call);
+    const enabled = torchSpelling(model, 'set_grad_enabled');
+    return stmt ? { title: `Wrap in \`with ${enabled.text}(${context.phase.source}):\``, edits: [...enabled.edits, wrapStatement(model, stmt, `with ${enabled.text}(${context.phase.source}):`)] } : undefined;
+  }
   const guard = torchSpelling(model, 'no_grad');
   const allInference = fn && !model.hasTrainingSignal(fn.node) && (context.kind === 'name' || context.kind === 'caller' || (context.kind === 'eval' && !hasTrainCall(model, fn)));
   if (fn && allInference && decorateSafe(fn)) {

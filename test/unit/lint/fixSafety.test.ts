@@ -78,6 +78,34 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(vs.map((v) => v.problem), ['`predict(model, images)` is on a training path and now runs under a grad guard']);
     });
 
+    it('a set_grad_enabled(<cond>) around a training forward where the backward does not run only under <cond>', () => {
+      const text = [
+        'import torch',
+        '',
+        'def step(train, model, x, y, criterion, optimizer, warmup):',
+        '    if train:',
+        '        model.train()',
+        '    else:',
+        '        model.eval()',
+        '    out = model(x)',
+        '    loss = criterion(out, y)',
+        '    if train:',
+        '        loss.backward()',
+        '    if train or warmup:',
+        '        optimizer.step()',
+        '',
+      ].join('\n');
+      const file = { path: join(lintFixtures, 'synthetic_phase.py'), text };
+      const paths = checker.analyse([file]);
+      const line = lineOf(text, 'out = model(x)');
+      const wrap = (cond: string) => [{ range: { start: { line, character: 0 }, end: { line, character: text.split('\n')[line].length } }, newText: `    with torch.set_grad_enabled(${cond}):\n        out = model(x)` }];
+      assert.deepEqual(checker.checkFix(paths, file, wrap('train'), 'wrap').map((v) => v.problem), ['`model(x)` is on a training path and now runs under `set_grad_enabled(train)`, but `optimizer.step()` does not run only `if train`']);
+      const only = { path: file.path, text: text.replace('    if train or warmup:\n        optimizer.step()\n', '') };
+      const onlyPaths = checker.analyse([only]);
+      assert.deepEqual(checker.checkFix(onlyPaths, only, wrap('train'), 'wrap'), []);
+      assert.deepEqual(checker.checkFix(onlyPaths, only, wrap('not train').map((e) => e), 'wrap').map((v) => v.problem), ['`model(x)` is on a training path and now runs under `set_grad_enabled(not train)`, but `loss.backward()` does not run only `if not train`']);
+    });
+
     it('.item() and .detach() on a value that reaches backward(), .item() on one used as a tensor later', () => {
       const text = [
         'import torch',

@@ -402,6 +402,28 @@ export class TrainingPaths {
   }
 }
 
+const normalCondition = (text: string): string => text.replace(/^\(|\)$/g, '').replace(/\s+/g, ' ').replace(/"/g, "'").trim();
+
+/** `loss.backward()`, `opt.step()`: a call that makes its function a training step (the checker's own reading). */
+function trainingSignal(file: Parsed, call: SyntaxNode): boolean {
+  const m = methodOf(file, call);
+  return !!m && (m.method === 'backward' || (m.method === 'step' && optimizerLike.test(src(file, m.receiver))));
+}
+
+/** Is `node` in the body of an `if <cond>:` (that very condition) within `scope`? */
+function underCondition(file: Parsed, node: SyntaxNode, cond: string, scope: SyntaxNode): boolean {
+  let prev = node;
+  for (const a of ancestors(node)) {
+    if (a === scope) return false;
+    if (a.type === 'if_statement' && prev.field === 'consequence') {
+      const c = child(a, 'condition');
+      if (c && normalCondition(src(file, c)) === cond) return true;
+    }
+    prev = a;
+  }
+  return false;
+}
+
 /** A call's identity across a fix: its function, its text without whitespace, and its occurrence among equal ones. */
 function callKey(file: Parsed, call: SyntaxNode): string {
   const fn = fnOf(file, call);
@@ -493,6 +515,21 @@ export class FixSafetyChecker {
       const key = callKey(now, c);
       if (!paths.trainingCalls.has(key) || oldGuarded.get(key) !== false) continue;
       if (guarded(now, c)) bad(`\`${src(now, c).split('\n')[0]}\` is on a training path and now runs under a grad guard`);
+    }
+    // `with set_grad_enabled(<cond>):` around a training-path call keeps it recording only where every
+    // backward pass of its function runs under `if <cond>:` (the step's training phase).
+    for (const w of descendants(now.root)) {
+      const clause = w.type === 'with_statement' ? w.children.find((c) => c.type === 'with_clause') : undefined;
+      const m = clause && /set_grad_enabled\(\s*(.+?)\s*\)$/s.exec(src(now, clause));
+      if (!m || /^(True|False|mode\s*=)/.test(m[1])) continue;
+      const inside = descendants(w).filter((c) => c.type === 'call' && paths.trainingCalls.has(callKey(now, c)) && oldGuarded.get(callKey(now, c)) === false);
+      if (inside.length === 0) continue;
+      const scope = fnOf(now, w)?.node ?? now.root;
+      const cond = normalCondition(m[1]);
+      for (const c of descendants(scope, isScope)) {
+        if (c.type !== 'call' || !trainingSignal(now, c)) continue;
+        if (!underCondition(now, c, cond, scope)) bad(`\`${src(now, inside[0]).split('\n')[0]}\` is on a training path and now runs under \`set_grad_enabled(${m[1]})\`, but \`${src(now, c)}\` does not run only \`if ${m[1]}\``);
+      }
     }
     // Values: no `.item()` / `.detach()` on what is backpropagated; no `.item()` on what is used as a tensor later.
     for (const e of edits) {
