@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
+import { type Binding, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -215,6 +215,7 @@ function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   // `model.train()` / `model.eval()` on a model: nn.Module's own method, or an override in a module class, not a
   // trainer's `train()` that runs training steps (which a name alone would reach).
   if (moduleOnlyMethods.has(name) && model.isModelExpr(object, call)) return all.filter((f) => !!f.cls && f.model.isModuleClassInfo(f.cls));
+  if (holdsModelOutput(model, callee, call)) return [];
   return all.filter((f) => !!f.cls);
 }
 
@@ -268,7 +269,7 @@ function resolve(model: FileModel, call: SyntaxNode): Callee | undefined {
     // `self.cleaner()` for `self.cleaner = MemoryCleaner()` is not a method call of `self`.
   }
   if (model.src(receiver) === 'self' || commonMethods.has(mc.method) || mc.method.startsWith('__')) return undefined;
-  if (model.isModelExpr(callee, call)) return undefined;
+  if (model.isModelExpr(callee, call) || holdsModelOutput(model, callee, call)) return undefined;
   const found = model.facts.functionsNamed(mc.method).filter((f) => f.cls);
   return found.length === 1 ? { fn: found[0], cls: undefined, bound: dunder(found[0]) } : undefined;
 }

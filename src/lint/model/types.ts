@@ -231,15 +231,30 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
 
 function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
-    if (s.model === fn.model) return !contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start);
     const callee = s.model.callee(s.call);
+    if (s.model === fn.model) return (!contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start)) && !(fn.cls && callee && holdsModelOutput(s.model, callee, s.call));
     // `mod.f()` (an imported module) may reach a module's function; `self.f()`, `d.f()` only a method.
     if (callee?.type === 'attribute') {
       const text = s.model.src(callee);
-      return !!fn.cls || s.model.aliases.has(text.slice(0, text.indexOf('.')));
+      if (fn.cls) return !holdsModelOutput(s.model, callee, s.call);
+      return s.model.aliases.has(text.slice(0, text.indexOf('.')));
     }
     return s.model.aliases.has(fn.name);
   });
+}
+
+/**
+ * `dist.sample()` after `dist = self.actor(obs)`: a method of what a model returned (a tensor, a
+ * torch distribution), not of a project class, whatever project method shares its name
+ * (a replay buffer's `sample()`).
+ */
+export function holdsModelOutput(model: CallSite['model'], callee: SyntaxNode, at: SyntaxNode): boolean {
+  const object = callee.type === 'attribute' ? callee.children.find((c) => c.field === 'object') : undefined;
+  if (object?.type !== 'identifier') return false;
+  const b = model.binding(model.src(object), at);
+  let v = b?.value;
+  while (v?.type === 'parenthesized_expression') v = v.children.find((c: SyntaxNode) => c.named && c.type !== 'comment');
+  return v?.type === 'call' && model.isModelCall(v);
 }
 
 /** The last binding of `key` in the first of `scopes` that has one. */
