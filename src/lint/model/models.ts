@@ -192,7 +192,7 @@ export abstract class ModelModels extends ModelGuards {
   /** `isModelExpr` for a name or attribute by its text: bound to a model in the file, or named like one. */
   private namesModel(text: string, expr: SyntaxNode): boolean {
     const { models, losses, remotes } = this.moduleTexts;
-    // A name bound anywhere in the file to a RemoteModule.
+    // A name bound anywhere in the file to a RemoteModule (or an unpickled object).
     if (remotes.has(text)) return false;
     const last = lastName(text);
     // `model_with_loss.eval()`, then `model_with_loss(batch)` (CenterNet's ModelWithLoss): a model by its
@@ -236,11 +236,15 @@ export abstract class ModelModels extends ModelGuards {
 
   /**
    * Is this binding a `RemoteModule` (torch.distributed.nn)? Its forward runs on another
-   * worker over RPC: no activations are kept in this process.
+   * worker over RPC: no activations are kept in this process. Also an unpickled object (below).
    */
   protected buildsRemoteModule(b: Binding): boolean {
     const call = this.constructorCall(b);
-    return call !== undefined && /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(this.qualify(this.callee(call)) ?? '');
+    if (call === undefined) return false;
+    const q = this.qualify(this.callee(call)) ?? '';
+    // An object unpickled with `pickle.load(f).to(device)` (EDM's and StyleGAN's Inception detector): a network
+    // distributed frozen, whose parameters' requires_grad is whatever was saved; what its forward records is not known here.
+    return /^torch\.distributed\.nn\.(api\.remote_module\.)?_?RemoteModule$/.test(q) || /^(pickle|dill|cloudpickle)\.loads?$/.test(q);
   }
 
   /**

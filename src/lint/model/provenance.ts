@@ -6,7 +6,10 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelModels } from './models';
-import { literalKey, namedLikeModel, summaryCarries } from './summaries';
+import { literalKey, namedLikeModel, resolveCall, summaryCarries } from './summaries';
+
+/** The scopes whose backward facts are being computed through a call of them (`backpropagatedArguments`). */
+const backwardInProgress = new Set<SyntaxNode>();
 
 /** Whether a `for` loop iterates an evaluation loader by its iterable's text (`evalLoaderLoopOf`), per loop node. */
 const evalLoaderLoops = new WeakMap<SyntaxNode, boolean>();
@@ -97,6 +100,9 @@ export abstract class ModelProvenance extends ModelModels {
       } else if (this.externalGradientCall(call)) {
         training = true;
         for (const a of this.positionalArgs(call)) addKeys(a);
+      } else {
+        // `hvp(loss, w, v)` whose `y` parameter it differentiates (`autograd.grad(y, w)`): the argument reaches that backward pass.
+        for (const a of this.backpropagatedArguments(call)) addKeys(a);
       }
     }
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
@@ -127,6 +133,30 @@ export abstract class ModelProvenance extends ModelModels {
     const facts: BackwardFacts = { reachesDefs, reaches, scalarDefs, scalar, sourceDefs: this.soleSourceDefs(backpropagated), training };
     data.backward = facts;
     return facts;
+  }
+
+  /**
+   * The arguments of a call of a project function (of this file) that backpropagates the
+   * parameters they are passed for, itself (`def hvp(y, w, v): autograd.grad(y, w, ...)`).
+   * Undefined for a function whose facts are being computed (a recursion).
+   */
+  private backpropagatedArguments(call: SyntaxNode): SyntaxNode[] {
+    const args = this.positionalArgs(call);
+    if (args.length === 0 || !args.some((a) => a.type === 'identifier')) return [];
+    const callee = this.callee(call);
+    if (!callee || !(callee.type === 'identifier' || (callee.type === 'attribute' && /^self\.[A-Za-z_]\w*$/.test(this.src(callee))))) return [];
+    const target = resolveCall(this, call);
+    const fn = target?.fn;
+    if (!fn || target.cls || fn.model !== this || backwardInProgress.has(fn.node) || !this.hasTrainingSignal(fn.node)) return [];
+    backwardInProgress.add(fn.node);
+    let reaches: ReadonlySet<string>;
+    try {
+      reaches = this.backwardFacts(fn.node).reaches;
+    } finally {
+      backwardInProgress.delete(fn.node);
+    }
+    const offset = target.bound ? 1 : 0;
+    return args.filter((a, i) => a.type === 'identifier' && reaches.has(fn.params[i + offset] ?? ''));
   }
 
   /**

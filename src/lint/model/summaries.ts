@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
+import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -121,6 +121,7 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
     return model.functionOf(atNode)?.cls;
   }
   const b = model.binding(key, atNode) ?? (n.type === 'attribute' ? attributeBinding(model, key, atNode) : undefined);
+  if (!b && n.type === 'identifier') return parameterClass(model, key, atNode);
   const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
   if (v?.type !== 'call') return undefined;
   const callee = model.callee(v);
@@ -128,6 +129,40 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
   const name = lastName(model.src(callee));
   if (!/^[A-Z]/.test(name) || torchFamily.test(model.qualify(callee) ?? '')) return undefined;
   return classNamed(model, name);
+}
+
+/**
+ * `def train(loader, model, criterion): ... criterion(out, y)` where every call of `train` passes an
+ * instance of one project class for `criterion` (`train(loader, model, SemiLoss())`, or a name bound
+ * to one): that class. Once per function, parameter and file version; a parameter passed on from
+ * another parameter is followed through that function's callers in turn.
+ */
+function parameterClass(model: FileModel, param: string, atNode: SyntaxNode): ClassInfo | undefined {
+  const fn = model.functionOf(atNode);
+  if (!fn) return undefined;
+  const index = fn.params.indexOf(param);
+  if (index < 0 || (index === 0 && dunder(fn))) return undefined;
+  return model.fact(`parameterClass:${fn.node.order}:${param}`, () => {
+    const sites = callSitesOf(fn);
+    let found: ClassInfo | undefined;
+    for (const s of sites) {
+      const callee = s.model.callee(s.call);
+      const bound = dunder(fn) && callee?.type === 'attribute' ? 1 : 0;
+      const arg = s.model.keywordArg(s.call, param) ?? s.model.positionalArgs(s.call)[index - bound];
+      const a = arg && unparen(arg);
+      let cls: ClassInfo | undefined;
+      if (a?.type === 'call') {
+        const c = s.model.callee(a);
+        const name = c && (c.type === 'identifier' || c.type === 'attribute') ? lastName(s.model.src(c)) : '';
+        cls = /^[A-Z]/.test(name) && c && !torchFamily.test(s.model.qualify(c) ?? '') ? classNamed(s.model, name) : undefined;
+      } else if (a) {
+        cls = classOfValue(s.model, a, s.call);
+      }
+      if (!cls || (found && found !== cls)) return undefined;
+      found = cls;
+    }
+    return found;
+  }) ?? undefined;
 }
 
 /** `self.meters = MeterBank()` in a method of the class whose method reads `self.meters`. */
