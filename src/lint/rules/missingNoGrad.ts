@@ -231,7 +231,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -324,6 +324,25 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? b.value : undefined;
   return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/**
+ * `model(torch.zeros(1, 3, size, size).to(device))  # run once` (YOLO's warm-up before timing): a
+ * forward, outside any loop, of a tensor built on the spot from constants, whose output is thrown
+ * away with the statement: its graph lives for that statement only.
+ */
+function warmUp(model: FileModel, call: SyntaxNode): boolean {
+  if (call.parent?.type !== 'expression_statement') return false;
+  const arg = model.positionalArgs(call)[0];
+  let a = arg && unparen(arg);
+  // Through `.to(device)`, `.type_as(p)`, `.cuda()`, `.half()`, `.float()`.
+  for (let mc = a?.type === 'call' ? model.methodCall(a) : undefined; a && mc && /^(to|type_as|cuda|half|float|contiguous)$/.test(mc.method); mc = a.type === 'call' ? model.methodCall(a) : undefined) a = unparen(mc.receiver);
+  if (a?.type !== 'call' || !/^torch\.(zeros|ones|empty|rand|randn|full)$/.test(model.qualify(model.callee(a)) ?? '')) return false;
+  for (const x of ancestors(call)) {
+    if (x.type === 'function_definition' || x.type === 'class_definition') break;
+    if (loopTypes.has(x.type)) return false;
+  }
+  return true;
 }
 
 /**
