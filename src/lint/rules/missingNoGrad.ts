@@ -90,7 +90,8 @@ function forwardWrapper(model: FileModel, call: SyntaxNode): FunctionInfo | unde
   const fn = target?.fn;
   if (!fn || target.cls || !runsForward(fn, 1) || runsTrainingStep(fn, 1)) return undefined;
   if (inferenceName.test(fn.name) && !(fn.cls && fn.model.isModuleClassInfo(fn.cls))) return undefined;
-  return fn;
+  // Its forward reported inside it (`act()`, which `evaluate()` calls to evaluate): the guard goes there, not on this call too.
+  return unreportedForward(fn) ? fn : undefined;
 }
 
 /** `lsm(x)` with `lsm = nn.LogSoftmax(dim=1)`: a layer without weights, whose graph is its input's (`isParameterlessLayer`). */

@@ -135,7 +135,7 @@ describe('lint rules over the fixture corpus', () => {
       // The trainer's shared epoch loop, called with train=False for its test loader (missing-no-grad's flag-off call).
       assert.deepEqual(results.flatMap((r) => r.expected.filter((e) => e.endsWith('missing-no-grad')).map((e) => `${r.name}:${e}`)), ['trainer.py:51:missing-no-grad']);
     });
-    it('`dist.sample()` on what a model returned is the distribution\'s method, not a replay buffer\'s `sample()` of the same name (held-out round 6)', () => {
+    it('`dist.sample()` on what a model returned is the distribution\'s method, not a replay buffer\'s `sample()` of the same name; a helper\'s forward reported inside it is not reported again at its evaluation caller (held-out round 6)', () => {
       const results = lint('agent_buffer');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
       assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['agent.py:33:missing-no-grad']);
