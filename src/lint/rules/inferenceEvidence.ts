@@ -58,6 +58,9 @@ function volatileSource(model: FileModel, expr: SyntaxNode, depth: number): Synt
   return undefined;
 }
 
+/** Methods of a module named for running it on inputs: `predict`, `full_sort_predict`, `inference`, `encode`... (not `generate`: HF's and x-transformers' guard themselves) */
+const inferenceMethod = /^(predict(_\w+)?|\w+_predict|inference|infer|decode|encode|embed(_\w+)?|classify|detect)$/;
+
 /** Methods of a module that do not run it. */
 const notForward = /^(state_dict|load_state_dict|zero_grad|apply|register_\w+|add_module|named_\w+|children|get_parameter|get_submodule|extra_repr|type|to_empty|init_\w+|initHidden|init|reset\w*|save\w*|load\w*)$/;
 
@@ -73,6 +76,9 @@ export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
   if ((r.type !== 'identifier' && r.type !== 'attribute') || model.src(r) === 'self' || !model.isModelExpr(r, call)) return false;
   track(`fn:${mc.method}`);
   const defs = [...model.functionsHere(mc.method), ...model.facts.functionsNamed(mc.method)];
+  // `self.model.predict(batch)` after `self.model.eval()`, its class outside the workspace (RecBole's models): a
+  // module's inference method by its name, on a name known to hold a module (not by its name alone).
+  if (defs.length === 0) return inferenceMethod.test(mc.method) && model.isKnownModule(r, call);
   // Other classes may define a method by that name (a replay memory's `sample`): the receiver is a model.
   return defs.some((f) => !!f.cls && f.model.isModuleClassInfo(f.cls) && !f.model.hasTrainingSignal(f.node) && f.model.callsIn(f.node).some((c) => c !== call && f.model.isModelCall(c) && f.model.gradState(c) !== 'off'));
 }
