@@ -39,6 +39,9 @@ export const rule: Rule = {
       if (excused) continue;
       // In an epoch loop, before or after its batch loop: once per epoch, not every step.
       if (inLoop && !model.batchLoopOf(call) && model.runsBatchLoop(inLoop)) continue;
+      // Not in a loop, in a function that runs its own batch loop before or after the call (`train_epoch()` that
+      // flushes after its loop): once per call of it, that is once per epoch, whatever loop calls it.
+      if (!inLoop && ownBatchLoop(model, call)) continue;
       // Not in a loop of its own: in a method or `__call__` that a loop calls every iteration.
       const caller = inLoop ? undefined : loopingCaller(model, call);
       if (!inLoop && !caller) continue;
@@ -80,6 +83,12 @@ function acceleratorAlias(model: FileModel, call: SyntaxNode): boolean {
   if (v.type !== 'call' || model.src(model.callee(v) ?? v) !== 'getattr') return false;
   const [obj] = model.positionalArgs(v);
   return !!obj && model.qualify(obj) === 'torch';
+}
+
+/** Does the function around `node` run a batch loop of its own (a loop over a loader, or one that steps an optimizer)? */
+function ownBatchLoop(model: FileModel, node: SyntaxNode): boolean {
+  const fn = model.functionOf(node);
+  return !!fn && model.callsIn(fn.node).some((c) => model.functionOf(c) === fn && model.batchLoopOf(c) !== undefined);
 }
 
 /** Does a later statement of the same block leave the loop (`break`, `return`, `raise`)? Then the call runs at most once. */
