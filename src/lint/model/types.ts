@@ -230,8 +230,11 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
 }
 
 function sitesCalling(fn: FunctionInfo): CallSite[] {
+  const required = requiredArguments(fn);
   return fn.model.facts.callSites(fn.name).filter((s) => {
     const callee = s.model.callee(s.call);
+    // `self.proj.eval()` is no call of a class's `def eval(self, split)`: too few arguments for it.
+    if (required > 0 && tooFewArguments(s.model, s.call, required - (fn.cls && callee?.type === 'attribute' && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0))) return false;
     if (s.model === fn.model) return (!contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start)) && !(fn.cls && callee && holdsModelOutput(s.model, callee, s.call));
     // `mod.f()` (an imported module) may reach a module's function; `self.f()`, `d.f()` only a method.
     if (callee?.type === 'attribute') {
@@ -241,6 +244,36 @@ function sitesCalling(fn: FunctionInfo): CallSite[] {
     }
     return s.model.aliases.has(fn.name);
   });
+}
+
+/**
+ * How many parameters of `fn` a call must pass (those before any `*`, without a default; `self` counted).
+ * 0 for a decorated function: a decorator may change what it is called with (`@hydra.main` makes `main()` pass `cfg`).
+ */
+function requiredArguments(fn: FunctionInfo): number {
+  if (fn.decorators.length > 0) return 0;
+  const params = fn.node.children.find((c) => c.field === 'parameters');
+  let n = 0;
+  for (const p of params?.children ?? []) {
+    if (!p.named || p.type === 'comment') continue;
+    if (p.type === 'identifier' || (p.type === 'typed_parameter' && p.children.some((c) => c.type === 'identifier' && c.named) && !p.children.some((c) => c.type === 'list_splat_pattern' || c.type === 'dictionary_splat_pattern'))) n++;
+    else if (p.type === 'list_splat_pattern' || p.type === 'dictionary_splat_pattern' || p.type === 'keyword_separator' || (p.type === 'typed_parameter' && p.children.some((c) => c.type === 'list_splat_pattern' || c.type === 'dictionary_splat_pattern'))) break;
+  }
+  return n;
+}
+
+/** Does `call` pass fewer than `required` arguments (and no `*args` / `**kwargs` that could hold more)? */
+function tooFewArguments(model: CallSite['model'], call: SyntaxNode, required: number): boolean {
+  const list = call.children.find((c) => c.field === 'arguments');
+  if (!list || list.type !== 'argument_list') return false;
+  let n = 0;
+  for (const a of list.children) {
+    if (!a.named || a.type === 'comment') continue;
+    if (a.type === 'list_splat' || a.type === 'dictionary_splat') return false;
+    n++;
+  }
+  void model;
+  return n < required;
 }
 
 /**
