@@ -769,7 +769,54 @@ export abstract class ModelProvenance extends ModelModels {
     let last = Math.max(lastBefore(index.exact.get(calleeText), cut), lastBefore(index.extended.get(calleeText), cut));
     for (let dot = calleeText.indexOf('.'); dot !== -1; dot = calleeText.indexOf('.', dot + 1)) last = Math.max(last, lastBefore(index.exact.get(calleeText.slice(0, dot)), cut));
     const e = last >= 0 ? events[last] : undefined;
-    return e?.inference ? { order: e.at.order, receiver: e.receiver } : undefined;
+    if (!e?.inference || this.freezesStatistics(events, last)) return undefined;
+    return { order: e.at.order, receiver: e.receiver };
+  }
+
+  /**
+   * `norm.train(); norm(values); norm.eval(); values = norm(values)` (rl_games' running mean/std of
+   * the returns): somewhere in the scope the receiver is switched to train mode and run there with
+   * no backward pass or optimizer step before its next switch: it is used in train mode only to
+   * update running statistics, so an `eval()` of it in the scope (that branch's, or another's:
+   * `if freeze: norm.eval()`) freezes them within a computation; it does not start an evaluation.
+   */
+  private freezesStatistics(events: readonly ModeEvent[], at: number): boolean {
+    const scope = this.scopeOf(events[at].at);
+    // Once per scope and file version: every call after an `eval()` asks.
+    return this.memo(`freezes:${scope.order}`, () => this.statisticsReceivers(events, this.scopeData(scope).calls)).has(events[at].receiver);
+  }
+
+  /** `freezesStatistics`' receivers of a scope: those run in train mode with no backward pass before their next switch. */
+  private statisticsReceivers(events: readonly ModeEvent[], calls: readonly SyntaxNode[]): Set<string> {
+    const out = new Set<string>();
+    let c0 = 0;
+    for (let i = 0; i < events.length; i++) {
+      const receiver = events[i].receiver;
+      if (events[i].inference || out.has(receiver)) continue;
+      const from = events[i].at.order;
+      let to = Infinity;
+      for (let k = i + 1; k < events.length; k++) {
+        if (events[k].receiver === receiver) {
+          to = events[k].at.order;
+          break;
+        }
+      }
+      let ran = false;
+      let trained = false;
+      // Calls are in document order, and so are the events: start where the previous train event's scan did.
+      while (c0 < calls.length && calls[c0].order <= from) c0++;
+      for (let k = c0; k < calls.length && calls[k].order < to; k++) {
+        const c = calls[k];
+        if (this.isTrainingSignal(c)) {
+          trained = true;
+          break;
+        }
+        const callee = this.callee(c);
+        if (callee && this.src(callee) === receiver) ran = true;
+      }
+      if (ran && !trained) out.add(receiver);
+    }
+    return out;
   }
 
   /** The outermost loop around `node` (in its scope) that iterates a validation/test loader. */

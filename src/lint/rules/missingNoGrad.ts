@@ -7,7 +7,7 @@ import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../mod
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
-import { argumentFor, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
+import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
@@ -232,7 +232,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -325,6 +325,48 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
   const b = model.binding(model.src(callee), call);
   const v = b?.value && !b.unpacked ? b.value : undefined;
   return v?.type === 'call' && /^torch\.jit\.(freeze|optimize_for_inference)$/.test(model.qualify(model.callee(v)) ?? '');
+}
+
+/**
+ * `model(data, mode='inference')` where the model's class (in the workspace) has
+ * `def forward(self, data, mode): ... elif mode == 'inference': with torch.no_grad(): ...` (SPADE's
+ * Pix2PixModel): the branch this call picks by a literal argument runs every call under a guard,
+ * and nothing before the branch runs a model: the call records no graph.
+ */
+function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
+  const literals: [string, string][] = [];
+  for (const a of call.children.find((c) => c.field === 'arguments')?.children ?? []) {
+    if (a.type !== 'keyword_argument') continue;
+    const name = child(a, 'name');
+    const value = child(a, 'value');
+    if (name && value?.type === 'string') literals.push([model.src(name), model.src(value).replace(/"/g, "'")]);
+  }
+  if (literals.length === 0) return false;
+  const cls = classOfValue(model, callee, call);
+  const forward = cls?.methods.get('forward');
+  if (!forward?.body) return false;
+  const fm = forward.model;
+  for (const [param, value] of literals) {
+    if (!forward.params.includes(param)) continue;
+    for (const d of descendants(forward.body, isScopeNode)) {
+      if (d.type !== 'if_statement' && d.type !== 'elif_clause') continue;
+      const cond = child(d, 'condition');
+      const text = cond ? fm.src(unparen(cond)).replace(/"/g, "'").replace(/\s+/g, ' ') : '';
+      if (text !== `${param} == ${value}` && text !== `${value} == ${param}`) continue;
+      const branch = child(d, 'consequence');
+      if (!branch) continue;
+      const calls = fm.callsIn(forward.node).filter((c) => fm.functionOf(c) === forward);
+      const inBranch = calls.filter((c) => c.start >= branch.start && c.end <= branch.end);
+      // The statement the branch belongs to: its earlier `if`/`elif` branches are not run on the way.
+      const stmt = d.type === 'elif_clause' && d.parent ? d.parent : d;
+      const before = calls.filter((c) => c.end <= stmt.start);
+      const runs = (c: SyntaxNode): boolean => fm.isModelCall(c) || /^self\.\w+$/.test(fm.src(fm.callee(c) ?? c));
+      // Before the branch: input preparation, no model called directly.
+      const forwards = (c: SyntaxNode): boolean => fm.isModelCall(c);
+      return inBranch.some((c) => fm.gradState(c) === 'off') && inBranch.every((c) => fm.gradState(c) === 'off' || !runs(c)) && before.every((c) => fm.gradState(c) === 'off' || !forwards(c));
+    }
+  }
+  return false;
 }
 
 /**
