@@ -14,6 +14,7 @@
  * around the forward, which changes nothing in the training phase.
  */
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
+import { parameterDefault } from '../model/summaries';
 import { ancestors, child, contains, unparen, type SyntaxNode } from '../syntax';
 
 export interface Phase {
@@ -165,7 +166,8 @@ export function sharedPhaseOf(model: FileModel, call: SyntaxNode, fn: FunctionIn
 /**
  * For a phase chosen by a parameter: is some call of `fn` that may choose the evaluation phase
  * (passing anything but the training value, or passing nothing where the default is not it)
- * made with autograd on? True where `fn` has no known callers.
+ * made with autograd on? True where `fn` has no known callers. Arguments are read from the
+ * source, the parameter's default where the call passes none.
  */
 function evaluatedUnguarded(fn: FunctionInfo, phase: Phase): boolean {
   if (!phase.param) return true;
@@ -176,9 +178,11 @@ function evaluatedUnguarded(fn: FunctionInfo, phase: Phase): boolean {
   const self = fn.cls !== undefined && (fn.params[0] === 'self' || fn.params[0] === 'cls');
   return sites.some((s) => {
     const callee = s.model.callee(s.call);
-    const arg = s.model.keywordArg(s.call, name) ?? s.model.positionalArgs(s.call)[index - (self && callee?.type === 'attribute' ? 1 : 0)];
-    // The training phase's own calls: `step(True, ...)`, `run_epoch('train', ...)`.
+    const arg = s.model.keywordArg(s.call, name) ?? s.model.positionalArgs(s.call)[index - (self && callee?.type === 'attribute' ? 1 : 0)] ?? parameterDefault(fn, name);
+    // The training phase's own calls: `step(True, ...)`, `run_epoch('train', ...)`; and `run(loader, train=False)`,
+    // which missing-no-grad reports at that call (its flag-off call), not again at the forward inside.
     if (arg && training !== undefined && normal(s.model.src(arg)) === training) return false;
+    if (arg && training === 'True' && s.model.src(arg) === 'False') return false;
     return s.model.gradState(s.call) === 'default';
   });
 }
