@@ -418,12 +418,17 @@ export class Workspace implements WorkspaceFacts {
   /**
    * Does a file that imports no torch library use the project's own torch code: does it import
    * a function or class (or a module) of a workspace file that uses torch, and is that function
-   * or class torch code itself (an `nn.Module`, or code that names a torch library)? Such a file
-   * is linted like one that imports torch (issue #13, cause 5); other Python is left alone.
+   * or class torch code itself (an `nn.Module`, or code that names a torch library)? Or does it
+   * call `.zero_grad()`? Such a file is linted like one that imports torch (issue #13, cause 5);
+   * other Python is left alone.
    */
   usesProjectTorch(model: FileModel): boolean {
     if (model.usesTorch) return true;
     return this.cached(`projectTorch:${model.path}`, () => unrecorded(() => {
+      // `self.model.zero_grad()`, `optimizer.zero_grad()`: PyTorch's own verb (chainer clears with `cleargrads()`,
+      // MXNet and Keras have none), so a trainer that reaches torch only through packages outside the workspace
+      // (OpenNMT's onmt/trainer.py) is linted too.
+      if (/\.zero_grad\(/.test(model.text)) return true;
       for (const q of new Set(model.aliases.values())) {
         const dotted = q.replace(/^\.+/, '');
         const parts = dotted.split('.');
