@@ -83,6 +83,8 @@ export abstract class ModelProvenance extends ModelModels {
         training = true;
         addKeys(mc.receiver);
         backpropagated.push(mc.receiver);
+        // `out.backward(grad)`, or `wrapper.backward(loss, model, opt)` of an owner not listed: what it is given may be backpropagated.
+        if (first) addKeys(first);
         if (!first && !this.keywordArg(call, 'gradient')) addScalar(mc.receiver);
         // scaler.scale(loss).backward()
         const inner = unparen(mc.receiver);

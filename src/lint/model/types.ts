@@ -216,7 +216,11 @@ export const historyFreeTorch = /^torch\.(argmax|argmin|argsort|eq|ne|lt|le|gt|g
 export const historyFreeBuiltins = new Set(['float', 'int', 'bool', 'len', 'str', 'repr', 'round', 'isinstance', 'type', 'id', 'hash', 'print', 'format']);
 export const lossFunction = /^torch\.nn\.functional\.([a-z_]*loss|cross_entropy|nll_loss|kl_div|binary_cross_entropy(_with_logits)?|mse_loss|l1_loss|smooth_l1_loss|huber_loss|cosine_embedding_loss|margin_ranking_loss|triplet_margin_loss|ctc_loss|poisson_nll_loss|gaussian_nll_loss|hinge_embedding_loss|multi_margin_loss|soft_margin_loss|multilabel_soft_margin_loss|multilabel_margin_loss)$/;
 export const accumulateMutators = new Set(['append', 'add_', 'extend', 'insert']);
-export const backwardOwners = /(^|\.)(accelerator|fabric|engine|model_engine|trainer)$/;
+/**
+ * Objects whose `.backward(loss, ...)` backpropagates its argument: Accelerate, Lightning Fabric and trainers,
+ * DeepSpeed engines, OpenRLHF/ColossalAI strategies and boosters, apex's and DeepSpeed's FP16 optimizers.
+ */
+export const backwardOwners = /(^|\.)(accelerator|fabric|engine|model_engine|trainer|strategy|booster|optimizer|optim)$/;
 export const optimizerLike = /optim|(^|\.)opt$|scaler/i;
 
 /** The last name of a dotted expression: `self.model` -> `model`. */
