@@ -702,7 +702,7 @@ export abstract class ModelProvenance extends ModelModels {
     return undefined;
   }
 
-  protected isOptimizerStep(call: SyntaxNode): boolean {
+  isOptimizerStep(call: SyntaxNode): boolean {
     const mc = this.methodCall(call);
     return mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver));
   }

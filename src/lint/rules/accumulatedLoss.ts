@@ -7,7 +7,7 @@ import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
 import { track } from '../deps';
 import type { Rule } from '../rule';
-import { baseOf, child, contains, descendants, isScopeNode, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { accumulatedParams, argumentFor, carrierIn, parameterDefault, resolveCall, returnsState } from '../model/summaries';
 import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
@@ -65,7 +65,19 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
     return mutation && scope !== model.root && model.bindingsIn(model.root, name).length > 0;
   }
   if (!loop) return false;
+  // `metrics = []` in the branch that steps the optimizer (gradient accumulation: `if (i + 1) % k == 0:
+  // optimizer.step(); ...; metrics = []`, torchdrug's engine): it holds one optimizer step's micro-batches.
+  // (A reset: a value that does not read the accumulator, unlike `smoothed = smoothed + 0.1 * loss`.)
+  const reads = new RegExp(`\\b${name}\\b`);
+  if (bindings.some((b) => contains(loop, b.at) && b.value && !reads.test(model.src(b.value)) && resetsWithStep(model, b.at))) return false;
   return model.carriedAcross(name, stmt, loop);
+}
+
+/** Is the binding statement `at` in a block whose own statements also step the optimizer? */
+function resetsWithStep(model: FileModel, at: SyntaxNode): boolean {
+  const block = statementOf(at)?.parent;
+  if (block?.type !== 'block') return false;
+  return model.callsIn(model.scopeOf(at)).some((c) => c.parent?.type === 'expression_statement' && c.parent.parent === block && model.isOptimizerStep(c));
 }
 
 /**
