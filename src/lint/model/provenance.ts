@@ -673,6 +673,10 @@ export abstract class ModelProvenance extends ModelModels {
    * micro-batches, time steps or loss heads is part of the step.
    */
   batchLoopOf(node: SyntaxNode): SyntaxNode | undefined {
+    // A module's `forward` runs once per step: its loops (over chunks of its batch, time steps, layers) are inside the
+    // step, even one that backpropagates each chunk (DALLE2's trainer module).
+    const fn = this.functionOf(node);
+    if (fn?.name === 'forward' && fn.cls && this.isModuleClassInfo(fn.cls)) return undefined;
     let backward: SyntaxNode | undefined;
     for (const a of ancestors(node)) {
       if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;

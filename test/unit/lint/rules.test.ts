@@ -140,6 +140,10 @@ describe('lint rules over the fixture corpus', () => {
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
       assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['agent.py:33:missing-no-grad']);
     });
+    it('a trainer module that backpropagates each chunk of its batch inside forward: the chunk loop is inside one step (held-out round 8; a workspace of its own, since its training forward() would be every fixture\'s `.forward` by name)', () => {
+      const results = lint('chunked_trainer');
+      assert.deepEqual(results.map((r) => [r.name, r.got]), [['trainer.py', []]]);
+    });
     it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
       const results = lint('model_builders');
       assert.equal(results.length, 5);
