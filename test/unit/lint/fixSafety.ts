@@ -116,6 +116,12 @@ function modeSwitch(file: Parsed, call: SyntaxNode): boolean {
   return !!m && /^(train|eval)$/.test(m.method) && src(file, m.receiver) !== 'self' && args.length <= 1 && args.every((a) => a.type === 'identifier' || a.type === 'true' || a.type === 'false');
 }
 
+/** `modeSwitch` on a receiver not named for running training (`self.model.train()`, not `trainer.train()` / `self.engine.train()`). */
+function moduleModeSwitch(file: Parsed, call: SyntaxNode): boolean {
+  const m = methodOf(file, call);
+  return !!m && modeSwitch(file, call) && !/(trainer|engine|runner|learner|agent|solver|workspace|experiment|task)s?$/i.test(src(file, m.receiver).split('.').pop() ?? '');
+}
+
 function leafMaker(file: Parsed, call: SyntaxNode): boolean {
   return /(^|\.)(Variable|tensor|as_tensor|from_numpy|zeros|ones|empty|full|rand|randn|randint|arange)$/.test(src(file, child(call, 'function') ?? call));
 }
@@ -296,7 +302,9 @@ export class TrainingPaths {
             if (fn) add(this.trains, fn);
             for (const s of this.seeds(file, c)) addKeys(s);
           }
-          if (fn && this.resolve(file, c).some((g) => g !== fn && this.trains.has(g))) add(this.trains, fn);
+          // `self.model.train()` back to training mode is nn.Module's switch, not a trainer's train() of that name
+          // (`trainer.train()` is kept: its receiver is named for running training).
+          if (fn && !moduleModeSwitch(file, c) && this.resolve(file, c).some((g) => g !== fn && this.trains.has(g))) add(this.trains, fn);
         }
         // Flow backwards through assignments, accumulations and returns.
         const body = scope.type === 'function_definition' ? child(scope, 'body') : scope;
