@@ -325,7 +325,7 @@ export class TrainingPaths {
           if (guarded(file, c)) continue;
           // A call of a function that trains is on the path itself; that function's own calls are judged by their flow.
           // Not one that passes False for the flag its callee trains under (`run_epoch(loader, train=False)`).
-          if (this.resolve(file, c).some((g) => this.trains.has(g) && !this.switchedOff(file, c, g))) add(this.trainingCalls, callKey(file, c));
+          if (!moduleModeSwitch(file, c) && this.resolve(file, c).some((g) => this.trains.has(g) && !this.switchedOff(file, c, g))) add(this.trainingCalls, callKey(file, c));
           const byValue = (fn && this.reached.has(fn)) || this.valueReaches(file, c, reach, fn, scope) || this.storesBackpropagated(file, c, reach);
           // `Variable(netG(z).data)`, `torch.zeros(n)`: makes a leaf, the same under a grad guard (its arguments are judged apart).
           if (!byValue || leafMaker(file, c)) continue;
