@@ -238,7 +238,7 @@ function sitesCalling(fn: FunctionInfo): CallSite[] {
   return fn.model.facts.callSites(fn.name).filter((s) => {
     const callee = s.model.callee(s.call);
     // `self.proj.eval()` is no call of a class's `def eval(self, split)`: too few arguments for it.
-    if (required > 0 && tooFewArguments(s.model, s.call, required - (fn.cls && callee?.type === 'attribute' && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0))) return false;
+    if (required > 0 && tooFewArguments(s.call, required - (fn.cls && callee?.type === 'attribute' && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0))) return false;
     if (s.model === fn.model) return (!contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start)) && !(fn.cls && callee && holdsModelOutput(s.model, callee, s.call));
     // `mod.f()` (an imported module) may reach a module's function; `self.f()`, `d.f()` only a method.
     if (callee?.type === 'attribute') {
@@ -267,7 +267,7 @@ function requiredArguments(fn: FunctionInfo): number {
 }
 
 /** Does `call` pass fewer than `required` arguments (and no `*args` / `**kwargs` that could hold more)? */
-function tooFewArguments(model: CallSite['model'], call: SyntaxNode, required: number): boolean {
+function tooFewArguments(call: SyntaxNode, required: number): boolean {
   const list = call.children.find((c) => c.field === 'arguments');
   if (!list || list.type !== 'argument_list') return false;
   let n = 0;
@@ -276,7 +276,6 @@ function tooFewArguments(model: CallSite['model'], call: SyntaxNode, required: n
     if (a.type === 'list_splat' || a.type === 'dictionary_splat') return false;
     n++;
   }
-  void model;
   return n < required;
 }
 
