@@ -147,6 +147,9 @@ export abstract class ModelProvenance extends ModelModels {
     if (args.length === 0 || !args.some((a) => a.type === 'identifier')) return [];
     const callee = this.callee(call);
     if (!callee || !(callee.type === 'identifier' || (callee.type === 'attribute' && /^self\.[A-Za-z_]\w*$/.test(this.src(callee))))) return [];
+    // Most calls name no function of this file that trains (`print`, `len`, torch's): nothing to resolve.
+    trackKey('fn:', lastName(this.src(callee)));
+    if (!this.functionsHere(lastName(this.src(callee))).some((f) => this.hasTrainingSignal(f.node))) return [];
     const target = resolveCall(this, call);
     const fn = target?.fn;
     if (!fn || target.cls || fn.model !== this || backwardInProgress.has(fn.node) || !this.hasTrainingSignal(fn.node)) return [];
