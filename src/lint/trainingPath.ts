@@ -21,8 +21,10 @@ const transparentDecorators = /^(staticmethod|classmethod|(abc\.)?abstractmethod
 /** Hooks a training framework calls and backpropagates (Lightning, Hugging Face Trainer): no call sites, yet training. */
 /** Names of evaluation entry points (as missing-no-grad reads a function's name). */
 const inferenceEntry = /^_*(eval|valid|val_|test|predict|infer)/i;
+/** Entry points of a training run (`fit()`, `train_model()`), which a framework or a script may call. */
 const trainingEntry = /^_?(train|fit)($|_)/i;
-const trainingHook = /^(training_step|train_step|compute_loss|training_step_end|forward|__call__|backward|step|closure)$|^_?(train|fit)($|_)|loss/i;
+const frameworkHook = /^(training_step|train_step|compute_loss|training_step_end|forward|__call__|backward|step|closure)$|loss/i;
+const trainingHook = (name: string): boolean => frameworkHook.test(name) || trainingEntry.test(name);
 
 function combine(a: PathStatus, b: PathStatus): PathStatus {
   if (a === 'train' || b === 'train') return 'train';
@@ -103,7 +105,7 @@ export function functionStatus(fn: FunctionInfo): PathStatus {
     const sites = sitesOf(fn);
     // A training entry (`fit()`, `train_model()`) with no callers here that runs the training itself: what it
     // returns (the best score, a history) is a result its caller reads, not a value it backpropagates.
-    if (sites.length === 0) return trainingHook.test(fn.name) && !(trainingEntry.test(fn.name) && trains(fn)) ? 'unknown' : 'eval';
+    if (sites.length === 0) return trainingHook(fn.name) && !(trainingEntry.test(fn.name) && trains(fn)) ? 'unknown' : 'eval';
     let status: PathStatus = 'eval';
     for (const s of sites) {
       status = combine(status, siteStatus(s));

@@ -140,7 +140,7 @@ export abstract class ModelProvenance extends ModelModels {
   /**
    * The arguments of a call of a project function (of this file) that backpropagates the
    * parameters they are passed for, itself (`def hvp(y, w, v): autograd.grad(y, w, ...)`).
-   * Undefined for a function whose facts are being computed (a recursion).
+   * None for a function whose facts are being computed (a recursion).
    */
   private backpropagatedArguments(call: SyntaxNode): SyntaxNode[] {
     const args = this.positionalArgs(call);

@@ -122,8 +122,13 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
   }
   const b = model.binding(key, atNode) ?? (n.type === 'attribute' ? attributeBinding(model, key, atNode) : undefined);
   if (!b && n.type === 'identifier') return parameterClass(model, key, atNode);
-  const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
-  if (v?.type !== 'call') return undefined;
+  return b?.value && !b.unpacked ? constructedClass(model, b.value) : undefined;
+}
+
+/** The workspace class a constructor call builds (`Meter()`, `utils.MeterBank(n)`); not torch's classes. */
+function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | undefined {
+  const v = unparen(value);
+  if (v.type !== 'call') return undefined;
   const callee = model.callee(v);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;
   const name = lastName(model.src(callee));
@@ -143,21 +148,10 @@ function parameterClass(model: FileModel, param: string, atNode: SyntaxNode): Cl
   const index = fn.params.indexOf(param);
   if (index < 0 || (index === 0 && dunder(fn))) return undefined;
   return model.fact(`parameterClass:${fn.node.order}:${param}`, () => {
-    const sites = callSitesOf(fn);
     let found: ClassInfo | undefined;
-    for (const s of sites) {
-      const callee = s.model.callee(s.call);
-      const bound = dunder(fn) && callee?.type === 'attribute' ? 1 : 0;
-      const arg = s.model.keywordArg(s.call, param) ?? s.model.positionalArgs(s.call)[index - bound];
-      const a = arg && unparen(arg);
-      let cls: ClassInfo | undefined;
-      if (a?.type === 'call') {
-        const c = s.model.callee(a);
-        const name = c && (c.type === 'identifier' || c.type === 'attribute') ? lastName(s.model.src(c)) : '';
-        cls = /^[A-Z]/.test(name) && c && !torchFamily.test(s.model.qualify(c) ?? '') ? classNamed(s.model, name) : undefined;
-      } else if (a) {
-        cls = classOfValue(s.model, a, s.call);
-      }
+    for (const s of callSitesOf(fn)) {
+      const arg = argumentFor(s.model, s.call, { fn, cls: undefined, bound: s.model.callee(s.call)?.type === 'attribute' }, param);
+      const cls = arg && (unparen(arg).type === 'call' ? constructedClass(s.model, arg) : classOfValue(s.model, arg, s.call));
       if (!cls || (found && found !== cls)) return undefined;
       found = cls;
     }

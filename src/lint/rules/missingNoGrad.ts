@@ -11,7 +11,7 @@ import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstance
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
-import { phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
+import { conditionText, phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
 
 const id = 'missing-no-grad';
 const inferenceName = /^_*(eval|valid|val_|test|predict|infer|detect)/i;
@@ -351,7 +351,7 @@ function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): bo
     for (const d of descendants(forward.body, isScopeNode)) {
       if (d.type !== 'if_statement' && d.type !== 'elif_clause') continue;
       const cond = child(d, 'condition');
-      const text = cond ? fm.src(unparen(cond)).replace(/"/g, "'").replace(/\s+/g, ' ') : '';
+      const text = cond ? conditionText(fm, cond) : '';
       if (text !== `${param} == ${value}` && text !== `${value} == ${param}`) continue;
       const branch = child(d, 'consequence');
       if (!branch) continue;
@@ -361,9 +361,8 @@ function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): bo
       const stmt = d.type === 'elif_clause' && d.parent ? d.parent : d;
       const before = calls.filter((c) => c.end <= stmt.start);
       const runs = (c: SyntaxNode): boolean => fm.isModelCall(c) || /^self\.\w+$/.test(fm.src(fm.callee(c) ?? c));
-      // Before the branch: input preparation, no model called directly.
-      const forwards = (c: SyntaxNode): boolean => fm.isModelCall(c);
-      return inBranch.some((c) => fm.gradState(c) === 'off') && inBranch.every((c) => fm.gradState(c) === 'off' || !runs(c)) && before.every((c) => fm.gradState(c) === 'off' || !forwards(c));
+      // In the branch, a guard and nothing run outside it; before the branch, input preparation (no model called directly).
+      return inBranch.some((c) => fm.gradState(c) === 'off') && inBranch.every((c) => fm.gradState(c) === 'off' || !runs(c)) && before.every((c) => fm.gradState(c) === 'off' || !fm.isModelCall(c));
     }
   }
   return false;

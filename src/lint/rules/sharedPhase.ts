@@ -14,7 +14,7 @@
  * around the forward, which changes nothing in the training phase.
  */
 import { callSitesOf, type FileModel, type FunctionInfo } from '../model';
-import { parameterDefault } from '../model/summaries';
+import { argumentFor, parameterDefault } from '../model/summaries';
 import { ancestors, child, contains, unparen, type SyntaxNode } from '../syntax';
 
 export interface Phase {
@@ -44,15 +44,20 @@ function phaseCondition(model: FileModel, cond: SyntaxNode | undefined): string 
 
 const normal = (text: string): string => text.replace(/\s+/g, ' ').replace(/"/g, "'");
 
+/** A condition as compared with another (`phase == "train"` and `phase == 'train'` alike): parentheses, spacing and quotes dropped. */
+export function conditionText(model: FileModel, cond: SyntaxNode): string {
+  return normal(model.src(unparen(cond)));
+}
+
 /** The phase-choosing `if` a node is in the body of (the nearest one), with its condition. */
-function phaseIf(model: FileModel, n: SyntaxNode, within: SyntaxNode): { stmt: SyntaxNode; condition: string; source: string; name: string } | undefined {
+function phaseIf(model: FileModel, n: SyntaxNode, within: SyntaxNode): { condition: string; source: string; name: string } | undefined {
   let prev = n;
   for (const a of ancestors(n)) {
     if (a === within) return undefined;
     if (a.type === 'if_statement' && prev.field === 'consequence') {
       const cond = child(a, 'condition');
       const name = phaseCondition(model, cond);
-      if (name && cond) return { stmt: a, condition: normal(model.src(unparen(cond))), source: model.src(unparen(cond)), name };
+      if (name && cond) return { condition: conditionText(model, cond), source: model.src(unparen(cond)), name };
     }
     prev = a;
   }
@@ -70,13 +75,8 @@ export function phaseOf(fn: FunctionInfo): Phase | undefined {
   return model.fact(`phase:${fn.node.order}`, () => {
     const signals = model.trainingSignals(fn.node);
     if (signals.length === 0) return undefined;
-    let found: ReturnType<typeof phaseIf>;
-    for (const s of signals) {
-      const p = phaseIf(model, s, fn.node);
-      if (!p || (found && p.condition !== found.condition)) return undefined;
-      found ??= p;
-    }
-    if (!found) return undefined;
+    const found = phaseIf(model, signals[0], fn.node);
+    if (!found || signals.some((s) => phaseIf(model, s, fn.node)?.condition !== found.condition)) return undefined;
     const name = found.name;
     const names = [name];
     const bindings = model.bindingsIn(fn.node, name);
@@ -108,7 +108,7 @@ export function phaseOf(fn: FunctionInfo): Phase | undefined {
     } else {
       param = { name, training: found.condition === name ? 'True' : literal(found.condition) };
     }
-    const evalSwitch = model.callsIn(fn.node).find((c) => model.functionOf(c) === fn && switchesToEval(model, c) && inOtherPhase(model, c, found as { stmt: SyntaxNode; condition: string }, fn.node));
+    const evalSwitch = model.callsIn(fn.node).find((c) => model.functionOf(c) === fn && switchesToEval(model, c) && inOtherPhase(model, c, found.condition, fn.node));
     if (!evalSwitch) return undefined;
     return { condition: found.condition, source: found.source, names, evalSwitch, loop, param };
   });
@@ -126,13 +126,13 @@ function switchesToEval(model: FileModel, call: SyntaxNode): boolean {
 }
 
 /** Is `call` in an `else`/`elif` of an `if <condition>:` (the same condition, as written)? */
-function inOtherPhase(model: FileModel, call: SyntaxNode, phase: { condition: string }, within: SyntaxNode): boolean {
+function inOtherPhase(model: FileModel, call: SyntaxNode, condition: string, within: SyntaxNode): boolean {
   let prev = call;
   for (const a of ancestors(call)) {
     if (a === within) return false;
     if (a.type === 'if_statement' && prev.field === 'alternative') {
       const cond = child(a, 'condition');
-      if (cond && normal(model.src(unparen(cond))) === phase.condition) return true;
+      if (cond && conditionText(model, cond) === condition) return true;
     }
     prev = a;
   }
@@ -174,11 +174,8 @@ function evaluatedUnguarded(fn: FunctionInfo, phase: Phase): boolean {
   const { name, training } = phase.param;
   const sites = callSitesOf(fn);
   if (sites.length === 0) return true;
-  const index = fn.params.indexOf(name);
-  const self = fn.cls !== undefined && (fn.params[0] === 'self' || fn.params[0] === 'cls');
   return sites.some((s) => {
-    const callee = s.model.callee(s.call);
-    const arg = s.model.keywordArg(s.call, name) ?? s.model.positionalArgs(s.call)[index - (self && callee?.type === 'attribute' ? 1 : 0)] ?? parameterDefault(fn, name);
+    const arg = argumentFor(s.model, s.call, { fn, cls: undefined, bound: s.model.callee(s.call)?.type === 'attribute' }, name) ?? parameterDefault(fn, name);
     // The training phase's own calls: `step(True, ...)`, `run_epoch('train', ...)`; and `run(loader, train=False)`,
     // which missing-no-grad reports at that call (its flag-off call), not again at the forward inside.
     if (arg && training !== undefined && normal(s.model.src(arg)) === training) return false;
