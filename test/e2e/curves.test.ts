@@ -44,11 +44,21 @@ describe('e2e: Compare Run Curves in code-server', function () {
       const labels = await rows.evaluateAll((rs) => rs.map((r) => (r as unknown as { getAttribute(n: string): string | null }).getAttribute('aria-label') ?? ''));
       return labels.filter((l) => l.startsWith(`${s.ws.name} done`)).length === 2 || undefined;
     }, 250);
+    // Select both runs as a user does: click the first (it opens its log), Ctrl+click the second. The log editor's
+    // opening takes focus from the view, so wait for it first, and check that the view shows both rows selected
+    // (aria-selected) before opening the context menu: a Ctrl+click lost on the way makes the command see one run,
+    // and then it asks for the runs in a quick pick instead of opening the tab (a CI run once failed that way).
+    const selected = async (): Promise<string[]> => rows.evaluateAll((rs) => rs.map((r) => (r as unknown as { getAttribute(n: string): string | null }).getAttribute('aria-selected') ?? ''));
     await rows.nth(0).click();
-    await rows.nth(1).click({ modifiers: ['Control'] });
-    // A click on a row opens its log: that editor opening can close a context menu opened meanwhile, so wait for
-    // it, and open the menu again if it closed before its item was clicked.
     await page.locator('.tabs-container .tab', { hasText: /\.log$/ }).first().waitFor({ timeout: 30_000 });
+    await waitUntil('both runs selected in the Runs view', 60_000, async () => {
+      const now = await selected();
+      if (now[0] === 'true' && now[1] === 'true') return true;
+      if (now[0] !== 'true') await rows.nth(0).click();
+      else await rows.nth(1).click({ modifiers: ['Control'] });
+      return false;
+    }, 250);
+    // Opening the menu can race a log editor still opening, which closes the menu: open it again then.
     await waitUntil('Compare Run Curves… clicked in the rows\' context menu', 60_000, async () => {
       await rows.nth(1).click({ button: 'right' });
       await page.locator('.monaco-menu .action-label', { hasText: 'Compare Run Curves…' }).click({ timeout: 5_000 });
@@ -56,7 +66,11 @@ describe('e2e: Compare Run Curves in code-server', function () {
     }, 250);
     const frame = panelWebview(page);
     const entries = frame.locator('.legend-entry');
-    await waitUntil('the Curves tab\'s legend to list two runs', 60_000, async () => (await entries.count()) === 2 || undefined, 250);
+    const fellBackToPick = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Compare Curves' });
+    await waitUntil('the Curves tab\'s legend to list two runs', 60_000, async () => {
+      if (await fellBackToPick.isVisible()) throw new Error(`the command asked for the runs in a quick pick: it saw fewer than two selected (rows aria-selected: ${(await selected()).join(', ')})`);
+      return (await entries.count()) === 2 || undefined;
+    }, 250);
     const labels = await frame.locator('.legend-entry .run-label').allTextContents();
     assert.equal(labels.length, 2);
     for (const l of labels) assert.match(l, new RegExp(`^${s.ws.name} · \\d\\d:\\d\\d:\\d\\d$`));
