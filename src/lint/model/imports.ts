@@ -544,6 +544,11 @@ export abstract class ModelImports {
     return node.scope ?? this.root;
   }
 
+  /** The augmented assignments (`total += x`) directly in `scope`: they are no definitions (flow.ts). */
+  updatesIn(scope: SyntaxNode): readonly SyntaxNode[] {
+    return this.scopes.get(scope)?.updates ?? [];
+  }
+
   protected scopeData(scope: SyntaxNode): ScopeData {
     let d = this.scopes.get(scope);
     if (!d) {

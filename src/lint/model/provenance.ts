@@ -6,7 +6,7 @@ import { recorded, recordingNow, replay, track } from '../deps';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { accumulateMutators, type BackwardFacts, backwardOwners, type Binding, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, type ModeEvent, optimizerLike, type Reaching, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelModels } from './models';
-import { literalKey, namedLikeModel, resolveCall, summaryCarries } from './summaries';
+import { literalKey, moduleResultPlain, namedLikeModel, resolveCall, summaryCarries } from './summaries';
 
 /** The scopes whose backward facts are being computed through a call of them (`backpropagatedArguments`). */
 const backwardInProgress = new Set<SyntaxNode>();
@@ -523,7 +523,7 @@ export abstract class ModelProvenance extends ModelModels {
     if (!this.isModelCall(call) || namedLikeModel(this, call)) {
       const known = summaryCarries(this, call, undefined);
       if (known !== undefined) return known;
-    }
+    } else if (moduleResultPlain(this, call)) return false;
     const q = this.qualify(callee) ?? '';
     const args = () => namedChildren(child(call, 'arguments') ?? call).map((a) => (a.type === 'keyword_argument' ? child(a, 'value') : a)).filter((a): a is SyntaxNode => !!a);
     const anyArg = () => args().some((a) => this.carriesHistory(a, seen) || ((a.type === 'list' || a.type === 'tuple' || a.type === 'generator_expression' || a.type === 'list_comprehension') && this.containsHistory(a, seen)));

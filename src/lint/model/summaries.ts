@@ -655,6 +655,93 @@ function forwardElementPlain(fwd: FunctionInfo, key: string): boolean {
   }) ?? false;
 }
 
+/**
+ * `loss = trainer.forward(img, unet_number=1)` (or `trainer(img, ...)`) where `trainer` is a project module whose
+ * `forward` returns a Python number on every path this call can take: `total_loss += loss.item()` then `return
+ * total_loss`, the branch `if return_lowres_cond_image: return total_loss, torch.stack(images)` dead because the call
+ * leaves that flag at its default (DALLE2's DecoderTrainer). A module's result is otherwise its model's output.
+ */
+export function moduleResultPlain(model: FileModel, call: SyntaxNode): boolean {
+  const mc = model.methodCall(call);
+  if (mc && mc.method !== 'forward') return false;
+  const receiver = mc ? mc.receiver : model.callee(call);
+  if (!receiver || (receiver.type !== 'identifier' && receiver.type !== 'attribute')) return false;
+  const cls = classOfValue(model, receiver, call);
+  if (!cls || !cls.model.isModuleClassInfo(cls)) return false;
+  const fwd = methodOf(cls, 'forward');
+  if (!fwd) return false;
+  // Cheap first: most forwards return a tensor somewhere, and then the call's arguments need no reading.
+  if (!returnsOf(fwd).some((r) => plainValue(fwd.model, r, 0))) return false;
+  const target: Callee = { fn: fwd, cls: undefined, bound: true };
+  const live = returnsOf(fwd).filter((r) => !deadForCall(model, call, target, r));
+  return live.length > 0 && live.every((r) => plainValue(fwd.model, r, 0));
+}
+
+/**
+ * Is `node` (in `target`'s body) in a branch this call cannot take: under `if flag:` (or the `else` of `if not
+ * flag:`) where `flag` is a parameter defaulting to `False`/`None` (or the reverse for `True`) that the call leaves
+ * at its default? A `**kwargs` argument may pass the flag unless it is a dict this scope builds with literal keys.
+ */
+function deadForCall(model: FileModel, call: SyntaxNode, target: Callee, node: SyntaxNode): boolean {
+  const fn = target.fn as FunctionInfo;
+  for (let cur = node, up = node.parent; up && up !== fn.body; cur = up, up = up.parent) {
+    const branch = up.type === 'if_statement' ? (cur.field === 'consequence' ? true : cur.type === 'else_clause' ? false : undefined) : undefined;
+    if (branch === undefined) continue;
+    const cond = child(up, 'condition');
+    if (!cond) continue;
+    let c = unparen(cond);
+    let negated = false;
+    if (c.type === 'not_operator') {
+      const arg = child(c, 'argument');
+      if (!arg) continue;
+      c = unparen(arg);
+      negated = true;
+    }
+    if (c.type !== 'identifier') continue;
+    const param = fn.model.src(c);
+    if (!fn.params.includes(param)) continue;
+    // Only the parameter's own value reaches the test (`flag = flag or self.training` before it: unknown); no
+    // reaching definitions at all is a name the function never binds.
+    const reaching = fn.model.reachingDefs(param, c);
+    if (reaching && (!reaching.entry || reaching.defs.length)) continue;
+    const def = parameterDefault(fn, param);
+    const truth = def?.type === 'false' || def?.type === 'none' ? false : def?.type === 'true' ? true : undefined;
+    if (truth === undefined || argumentFor(model, call, target, param) || mayPassKeyword(model, call, param)) continue;
+    if ((truth !== negated) !== branch) return true;
+  }
+  return false;
+}
+
+/** May a `**splat` argument of `call` pass keyword `param`? No when each splat is a dict built in this scope with literal keys none of which is `param`. */
+function mayPassKeyword(model: FileModel, call: SyntaxNode, param: string): boolean {
+  const args = child(call, 'arguments');
+  for (const a of args ? namedChildren(args) : []) {
+    if (a.type !== 'dictionary_splat') continue;
+    const v = namedChildren(a)[0];
+    if (!v || v.type !== 'identifier') return true;
+    const name = model.src(v);
+    const scope = model.functionOf(call)?.node;
+    if (!scope) return true;
+    for (const d of descendants(scope, isScopeNode)) {
+      if (d.type !== 'identifier' || model.src(d) !== name) continue;
+      const p = d.parent;
+      if (p?.type === 'dictionary_splat') continue;
+      if (p?.type === 'assignment' && d.field === 'left') {
+        const value = child(p, 'right');
+        if (value?.type !== 'dictionary' || namedChildren(value).some((e) => e.type !== 'pair' || (literalKey(model, child(e, 'key')) ?? param) === param)) return true;
+        continue;
+      }
+      if (p?.type === 'subscript' && d.field === 'value' && p.parent?.type === 'assignment' && p.field === 'left') {
+        const key = literalKey(model, child(p, 'subscript'));
+        if (key === undefined || key === param) return true;
+        continue;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 /** A value with no autograd history by how it is made: a literal, a history-free method or builtin call, or a name every reaching definition of which is one. */
 function plainValue(model: FileModel, expr: SyntaxNode, depth: number): boolean {
   const n = unparen(expr);
@@ -666,8 +753,15 @@ function plainValue(model: FileModel, expr: SyntaxNode, depth: number): boolean 
     return callee?.type === 'identifier' && historyFreeBuiltins.has(model.src(callee));
   }
   if (n.type !== 'identifier' || depth > 2) return false;
-  const r = model.reachingDefs(model.src(n), n);
-  return !!r && !r.entry && r.defs.length > 0 && r.defs.every((d) => !!d.value && !d.unpacked && plainValue(model, d.value, depth + 1));
+  const key = model.src(n);
+  const r = model.reachingDefs(key, n);
+  if (!r || r.entry || r.defs.length === 0 || !r.defs.every((d) => !!d.value && !d.unpacked && plainValue(model, d.value, depth + 1))) return false;
+  // `total = 0.` then `total += loss.item()` in a loop: what each update adds must be plain too.
+  return model.updatesIn(model.scopeOf(n)).every((u) => {
+    const left = child(u, 'left');
+    const right = child(u, 'right');
+    return !left || model.src(left) !== key || (!!right && plainValue(model, right, depth + 1));
+  });
 }
 
 /**

@@ -144,6 +144,11 @@ describe('lint rules over the fixture corpus', () => {
       const results = lint('chunked_trainer');
       assert.deepEqual(results.map((r) => [r.name, r.got]), [['trainer.py', []]]);
     });
+    it('a trainer module whose forward returns a Python float on the path a call takes is no graph to keep; with its flag set (by keyword or a dict of keywords) it returns tensors, and a float start plus loss tensors is a tensor (held-out round 8, DALLE2)', () => {
+      const results = lint('scalar_result_trainer');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['train.py:23:accumulated-loss', 'train.py:27:accumulated-loss', 'train.py:31:accumulated-loss']);
+    });
     it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
       const results = lint('model_builders');
       assert.equal(results.length, 5);
