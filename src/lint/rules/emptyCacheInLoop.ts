@@ -91,10 +91,22 @@ function ownBatchLoop(model: FileModel, node: SyntaxNode): boolean {
   return !!fn && model.callsIn(fn.node).some((c) => model.functionOf(c) === fn && model.batchLoopOf(c) !== undefined);
 }
 
-/** Does a later statement of the same block leave the loop (`break`, `return`, `raise`)? Then the call runs at most once. */
+/**
+ * Does the iteration leave the loop (`break`, `return`, `raise`) after this statement, in its block or in an
+ * enclosing one up to the loop's body, with no `continue` before? Then the call runs once per loop, or once per
+ * attempt of a retry loop that only goes round again through an `except` (timm's validate.py: `try:
+ * empty_cache(); results = validate(args); return results` in `while batch_size:`, smaller batch after an OOM).
+ */
 function leavesLoopAfter(stmt: SyntaxNode): boolean {
-  const siblings = stmt.parent?.type === 'block' ? stmt.parent.children : [];
-  return siblings.slice(siblings.indexOf(stmt) + 1).some((s) => s.type === 'break_statement' || s.type === 'return_statement' || s.type === 'raise_statement');
+  for (let cur: SyntaxNode = stmt; cur.parent && !loopTypes.has(cur.parent.type) && !isScopeNode(cur.parent); cur = cur.parent) {
+    if (cur.parent.type !== 'block') continue;
+    const siblings = cur.parent.children;
+    for (const s of siblings.slice(siblings.indexOf(cur) + 1)) {
+      if (s.type === 'continue_statement') return false;
+      if (s.type === 'break_statement' || s.type === 'return_statement' || s.type === 'raise_statement') return true;
+    }
+  }
+  return false;
 }
 
 /**
