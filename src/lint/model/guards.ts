@@ -1,5 +1,5 @@
 /** Grad guards of a file's model (../model.ts): `no_grad`, `inference_mode`, `set_grad_enabled`, guard wrappers. */
-import { ancestors, child, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, child, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { type Contribution, enableGradNames, type FunctionInfo, type GradState, inferenceModeNames, lastName, noGradNames, setGradNames, torchFamily } from './types';
 import { ModelScopes } from './scopes';
 
@@ -155,6 +155,7 @@ export abstract class ModelGuards extends ModelScopes {
           }
           // Lightning runs its evaluation loops, hooks included (`on_validation_end`, `validation_epoch_end`), under no_grad.
           if (info.cls && lightningEvaluationHook.test(info.name)) return 'off';
+          if (!info.cls && a.scope) return this.closureEntryState(a, info.name) ?? 'default';
         }
         return 'default';
       }
@@ -162,6 +163,28 @@ export abstract class ModelGuards extends ModelScopes {
       prev = a;
     }
     return 'default';
+  }
+
+  /**
+   * A function defined inside another and only called there (`def evaluate_subset(loader)` inside a
+   * `@torch.no_grad()` `evaluate_model`, ColossalAI's BERT example): its body runs in the grad mode of those
+   * calls. 'off' when every use of its name in the enclosing function, outside itself, is a call under a guard;
+   * undefined when one is not, or the name escapes (returned, passed, stored).
+   */
+  protected closureEntryState(fnNode: SyntaxNode, name: string): 'off' | undefined {
+    const outer = fnNode.scope;
+    if (!outer) return undefined;
+    return this.nodeMemo(fnNode, 'closureEntry', () => {
+      let calls = 0;
+      for (const d of descendants(outer)) {
+        if (d.type !== 'identifier' || this.src(d) !== name || contains(fnNode, d)) continue;
+        const call = d.parent;
+        if (call?.type !== 'call' || d.field !== 'function') return undefined;
+        if (this.gradState(call) !== 'off') return undefined;
+        calls++;
+      }
+      return calls > 0 ? ('off' as const) : undefined;
+    }) ?? undefined;
   }
 
   /** A statement before `stmt` in `block` that switches grad mode: `set_grad_enabled(False)`, `stack.enter_context(no_grad())`. */
