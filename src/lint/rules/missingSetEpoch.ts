@@ -67,6 +67,8 @@ function check(model: FileModel): RawFinding[] {
       const shuffle = model.keywordArg(call, 'shuffle');
       if (shuffle && model.src(shuffle) === 'False') continue;
       chains = chainsFrom(model, call);
+    } else if (pluginLoader(model, call)) {
+      chains = pluginChains(model, call);
     } else {
       // `train_loader, sampler = build_loader(...)`: a project function that builds the loader.
       if (call.parent?.type !== 'assignment' || call.field !== 'right' || !mayReturnLoader(model, call)) continue;
@@ -125,15 +127,23 @@ function returnedLoader(fn: FunctionInfo): ReturnedLoader | undefined {
   return fn.model.fact(`returnedLoader:${fn.node.order}`, () => {
     const model = fn.model;
     for (const call of model.callsIn(fn.node)) {
-      if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
-      const shuffle = model.keywordArg(call, 'shuffle');
-      if (shuffle && model.src(shuffle) === 'False') continue;
-      // `return DataLoader(ds, ..., sampler=DistributedSampler(ds))`
-      const loaderCall = call.parent?.type === 'keyword_argument' ? call.parent.parent?.parent : call.parent?.parent;
-      if (loaderCall?.type === 'call' && isDataLoader(model, loaderCall) && samplerArg(model, loaderCall) === call && loaderCall.parent?.type === 'return_statement') {
-        return { loader: undefined, sampler: undefined, mayBeNone: false };
+      let chains: Chain[];
+      if (pluginLoader(model, call)) {
+        // `return self.plugin.prepare_dataloader(ds, batch_size=n, shuffle=True)`
+        if (call.parent?.type === 'return_statement') return { loader: undefined, sampler: undefined, mayBeNone: false };
+        chains = pluginChains(model, call);
+      } else {
+        if (!distributedSampler.test(model.qualify(model.callee(call)) ?? '')) continue;
+        const shuffle = model.keywordArg(call, 'shuffle');
+        if (shuffle && model.src(shuffle) === 'False') continue;
+        // `return DataLoader(ds, ..., sampler=DistributedSampler(ds))`
+        const loaderCall = call.parent?.type === 'keyword_argument' ? call.parent.parent?.parent : call.parent?.parent;
+        if (loaderCall?.type === 'call' && isDataLoader(model, loaderCall) && samplerArg(model, loaderCall) === call && loaderCall.parent?.type === 'return_statement') {
+          return { loader: undefined, sampler: undefined, mayBeNone: false };
+        }
+        chains = chainsFrom(model, call);
       }
-      for (const chain of chainsFrom(model, call)) {
+      for (const chain of chains) {
         for (const ret of fn.body ? descendants(fn.body, isScopeNode) : []) {
           const value = ret.type === 'return_statement' ? namedChildren(ret)[0] : undefined;
           const v = value && unparen(value);
@@ -150,6 +160,29 @@ function returnedLoader(fn: FunctionInfo): ReturnedLoader | undefined {
     }
     return undefined;
   });
+}
+
+/**
+ * ColossalAI's `plugin.prepare_dataloader(ds, batch_size, shuffle=True)` in a file that imports colossalai: a
+ * DataLoader over a shuffling DistributedSampler that the plugin builds (colossalai/booster/plugin/dp_plugin_base.py),
+ * whose epoch the script sets itself (`dataloader.sampler.set_epoch(epoch)`, as ColossalAI's own applications do).
+ * `shuffle` defaults to False there; a variable's value is not known, and is not taken for True.
+ */
+function pluginLoader(model: FileModel, call: SyntaxNode): boolean {
+  if (model.methodCall(call)?.method !== 'prepare_dataloader') return false;
+  const shuffle = model.keywordArg(call, 'shuffle') ?? model.positionalArgs(call)[2];
+  if (!shuffle || model.src(shuffle) !== 'True') return false;
+  for (const q of model.aliases.values()) if (q === 'colossalai' || q.startsWith('colossalai.')) return true;
+  return false;
+}
+
+/** The loader a `pluginLoader` call is assigned to, as a chain (its sampler is `loader.sampler`). */
+function pluginChains(model: FileModel, call: SyntaxNode): Chain[] {
+  const bound = assignedTo(call);
+  if (!bound || bound.viaConditional) return [];
+  const loaderKey = model.src(bound.target);
+  if (evalName.test(lastName(loaderKey))) return [];
+  return [{ scope: model.scopeOf(call), samplerText: `${loaderKey}.sampler`, mayBeNone: false, loaderKey, loaderTarget: bound.target, bound: [bound.stmt] }];
 }
 
 /** The chain of a call of a loader-building function, in the caller's scope: `loader = build(...)`, `loader, sampler = build(...)`. */
@@ -229,8 +262,22 @@ function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
 function iterates(model: FileModel, expr: SyntaxNode, key: string, target?: SyntaxNode, depth = 0): boolean {
   const n = unparen(expr);
   if ((n.type === 'identifier' || n.type === 'attribute') && model.src(n) === key) return !target || model.binding(key, n)?.target === target;
+  if (n.type === 'identifier' && depth <= 4) {
+    const wrapped = wrappedIterable(model, n);
+    return !!wrapped && iterates(model, wrapped, key, target, depth + 1);
+  }
   if (n.type !== 'call' || depth > 4 || model.methodCall(n)) return false;
   return model.positionalArgs(n).some((a) => iterates(model, a, key, target, depth + 1));
+}
+
+/**
+ * The call a loop's name was bound to when it wraps an iterable: `with tqdm(loader, desc=...) as pbar:` then
+ * `for x in pbar:` (ColossalAI's ResNet example), or `pbar = tqdm(loader)`; not a method's result.
+ */
+function wrappedIterable(model: FileModel, name: SyntaxNode): SyntaxNode | undefined {
+  const b = model.binding(model.src(name), name);
+  const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  return v?.type === 'call' && !model.methodCall(v) ? v : undefined;
 }
 
 /** Loops of the scope, outside nested functions and classes. */
@@ -269,8 +316,11 @@ function loopsIterating(model: FileModel, scope: SyntaxNode, key: string): reado
 /** The keys `iterates` can match in `expr`, with the same walk. */
 function iteratedKeys(model: FileModel, expr: SyntaxNode, depth = 0, out: string[] = []): string[] {
   const n = unparen(expr);
-  if (n.type === 'identifier' || n.type === 'attribute') out.push(model.src(n));
-  else if (n.type === 'call' && depth <= 4 && !model.methodCall(n)) for (const a of model.positionalArgs(n)) iteratedKeys(model, a, depth + 1, out);
+  if (n.type === 'identifier' || n.type === 'attribute') {
+    out.push(model.src(n));
+    const wrapped = n.type === 'identifier' && depth <= 4 ? wrappedIterable(model, n) : undefined;
+    if (wrapped) iteratedKeys(model, wrapped, depth + 1, out);
+  } else if (n.type === 'call' && depth <= 4 && !model.methodCall(n)) for (const a of model.positionalArgs(n)) iteratedKeys(model, a, depth + 1, out);
   return out;
 }
 
