@@ -670,8 +670,8 @@ export function moduleResultPlain(model: FileModel, call: SyntaxNode): boolean {
   if (!cls || !cls.model.isModuleClassInfo(cls)) return false;
   const fwd = methodOf(cls, 'forward');
   if (!fwd) return false;
-  // Cheap first: most forwards return a tensor somewhere, and then the call's arguments need no reading.
-  if (!returnsOf(fwd).some((r) => plainValue(fwd.model, r, 0))) return false;
+  // Cheap first, once per forward: most return no plain value at all, and then the call's arguments need no reading.
+  if (!fwd.model.fact(`plainReturnSome:${fwd.node.order}`, () => returnsOf(fwd).some((r) => plainValue(fwd.model, r, 0)))) return false;
   const target: Callee = { fn: fwd, cls: undefined, bound: true };
   const live = returnsOf(fwd).filter((r) => !deadForCall(model, call, target, r));
   return live.length > 0 && live.every((r) => plainValue(fwd.model, r, 0));

@@ -169,7 +169,10 @@ function returnedLoader(fn: FunctionInfo): ReturnedLoader | undefined {
  * `shuffle` defaults to False there; a variable's value is not known, and is not taken for True.
  */
 function pluginLoader(model: FileModel, call: SyntaxNode): boolean {
-  if (model.methodCall(call)?.method !== 'prepare_dataloader') return false;
+  // Asked of every call of the file: the attribute's text first, without building the method call.
+  const callee = model.callee(call);
+  const attr = callee?.type === 'attribute' ? child(callee, 'attribute') : undefined;
+  if (!attr || !model.textIs(attr, 'prepare_dataloader')) return false;
   const shuffle = model.keywordArg(call, 'shuffle') ?? model.positionalArgs(call)[2];
   if (!shuffle || model.src(shuffle) !== 'True') return false;
   for (const q of model.aliases.values()) if (q === 'colossalai' || q.startsWith('colossalai.')) return true;
