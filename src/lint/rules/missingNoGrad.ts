@@ -397,9 +397,7 @@ function warmUp(model: FileModel, call: SyntaxNode): boolean {
 function frozenModule(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   let root = callee;
   while (root.type === 'attribute') root = child(root, 'object') ?? root;
-  if (root.type !== 'identifier') return false;
-  const b = model.binding(model.src(root), call);
-  if (!b?.value || b.unpacked || !frozenChain(model, b.value)) return false;
+  if (root.type !== 'identifier' || !frozenValue(model, root, call, 0)) return false;
   const scope = model.scopeOf(call);
   for (const a of model.positionalArgs(call)) {
     let name = unparen(a);
@@ -408,6 +406,55 @@ function frozenModule(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
     if (model.bindingsIn(scope, model.src(name)).some((d) => d.value && /requires_grad/.test(model.src(d.value)))) return false;
   }
   return true;
+}
+
+/**
+ * Is the module `name` names at `at` frozen: bound to `...requires_grad_(False)...`, or frozen by its own statement
+ * `name.requires_grad_(False)` after its binding and before `at` in the same scope (EfficientDet's coco_eval.py), or
+ * a parameter of the function that every call site in the workspace passes a frozen module for (two callers up)?
+ */
+function frozenValue(model: FileModel, name: SyntaxNode, at: SyntaxNode, depth: number): boolean {
+  const key = model.src(name);
+  const b = model.binding(key, at);
+  if (b?.value && !b.unpacked && frozenChain(model, b.value)) return true;
+  const scope = model.scopeOf(at);
+  const after = b ? b.at.end : -1;
+  // The last `name.requires_grad_(...)` between the binding and `at` decides (`requires_grad_()` thaws).
+  let frozen = false;
+  for (const f of gradFreezes(model, scope).get(key) ?? []) {
+    if (f.start > after && f.start < at.start) frozen = f.frozen;
+  }
+  if (frozen) return true;
+  // A parameter (no binding in the function): what every caller passes for it.
+  const fn = model.functionOf(at);
+  if (b || !fn || depth > 1 || !fn.params.includes(key)) return false;
+  const sites = callSitesOf(fn);
+  return sites.length > 0 && sites.every((site) => {
+    const target = resolveCall(site.model, site.call);
+    if (target?.fn !== fn) return false;
+    const arg = argumentFor(site.model, site.call, target, key);
+    return !!arg && unparen(arg).type === 'identifier' && frozenValue(site.model, unparen(arg), site.call, depth + 1);
+  });
+}
+
+/** A scope's `x.requires_grad_(...)` calls by receiver, in document order: once per scope, not a scan of its calls per forward. */
+function gradFreezes(model: FileModel, scope: SyntaxNode): ReadonlyMap<string, readonly { start: number; frozen: boolean }[]> {
+  return model.nodeMemo(scope, 'gradFreezes', () => {
+    const out = new Map<string, { start: number; frozen: boolean }[]>();
+    for (const c of model.callsIn(scope)) {
+      const callee = model.callee(c);
+      const attr = callee?.type === 'attribute' ? child(callee, 'attribute') : undefined;
+      if (!attr || !model.textIs(attr, 'requires_grad_')) continue;
+      const mc = model.methodCall(c);
+      if (!mc) continue;
+      const arg = model.positionalArgs(c)[0] ?? model.keywordArg(c, 'requires_grad');
+      const key = model.src(mc.receiver);
+      const list = out.get(key) ?? [];
+      list.push({ start: c.start, frozen: !!arg && model.src(arg) === 'False' });
+      out.set(key, list);
+    }
+    return out;
+  }) ?? new Map();
 }
 
 /** An expression whose value is a module after `.requires_grad_(False)` (through `.to()`, `.eval()`, `[key]` and the like). */
