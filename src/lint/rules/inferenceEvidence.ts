@@ -12,7 +12,7 @@
  * the graph.
  */
 import { track } from '../deps';
-import type { FileModel } from '../model';
+import type { FileModel, FunctionInfo } from '../model';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, moduleOnlyMethods, optimizerLike, passThroughMethods } from '../model/types';
 
@@ -576,6 +576,17 @@ export function inTrainingStep(model: FileModel, call: SyntaxNode): boolean {
     if (loopTypes.has(a.type) && trainsIn(model, a)) return true;
   }
   return false;
+}
+
+/**
+ * Is the forward at `call` part of one training step that its function runs once: neither it nor the function's
+ * backward pass or optimizer step after it is in a loop of the function (DDPG's `learn()`: `self.target_actor.eval()`,
+ * the target networks' forwards, then `critic_loss.backward()` and `optimizer.step()`)? A module put in `eval()`
+ * there is a frozen part of the step, not an evaluation; a validation after a training loop has no update after it.
+ */
+export function stepUpdatesAfter(model: FileModel, call: SyntaxNode, fn: FunctionInfo): boolean {
+  if (inLoopWithin(call, fn.node)) return false;
+  return model.callsIn(fn.node).some((b) => b.start > call.end && isUpdate(model, b) && !inLoopWithin(b, fn.node));
 }
 
 function isUpdate(model: FileModel, call: SyntaxNode): boolean {

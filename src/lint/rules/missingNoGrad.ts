@@ -10,7 +10,7 @@ import { showsGpu } from './tensorsKeptForLogging';
 import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
-import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, volatileInput } from './inferenceEvidence';
+import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, stepUpdatesAfter, volatileInput } from './inferenceEvidence';
 import { conditionText, phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
 
 const id = 'missing-no-grad';
@@ -253,6 +253,7 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
   context ??= contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
+  if (context.kind === 'eval' && fn && stepUpdatesAfter(model, call, fn)) return { kind: 'safe' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
   const status = fn && !trains(fn) ? functionStatus(fn) : 'eval';
@@ -297,9 +298,24 @@ function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[],
   // A forward called directly (not through a helper): evidence from its input and its output.
   if (direct === undefined) return undefined;
   const variable = volatileInput(model, call);
-  if (variable) return { kind: 'volatile', variable };
+  if (variable && !(detachedAtOnce(model, call) && inTrainingStep(model, call))) return { kind: 'volatile', variable };
   if (readOnlyForward(model, call, direct, fn)) return { kind: 'read', fn };
   return undefined;
+}
+
+/**
+ * `fake = Variable(netG(noisev).data)` / `netG(z).detach()`: the output leaves its graph in the statement that made it
+ * (WassersteinGAN's critic step, whose `volatile=True` noise meant "freeze netG" before PyTorch 0.4). In a training
+ * step that is the usual way to feed one network's output to another's update, not an evaluation; the `volatile`
+ * flag itself is `volatile-variable`'s finding.
+ */
+function detachedAtOnce(model: FileModel, call: SyntaxNode): boolean {
+  const up = call.parent;
+  if (up?.type !== 'attribute' || call.field !== 'object') return false;
+  const name = child(up, 'attribute');
+  if (!name) return false;
+  if (model.textIs(name, 'data')) return true;
+  return model.textIs(name, 'detach') && up.parent?.type === 'call' && up.field === 'function';
 }
 
 /**
