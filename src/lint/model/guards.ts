@@ -1,6 +1,6 @@
 /** Grad guards of a file's model (../model.ts): `no_grad`, `inference_mode`, `set_grad_enabled`, guard wrappers. */
 import { ancestors, child, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Contribution, enableGradNames, type FunctionInfo, type GradState, inferenceModeNames, lastName, noGradNames, setGradNames, torchFamily } from './types';
+import { type ClassInfo, type Contribution, enableGradNames, type FunctionInfo, type GradState, inferenceModeNames, lastName, noGradNames, setGradNames, torchFamily } from './types';
 import { ModelScopes } from './scopes';
 
 /** The names of an attribute callee that may switch grad mode: `setGradNames`' last names (`set_grad_enabled`), `enter_context`. */
@@ -76,6 +76,25 @@ function switchCallsWithin(stmt: SyntaxNode, src: (n: SyntaxNode) => string, bar
 
 /** The methods of a LightningModule its trainer calls inside an evaluation loop (run under `torch.no_grad()`). */
 const lightningEvaluationHook = /^((validation|test|predict)_step|(validation|test)_epoch_end|on_(validation|test|predict)_(start|end|epoch_start|epoch_end|batch_start|batch_end))$/;
+
+/**
+ * May `cls` be a LightningModule, whose trainer runs `validation_step` / `predict_step` under no_grad: its file
+ * imports Lightning, or a base does (qualified, or a workspace class whose lineage does)? d2l's `Module(d2l.nn_Module,
+ * d2l.HyperParameters)` mimics Lightning's method names in a file that never imports it, and its `predict_step`
+ * decodes wherever its caller runs it.
+ */
+function lightningClass(cls: ClassInfo, depth = 0): boolean {
+  const m = cls.model;
+  if ([...m.aliases.values()].some((q) => lightningName.test(q))) return true;
+  if (depth > 4) return false;
+  return cls.bases.some((b) => {
+    const q = m.qualify(b) ?? m.src(b);
+    if (lightningName.test(q)) return true;
+    return m.facts.classesNamed(lastName(q)).some((c) => c !== cls && lightningClass(c, depth + 1));
+  });
+}
+
+const lightningName = /^(pytorch_lightning|lightning)(\.|$)/;
 
 export abstract class ModelGuards extends ModelScopes {
   // ---------------------------------------------------------------- grad guards
@@ -154,7 +173,7 @@ export abstract class ModelGuards extends ModelScopes {
             if (g) return g;
           }
           // Lightning runs its evaluation loops, hooks included (`on_validation_end`, `validation_epoch_end`), under no_grad.
-          if (info.cls && lightningEvaluationHook.test(info.name)) return 'off';
+          if (info.cls && lightningEvaluationHook.test(info.name) && this.fact(`lightningClass:${info.cls.node.order}`, () => lightningClass(info.cls as ClassInfo)) !== false) return 'off';
           if (!info.cls && a.scope) return this.closureEntryState(a, info.name) ?? 'default';
         }
         return 'default';
