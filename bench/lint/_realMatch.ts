@@ -6,8 +6,10 @@
  * A finding matches a label of the same file and rule when the finding's start line (1-based)
  * lies in the label's line..endLine. Counted per label: a hazard label matched by at least one
  * finding is found (a true positive), one matched by none a false negative; a safe label matched
- * by a finding is a false positive. A finding matching no label is "unlabelled": not counted in
- * precision, but listed, since it means the file's labelling is incomplete.
+ * by a finding is a false positive. An ambiguous label (a real unguarded forward of a toy model, code
+ * that only runs by accident: experts could argue either way) is neither: a finding on it counts in no
+ * number but its own column, and it is listed. A finding matching no label is "unlabelled": not
+ * counted in precision, but listed, since it means the file's labelling is incomplete.
  * Precision and recall count only rules at warning level and above (the default severity of
  * the rule is not 'info' or 'hint').
  */
@@ -47,6 +49,8 @@ export interface RuleRow {
   /** Safe labels a finding fell on. */
   readonly fp: number;
   readonly unlabelled: number;
+  /** Findings on ambiguous labels: in neither TP nor FP. */
+  readonly ambiguous: number;
   readonly hazards: number;
   readonly safe: number;
   /** tp / (tp + fp); undefined with neither. */
@@ -61,6 +65,8 @@ export interface Report {
   readonly total: RuleRow;
   readonly falsePositives: readonly LabelOutcome[];
   readonly falseNegatives: readonly LabelOutcome[];
+  /** Ambiguous labels a finding fell on. */
+  readonly ambiguousHits: readonly LabelOutcome[];
   readonly unlabelled: readonly (SeenFinding & { readonly project: string })[];
 }
 
@@ -103,6 +109,7 @@ export function report(results: readonly { project: Pick<Project, 'id' | 'labels
       tp,
       fp,
       unlabelled: unlabelled.filter((f) => mine(f.rule)).length,
+      ambiguous: of.filter((o) => o.label.verdict === 'ambiguous' && o.findings.length > 0).length,
       hazards: hazards.length,
       safe: safe.length,
       precision: ratio(tp, tp + fp),
@@ -117,6 +124,7 @@ export function report(results: readonly { project: Pick<Project, 'id' | 'labels
     total,
     falsePositives: outcomes.filter((o) => o.label.verdict === 'safe' && o.findings.length > 0),
     falseNegatives: outcomes.filter((o) => o.label.verdict === 'hazard' && o.findings.length === 0),
+    ambiguousHits: outcomes.filter((o) => o.label.verdict === 'ambiguous' && o.findings.length > 0),
     unlabelled,
   };
 }
@@ -127,13 +135,15 @@ const oneLine = (s: string): string => s.replace(/\r?\n/g, '\\n');
 
 /** The report as text: a Markdown table per rule, then every FP, FN and unlabelled finding. */
 export function formatReport(r: Report): string {
-  const head = ['rule', 'level', 'findings', 'TP', 'FP', 'unlabelled', 'hazards', 'found', 'precision', 'recall'];
-  const line = (row: RuleRow, level: string): string[] => [row.rule, level, String(row.findings), String(row.tp), String(row.fp), String(row.unlabelled), String(row.hazards), `${row.tp}/${row.hazards}`, num(row.precision), num(row.recall)];
+  const head = ['rule', 'level', 'findings', 'TP', 'FP', 'ambiguous', 'unlabelled', 'hazards', 'found', 'precision', 'recall'];
+  const line = (row: RuleRow, level: string): string[] => [row.rule, level, String(row.findings), String(row.tp), String(row.fp), String(row.ambiguous), String(row.unlabelled), String(row.hazards), `${row.tp}/${row.hazards}`, num(row.precision), num(row.recall)];
   const table = [head, ...r.rows.map((row) => line(row, row.counted ? 'warning+' : 'info')), line(r.total, '')];
   const out = [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...table.slice(1).map((c) => `| ${c.join(' | ')} |`)];
   const where = (project: string, path: string, line: number): string => `${project}/${path}:${line}`;
   out.push('', `false positives (${r.falsePositives.length}):`);
   for (const o of r.falsePositives) out.push(`  FP ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: labelled safe: ${oneLine(o.label.reason)} | ours: ${oneLine(o.findings[0].message)}`);
+  out.push('', `findings on ambiguous labels (${r.ambiguousHits.length}; in neither precision nor recall):`);
+  for (const o of r.ambiguousHits) out.push(`  ?  ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: ${oneLine(o.label.reason)}`);
   out.push('', `false negatives (${r.falseNegatives.length}):`);
   for (const o of r.falseNegatives) out.push(`  FN ${where(o.project, o.label.path, o.label.line)} ${o.label.rule}: ${oneLine(o.label.reason)}${o.label.fix ? ` (fix: ${o.label.fix})` : ''}`);
   out.push('', `unlabelled findings (${r.unlabelled.length}):`);

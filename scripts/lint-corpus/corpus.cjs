@@ -20,7 +20,7 @@ const ruleIds = Object.freeze([
   'data-parallel',
 ]);
 
-const verdicts = Object.freeze(['hazard', 'safe']);
+const verdicts = Object.freeze(['hazard', 'safe', 'ambiguous']);
 const projectKeys = new Set(['id', 'repo', 'commit', 'license', 'files', 'labels']);
 const labelKeys = new Set(['path', 'line', 'endLine', 'rule', 'verdict', 'reason', 'fix']);
 const hex40 = /^[0-9a-f]{40}$/;
@@ -88,7 +88,7 @@ function validateProject(value, fileName) {
     if (!isLine(label.line)) say(`${at}: "line" must be a whole number of at least 1, got ${JSON.stringify(label.line)}`);
     if (label.endLine !== undefined && (!isLine(label.endLine) || !isLine(label.line) || label.endLine < label.line)) say(`${at}: "endLine" must be a whole number not before "line", got ${JSON.stringify(label.endLine)}`);
     if (!ruleIds.includes(label.rule)) say(`${at}: unknown rule ${JSON.stringify(label.rule)} (known: ${ruleIds.join(', ')})`);
-    if (!verdicts.includes(label.verdict)) say(`${at}: "verdict" must be "hazard" or "safe", got ${JSON.stringify(label.verdict)}`);
+    if (!verdicts.includes(label.verdict)) say(`${at}: "verdict" must be "hazard", "safe" or "ambiguous", got ${JSON.stringify(label.verdict)}`);
     if (typeof label.reason !== 'string' || label.reason.trim() === '') say(`${at}: "reason" must say why, in a sentence`);
     if (label.fix !== undefined && (typeof label.fix !== 'string' || !/^https:\/\/\S+$/.test(label.fix))) say(`${at}: "fix" must be an https:// link to the project's fix, got ${JSON.stringify(label.fix)}`);
     if (typeof label.path === 'string' && isLine(label.line) && typeof label.rule === 'string') {

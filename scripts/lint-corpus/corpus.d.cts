@@ -6,7 +6,7 @@ export interface Label {
   /** A finding starting anywhere in line..endLine matches. */
   readonly endLine?: number;
   readonly rule: string;
-  readonly verdict: 'hazard' | 'safe';
+  readonly verdict: 'hazard' | 'safe' | 'ambiguous';
   readonly reason: string;
   readonly fix?: string;
 }

@@ -40,28 +40,32 @@ describe('real-code corpus: matching findings to labels', () => {
         label('a.py', 5, 'hazard'), // missed: FN
         label('a.py', 9, 'safe'), // hit: FP
         label('a.py', 12, 'safe'), // not hit
+        label('a.py', 15, 'ambiguous'), // hit: in neither precision nor recall
+        label('a.py', 18, 'ambiguous'), // not hit
         label('a.py', 3, 'hazard', 'missing-no-grad'), // found
         label('a.py', 7, 'hazard', 'data-parallel'), // found, but info
       ],
     };
-    const findings = [finding('a.py', 1), finding('a.py', 1), finding('a.py', 9), finding('a.py', 30), finding('a.py', 3, 'missing-no-grad'), finding('a.py', 7, 'data-parallel', 'info')];
+    const findings = [finding('a.py', 1), finding('a.py', 1), finding('a.py', 9), finding('a.py', 15), finding('a.py', 30), finding('a.py', 3, 'missing-no-grad'), finding('a.py', 7, 'data-parallel', 'info')];
     const r = report([{ project, findings }], levels);
     const acc = r.rows.find((x) => x.rule === 'accumulated-loss')!;
-    assert.deepEqual({ findings: acc.findings, tp: acc.tp, fp: acc.fp, unlabelled: acc.unlabelled, hazards: acc.hazards, safe: acc.safe }, { findings: 4, tp: 1, fp: 1, unlabelled: 1, hazards: 2, safe: 2 });
+    assert.deepEqual({ findings: acc.findings, tp: acc.tp, fp: acc.fp, ambiguous: acc.ambiguous, unlabelled: acc.unlabelled, hazards: acc.hazards, safe: acc.safe }, { findings: 5, tp: 1, fp: 1, ambiguous: 1, unlabelled: 1, hazards: 2, safe: 2 });
     assert.equal(acc.precision, 0.5);
     assert.equal(acc.recall, 0.5);
     const dp = r.rows.find((x) => x.rule === 'data-parallel')!;
     assert.equal(dp.counted, false);
     assert.equal(dp.tp, 1);
     // The total: accumulated-loss + missing-no-grad only.
-    assert.deepEqual({ tp: r.total.tp, fp: r.total.fp, hazards: r.total.hazards, findings: r.total.findings }, { tp: 2, fp: 1, hazards: 3, findings: 5 });
+    assert.deepEqual({ tp: r.total.tp, fp: r.total.fp, hazards: r.total.hazards, findings: r.total.findings }, { tp: 2, fp: 1, hazards: 3, findings: 6 });
     assert.equal(r.total.precision, 2 / 3);
     assert.equal(r.total.recall, 2 / 3);
     assert.deepEqual(r.falsePositives.map((o) => o.label.line), [9]);
     assert.deepEqual(r.falseNegatives.map((o) => o.label.line), [5]);
     assert.deepEqual(r.unlabelled.map((f) => `${f.project}:${f.line}`), ['p:30']);
     const rowOf = (rule: string): string => formatReport(r).split('\n').find((l) => l.startsWith(`| ${rule} |`))!;
-    assert.equal(rowOf('accumulated-loss'), '| accumulated-loss | warning+ | 4 | 1 | 1 | 1 | 2 | 1/2 | 0.50 | 0.50 |');
+    assert.equal(rowOf('accumulated-loss'), '| accumulated-loss | warning+ | 5 | 1 | 1 | 1 | 1 | 2 | 1/2 | 0.50 | 0.50 |');
+    assert.deepEqual(r.ambiguousHits.map((o) => o.label.line), [15]);
+    assert.match(formatReport(r), /\?  p\/a\.py:15 accumulated-loss: because/);
     assert.match(formatReport(r), /FP p\/a\.py:9 accumulated-loss: labelled safe: because/);
     assert.match(formatReport(r), /FN p\/a\.py:5 accumulated-loss: because/);
     assert.match(formatReport(r), /p\/a\.py:30 accumulated-loss \[warning\]/);
@@ -107,7 +111,7 @@ describe('real-code corpus: validating a project file', () => {
     ['a bad blob sha', with_({ files: { 'train.py': 'xyz' } }), /files\["train\.py"\] must be a git blob sha1/],
     ['a path escaping the repo', with_({ files: { '../x.py': 'b'.repeat(40) } }), /path "\.\.\/x\.py" has an empty, '\.' or '\.\.' part/],
     ['an unknown rule', with_({}, { rule: 'accumulated-losses' }), /labels\[0\]: unknown rule "accumulated-losses"/],
-    ['an unknown verdict', with_({}, { verdict: 'maybe' }), /labels\[0\]: "verdict" must be "hazard" or "safe", got "maybe"/],
+    ['an unknown verdict', with_({}, { verdict: 'maybe' }), /labels\[0\]: "verdict" must be "hazard", "safe" or "ambiguous", got "maybe"/],
     ['line 0', with_({}, { line: 0, endLine: undefined }), /labels\[0\]: "line" must be a whole number of at least 1, got 0/],
     ['a fractional line', with_({}, { line: 2.5, endLine: undefined }), /"line" must be a whole number/],
     ['endLine before line', with_({}, { endLine: 2 }), /labels\[0\]: "endLine" must be a whole number not before "line", got 2/],
