@@ -65,7 +65,7 @@ describe('real-code corpus: matching findings to labels', () => {
     const rowOf = (rule: string): string => formatReport(r).split('\n').find((l) => l.startsWith(`| ${rule} |`))!;
     assert.equal(rowOf('accumulated-loss'), '| accumulated-loss | warning+ | 5 | 1 | 1 | 1 | 1 | 2 | 1/2 | 0.50 | 0.50 |');
     assert.deepEqual(r.ambiguousHits.map((o) => o.label.line), [15]);
-    assert.match(formatReport(r), /\?  p\/a\.py:15 accumulated-loss: because/);
+    assert.match(formatReport(r), /\? {2}p\/a\.py:15 accumulated-loss: because/);
     assert.match(formatReport(r), /FP p\/a\.py:9 accumulated-loss: labelled safe: because/);
     assert.match(formatReport(r), /FN p\/a\.py:5 accumulated-loss: because/);
     assert.match(formatReport(r), /p\/a\.py:30 accumulated-loss \[warning\]/);
