@@ -745,6 +745,20 @@ export abstract class ModelProvenance extends ModelModels {
   }
 
   /** What a loop does itself: iterates a loader, runs an optimizer step or backward in its own body (not in a nested loop). */
+  /**
+   * The loop over a loader around `loop`, when `loop` itself iterates none: a loop that repeats an update on one
+   * batch (`for _ in range(rep_discriminator)` inside `for mel, audio in loader`), whose values a reset in that
+   * batch loop bounds to one batch.
+   */
+  loaderLoopAround(loop: SyntaxNode): SyntaxNode | undefined {
+    if (this.loopSignals(loop).loader) return undefined;
+    for (const a of ancestors(loop)) {
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') break;
+      if (loopTypes.has(a.type) && this.loopSignals(a).loader) return a;
+    }
+    return undefined;
+  }
+
   protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
     return this.memo(`loopsignals:${loop.order}`, () => {
       const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;

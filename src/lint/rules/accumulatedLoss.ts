@@ -65,6 +65,11 @@ function outlivesStep(model: FileModel, base: SyntaxNode, stmt: SyntaxNode, muta
     return mutation && scope !== model.root && model.bindingsIn(model.root, name).length > 0;
   }
   if (!loop) return false;
+  // `loss_d_sum = 0.0` in the batch loop, then `loss_d_sum += loss_d` in `for _ in range(rep_discriminator):` that
+  // steps the discriminator several times per batch (seungwonpark's MelGAN): reset every batch, it holds those few
+  // updates, not the run.
+  const outer = model.loaderLoopAround(loop);
+  if (outer && !model.carriedAcross(name, stmt, outer)) return false;
   // `metrics = []` in the branch that steps the optimizer (gradient accumulation: `if (i + 1) % k == 0:
   // optimizer.step(); ...; metrics = []`, torchdrug's engine): it holds one optimizer step's micro-batches.
   // (A reset: a value that does not read the accumulator, unlike `smoothed = smoothed + 0.1 * loss`.)

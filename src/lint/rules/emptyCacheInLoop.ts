@@ -125,6 +125,9 @@ function loopingCaller(model: FileModel, node: SyntaxNode, depth = 0): { text: s
     if (inLoop && loopTypes.has(inLoop.type)) {
       const stmt = statementOf(site.call);
       if (stmt && leavesLoopAfter(stmt)) continue;
+      // The call is in an epoch loop, before or after its batch loop (Deep-Metric-Learning-Baselines' per-epoch
+      // `distance_measure.measure(model, epoch)` after `train_one_epoch(...)`): once per epoch, as for a flush written there.
+      if (!site.model.batchLoopOf(site.call) && site.model.runsBatchLoop(inLoop)) continue;
       return { text: site.model.src(site.call).split('\n')[0], where: `${site.model === model ? 'line' : `${basename(site.model.path)}:`}${site.model === model ? ' ' : ''}${site.call.startRow + 1}` };
     }
     if (!inLoop) {

@@ -70,7 +70,7 @@ function check(model: FileModel): RawFinding[] {
     const key = model.src(base);
     if (model.reachesBackward(key, stmt)) continue;
     const loop = model.stepLoopOf(stmt) ?? loadingLoopOf(model, stmt);
-    if (!loop || sampled(model, stmt, loop) || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop)) continue;
+    if (!loop || sampled(model, stmt, loop) || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop) || usedInLaterLoop(model, key, loop)) continue;
     const suffix = model.gradState(stmt) === 'off' || /\.detach\(\)$/.test(model.src(acc.value)) ? '.cpu()' : '.detach().cpu()';
     const valueText = model.src(acc.value);
     const right = child(loop, 'right');
@@ -130,6 +130,35 @@ function gpuSiblings(model: FileModel, loop: SyntaxNode, stmt: SyntaxNode): bool
     if (value.type === 'call' && /^(float|int|str|len|bool|round)$/.test(model.src(model.callee(value) ?? value))) continue;
     if (isFullOutput(model, value, 0) && !model.carriesHistory(value)) continue;
     return true;
+  }
+  return false;
+}
+
+/**
+ * Is what the list collects read again inside a later loop of the scope, itself or the tensor made from it
+ * (`bank = torch.cat(bank).t()`)? Then it is a working set the later steps compute with on the GPU (SimCLR's kNN
+ * feature bank, `torch.mm(feature, feature_bank)` per test batch; MelGAN's test spectrograms fed to the generator
+ * at every evaluation), not outputs kept for a log: moving it to the CPU would break that computation.
+ */
+function usedInLaterLoop(model: FileModel, key: string, loop: SyntaxNode): boolean {
+  const scope = model.scopeOf(loop);
+  const body = scope === model.root ? scope : child(scope, 'body');
+  if (!body) return false;
+  const names = new Set([key]);
+  for (const d of descendants(body, isScopeNode)) {
+    if (d.start < loop.end) continue;
+    // `bank2 = torch.cat(bank)` after the loop: the new name holds the same values.
+    if (d.type === 'assignment') {
+      const left = child(d, 'left');
+      const right = child(d, 'right');
+      if (left && right && (left.type === 'identifier' || left.type === 'attribute') && [...descendants(right)].some((n) => (n.type === 'identifier' || n.type === 'attribute') && names.has(model.src(n)))) names.add(model.src(left));
+      continue;
+    }
+    if ((d.type !== 'identifier' && d.type !== 'attribute') || !names.has(model.src(d))) continue;
+    for (const a of ancestors(d)) {
+      if (a === body || a === loop) break;
+      if (loopTypes.has(a.type) && a.start >= loop.end) return true;
+    }
   }
   return false;
 }
