@@ -253,7 +253,8 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
   context ??= contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
-  if (context.kind === 'eval' && fn && stepUpdatesAfter(model, call, fn)) return { kind: 'safe' };
+  // A target network's forward in a DDPG/SAC `learn()`, put in eval() or only read (detached into the loss): part of that one step.
+  if ((context.kind === 'eval' || context.kind === 'read') && fn && stepUpdatesAfter(model, call, fn)) return { kind: 'safe' };
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
   const status = fn && !trains(fn) ? functionStatus(fn) : 'eval';
