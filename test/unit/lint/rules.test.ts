@@ -149,6 +149,10 @@ describe('lint rules over the fixture corpus', () => {
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
       assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['train.py:23:accumulated-loss', 'train.py:27:accumulated-loss', 'train.py:31:accumulated-loss']);
     });
+    it('a SAC agent\'s learn() runs the target critics and detaches their values into the loss it steps: part of that training step (held-out round 11; a workspace of its own, since its `evaluate()` method would be every fixture\'s `.evaluate` by name)', () => {
+      const results = lint('sac_agent');
+      assert.deepEqual(results.map((r) => [r.name, r.got]), [['sac.py', []]]);
+    });
     it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
       const results = lint('model_builders');
       assert.equal(results.length, 5);
