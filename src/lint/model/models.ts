@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
-import { child, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
+import { child, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -294,7 +294,8 @@ export abstract class ModelModels extends ModelGuards {
     let answer = known.get(text);
     if (answer === undefined) {
       const q = this.constructedClass(text);
-      known.set(text, (answer = q !== undefined && parameterlessLayer.test(q)));
+      answer = q !== undefined && (parameterlessLayer.test(q) || (!torchFamily.test(q) && this.facts.classesNamed(lastName(q)).some((c) => weightlessModuleClass(c))));
+      known.set(text, answer);
     }
     return answer;
   }
@@ -306,6 +307,52 @@ export abstract class ModelModels extends ModelGuards {
     return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
   }
 
+}
+
+/**
+ * A workspace `nn.Module` that creates no parameters (melgan-neurips' `Audio2Mel`: an STFT and a mel filter bank kept
+ * with `register_buffer`): its one base is `torch.nn.Module`, and nothing in the class builds a layer, a `Parameter`
+ * or another class, registers a parameter or module, or keeps an argument without a literal default (which may be a
+ * module). Its output carries a graph only where its input does, like a pooling layer's.
+ */
+function weightlessModuleClass(cls: ClassInfo): boolean {
+  const m = cls.model;
+  return m.fact(`weightlessModule:${cls.node.order}`, () => {
+    if (cls.bases.length !== 1 || !/^torch\.nn\.(modules\.module\.)?Module$/.test(m.qualify(cls.bases[0]) ?? '')) return false;
+    for (const d of descendants(cls.node)) {
+      if (d.type === 'call') {
+        const callee = m.callee(d);
+        if (!callee) return false;
+        const mc = m.methodCall(d);
+        if (mc && /^(register_parameter|add_module|register_module)$/.test(mc.method)) return false;
+        const q = m.qualify(callee) ?? m.src(callee);
+        if (/^torch\.nn\.(?!functional\.)/.test(q)) return false;
+        if (!torchFamily.test(q) && /^[A-Z]/.test(lastName(q))) return false;
+      } else if (d.type === 'assignment') {
+        const left = child(d, 'left');
+        const right = child(d, 'right');
+        if (left?.type !== 'attribute' || right?.type !== 'identifier') continue;
+        const fn = m.functionOf(d);
+        const name = m.src(right);
+        if (fn?.params.includes(name)) {
+          const def = parameterDefaultOf(fn, name);
+          if (!def || !/^(integer|float|true|false|none|string)$/.test(def.type)) return false;
+        }
+      }
+    }
+    return true;
+  }) ?? false;
+}
+
+/** The default value of a parameter of `fn` (`def f(n_fft=1024)`), if it has one. */
+function parameterDefaultOf(fn: FunctionInfo, param: string): SyntaxNode | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    if (name && fn.model.src(name) === param) return child(p, 'value');
+  }
+  return undefined;
 }
 
 /**

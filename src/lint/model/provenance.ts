@@ -551,6 +551,8 @@ export abstract class ModelProvenance extends ModelModels {
       if (historyFreeBuiltins.has(q) || historyFreeBuiltins.has(name)) return false;
       if (q === 'sum' || q === 'max' || q === 'min') return anyArg();
       if (q.startsWith('torch.')) return historyFreeTorch.test(q) ? false : anyArg();
+      // A layer or project module without weights (`lsm = nn.LogSoftmax(1)`, a mel filter bank): what its input carries.
+      if (this.isParameterlessLayer(callee)) return anyArg();
       if (this.isModelExpr(callee, call)) return true;
       if (this.isLossExpr(callee)) return anyArg();
     }
