@@ -316,6 +316,7 @@ export abstract class ModelGuards extends ModelScopes {
         }
         return false;
       }
+      if (this.returnsGuard(fn)) return true;
       const wrapped = fn.params[0];
       if (!wrapped) return false;
       for (const n of descendants(body)) {
@@ -331,6 +332,24 @@ export abstract class ModelGuards extends ModelScopes {
       }
       return this.returnsGuardWrapper(fn);
     });
+  }
+
+  /**
+   * `def _get_no_grad_ctx_mgr(): return torch.no_grad() if new_torch else contextlib.suppress()` (ENAS-pytorch): every
+   * value `fn` returns is a grad guard or a no-op context kept for old PyTorch versions, and one is a guard; `with
+   * _get_no_grad_ctx_mgr():` then guards what it runs.
+   */
+  private returnsGuard(fn: FunctionInfo): boolean {
+    let guard = false;
+    for (const n of descendants(fn.body ?? fn.node, (x) => x.type === 'function_definition' || x.type === 'lambda' || x.type === 'class_definition')) {
+      if (n.type !== 'return_statement') continue;
+      const value = namedChildren(n)[0];
+      if (!value) return false;
+      // torch's own guard, called (`return torch.no_grad()`): a returned wrapper of the project is a factory's (returnsGuardWrapper).
+      if (value.type === 'call' && torchFamily.test(this.qualify(this.callee(value)) ?? '') && this.classifyGuard(value) === 'off') guard = true;
+      else if (!(value.type === 'call' && /^contextlib\.(suppress|nullcontext)$/.test(this.qualify(this.callee(value)) ?? ''))) return false;
+    }
+    return guard;
   }
 
   /** A factory: `fn` returns, by name, a function defined in its own body that is a guard wrapper. */
