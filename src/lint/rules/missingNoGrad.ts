@@ -414,7 +414,8 @@ function warmUp(model: FileModel, call: SyntaxNode): boolean {
 function frozenModule(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   let root = callee;
   while (root.type === 'attribute') root = child(root, 'object') ?? root;
-  if (root.type !== 'identifier' || !frozenValue(model, root, call, 0)) return false;
+  if (root.type !== 'identifier') return false;
+  if (!frozenValue(model, root, call, 0) && !(callee.type === 'attribute' && frozenAttribute(model, model.src(callee), call))) return false;
   const scope = model.scopeOf(call);
   for (const a of model.positionalArgs(call)) {
     let name = unparen(a);
@@ -452,6 +453,42 @@ function frozenValue(model: FileModel, name: SyntaxNode, at: SyntaxNode, depth: 
     const arg = argumentFor(site.model, site.call, target, key);
     return !!arg && unparen(arg).type === 'identifier' && frozenValue(site.model, unparen(arg), site.call, depth + 1);
   });
+}
+
+/**
+ * `self.avgG(input)` where a method of the class froze that attribute's weights (pytorch_GAN_zoo's buildAvG: `for
+ * param in self.avgG.parameters(): param.requires_grad = False`, or `self.avgG.requires_grad_(False)`) and none
+ * turns them on again: its forward records no graph for them. Once per class and attribute.
+ */
+function frozenAttribute(model: FileModel, key: string, at: SyntaxNode): boolean {
+  const cls = model.functionOf(at)?.cls;
+  if (!cls || !key.startsWith('self.')) return false;
+  return model.fact(`frozenAttr:${cls.node.order}:${key}`, () => {
+    let frozen = false;
+    for (const d of descendants(cls.node)) {
+      if (d.type === 'for_statement') {
+        const right = child(d, 'right');
+        const left = child(d, 'left');
+        const body = child(d, 'body');
+        if (right?.type !== 'call' || !model.textIs(right, `${key}.parameters()`) || left?.type !== 'identifier' || !body) continue;
+        const p = model.src(left);
+        for (const a of descendants(body)) {
+          const target = a.type === 'assignment' ? child(a, 'left') : undefined;
+          const value = a.type === 'assignment' ? child(a, 'right') : undefined;
+          if (!target || !value || !model.textIs(target, `${p}.requires_grad`)) continue;
+          if (value.type !== 'false') return false;
+          frozen = true;
+        }
+      } else if (d.type === 'call') {
+        const mc = model.methodCall(d);
+        if (mc?.method !== 'requires_grad_' || !model.textIs(mc.receiver, key)) continue;
+        const arg = model.positionalArgs(d)[0] ?? model.keywordArg(d, 'requires_grad');
+        if (!arg || arg.type !== 'false') return false;
+        frozen = true;
+      }
+    }
+    return frozen;
+  }) ?? false;
 }
 
 /** A scope's `x.requires_grad_(...)` calls by receiver, in document order: once per scope, not a scan of its calls per forward. */
