@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
-import { child, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
+import { child, descendants, unparen, type SyntaxNode } from '../syntax';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, parameterDefault, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -335,24 +335,13 @@ function weightlessModuleClass(cls: ClassInfo): boolean {
         const fn = m.functionOf(d);
         const name = m.src(right);
         if (fn?.params.includes(name)) {
-          const def = parameterDefaultOf(fn, name);
+          const def = parameterDefault(fn, name);
           if (!def || !/^(integer|float|true|false|none|string)$/.test(def.type)) return false;
         }
       }
     }
     return true;
   }) ?? false;
-}
-
-/** The default value of a parameter of `fn` (`def f(n_fft=1024)`), if it has one. */
-function parameterDefaultOf(fn: FunctionInfo, param: string): SyntaxNode | undefined {
-  const params = child(fn.node, 'parameters');
-  for (const p of params ? namedChildren(params) : []) {
-    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
-    const name = child(p, 'name');
-    if (name && fn.model.src(name) === param) return child(p, 'value');
-  }
-  return undefined;
 }
 
 /**

@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, torchFamily, trackKey } from './types';
+import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, parameterDefault, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -312,16 +312,7 @@ export function resolveInstanceCall(model: FileModel, call: SyntaxNode): Callee 
   return fn ? { fn, cls: undefined, bound: true } : undefined;
 }
 
-/** The default value of parameter `param` of `fn` (`def f(x, evaluation=False)`), if it has one. */
-export function parameterDefault(fn: FunctionInfo, param: string): SyntaxNode | undefined {
-  const params = child(fn.node, 'parameters');
-  for (const p of params ? namedChildren(params) : []) {
-    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
-    const name = child(p, 'name');
-    if (name && fn.model.src(name) === param) return child(p, 'value');
-  }
-  return undefined;
-}
+export { parameterDefault };
 
 /** The argument a call passes for parameter `param` of `target`, if any. */
 export function argumentFor(model: FileModel, call: SyntaxNode, target: Callee, param: string): SyntaxNode | undefined {

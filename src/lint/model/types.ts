@@ -4,7 +4,7 @@
  * declaration merging, so this module does not import the class that imports it.
  */
 import { recordingNow, track } from '../deps';
-import { contains, type SyntaxNode } from '../syntax';
+import { child, contains, namedChildren, type SyntaxNode } from '../syntax';
 
 export interface FunctionInfo {
   readonly node: SyntaxNode;
@@ -320,4 +320,15 @@ export function lastName(text: string): string {
  */
 export function trackKey(prefix: string, name: string): void {
   if (recordingNow()) track(prefix + name);
+}
+
+/** The default value of parameter `param` of `fn` (`def f(x, evaluation=False)`), if it has one. */
+export function parameterDefault(fn: FunctionInfo, param: string): SyntaxNode | undefined {
+  const params = child(fn.node, 'parameters');
+  for (const p of params ? namedChildren(params) : []) {
+    if (p.type !== 'default_parameter' && p.type !== 'typed_default_parameter') continue;
+    const name = child(p, 'name');
+    if (name && fn.model.src(name) === param) return child(p, 'value');
+  }
+  return undefined;
 }
