@@ -173,6 +173,12 @@ export abstract class ModelModels extends ModelGuards {
       return !!fn?.cls && this.isModuleClassInfo(fn.cls);
     }
     if (this.isClassName(expr, at)) return false;
+    // `self.eval_model(...)` where the class defines `eval_model` (simpletransformers' ClassificationModel): a method
+    // of the object, named like a model but no module.
+    if (expr.type === 'attribute' && /^self\.\w+$/.test(text)) {
+      const cls = this.functionOf(at)?.cls;
+      if (cls && definesMethod(cls, text.slice(5))) return false;
+    }
     // `model.module(x)`: the model a DataParallel / DDP wrapper holds; calling it runs its forward.
     if (expr.type === 'attribute' && text.endsWith('.module')) {
       const object = child(expr, 'object');
@@ -307,6 +313,13 @@ export abstract class ModelModels extends ModelGuards {
     return this.moduleTexts.losses.has(text) || lossNamePattern.test(lastName(text));
   }
 
+}
+
+/** Does `cls`, or a workspace class it derives from (two levels), define a method `name`? */
+function definesMethod(cls: ClassInfo, name: string, depth = 0): boolean {
+  if (cls.methods.has(name)) return true;
+  if (depth > 1) return false;
+  return cls.bases.some((b) => cls.model.facts.classesNamed(lastName(cls.model.src(b))).some((c) => c !== cls && definesMethod(c, name, depth + 1)));
 }
 
 /**
