@@ -235,19 +235,27 @@ export function callSitesOf(fn: FunctionInfo): CallSite[] {
 
 function sitesCalling(fn: FunctionInfo): CallSite[] {
   const required = requiredArguments(fn);
-  return fn.model.facts.callSites(fn.name).filter((s) => {
+  const bound = fn.cls && (fn.params[0] === 'self' || fn.params[0] === 'cls');
+  const sites = fn.model.facts.callSites(fn.name);
+  const counts = argumentCounts(sites);
+  const out: CallSite[] = [];
+  // A call through an attribute passes `self` implicitly: no site passing fewer than `required - 1` can call `fn`.
+  for (const i of passingAtLeast(counts, required - 1)) {
+    const s = sites[i];
     const callee = s.model.callee(s.call);
     // `self.proj.eval()` is no call of a class's `def eval(self, split)`: too few arguments for it.
-    if (required > 0 && tooFewArguments(s.call, required - (fn.cls && callee?.type === 'attribute' && (fn.params[0] === 'self' || fn.params[0] === 'cls') ? 1 : 0))) return false;
-    if (s.model === fn.model) return (!contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start)) && !(fn.cls && callee && holdsModelOutput(s.model, callee, s.call));
+    if (required > 0 && counts.n[i] < required - (bound && callee?.type === 'attribute' ? 1 : 0)) continue;
+    if (s.model === fn.model) {
+      if ((!contains(fn.node, s.call) || s.call.start < (fn.body?.start ?? fn.node.start)) && !(fn.cls && callee && holdsModelOutput(s.model, callee, s.call))) out.push(s);
+      continue;
+    }
     // `mod.f()` (an imported module) may reach a module's function; `self.f()`, `d.f()` only a method.
     if (callee?.type === 'attribute') {
       const text = s.model.src(callee);
-      if (fn.cls) return !holdsModelOutput(s.model, callee, s.call);
-      return s.model.aliases.has(text.slice(0, text.indexOf('.')));
-    }
-    return s.model.aliases.has(fn.name);
-  });
+      if (fn.cls ? !holdsModelOutput(s.model, callee, s.call) : s.model.aliases.has(text.slice(0, text.indexOf('.')))) out.push(s);
+    } else if (s.model.aliases.has(fn.name)) out.push(s);
+  }
+  return out;
 }
 
 /**
@@ -266,17 +274,48 @@ function requiredArguments(fn: FunctionInfo): number {
   return n;
 }
 
-/** Does `call` pass fewer than `required` arguments (and no `*args` / `**kwargs` that could hold more)? */
-function tooFewArguments(call: SyntaxNode, required: number): boolean {
+/** How many arguments `call` passes; Infinity where `*args` / `**kwargs` (or a generator argument) may pass any number. */
+function argumentCount(call: SyntaxNode): number {
   const list = call.children.find((c) => c.field === 'arguments');
-  if (!list || list.type !== 'argument_list') return false;
+  if (!list || list.type !== 'argument_list') return Infinity;
   let n = 0;
   for (const a of list.children) {
     if (!a.named || a.type === 'comment') continue;
-    if (a.type === 'list_splat' || a.type === 'dictionary_splat') return false;
+    if (a.type === 'list_splat' || a.type === 'dictionary_splat') return Infinity;
     n++;
   }
-  return n < required;
+  return n;
+}
+
+/** How many arguments each of a name's call sites passes, and their indexes ordered by that, most first. */
+interface ArgumentCounts {
+  readonly n: readonly number[];
+  readonly byCount: readonly number[];
+}
+
+/** Once per list of call sites: the workspace's lists live for one version of it. */
+const argumentCountsOf = new WeakMap<readonly CallSite[], ArgumentCounts>();
+
+function argumentCounts(sites: readonly CallSite[]): ArgumentCounts {
+  let c = argumentCountsOf.get(sites);
+  if (!c) {
+    const n = sites.map((s) => argumentCount(s.call));
+    argumentCountsOf.set(sites, (c = { n, byCount: n.map((_, i) => i).sort((a, b) => n[b] - n[a] || a - b) }));
+  }
+  return c;
+}
+
+/**
+ * The indexes of the sites that pass at least `min` arguments, in document order. Every function of a name filters
+ * that name's call sites: `def train(model, loader, opt)` against hundreds of `model.train()`, which this skips
+ * without looking at them again.
+ */
+function passingAtLeast(counts: ArgumentCounts, min: number): Iterable<number> {
+  const { n, byCount } = counts;
+  let k = 0;
+  while (k < byCount.length && n[byCount[k]] >= min) k++;
+  if (k === byCount.length) return byCount.keys();
+  return byCount.slice(0, k).sort((a, b) => a - b);
 }
 
 /**
