@@ -3,7 +3,7 @@ import { rangeOf, removeStatement } from '../fixes';
 import { basename } from 'node:path';
 import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -33,7 +33,7 @@ export const rule: Rule = {
         if (a.type === 'except_clause' || a.type === 'finally_clause') excused = true;
         if (a.type === 'if_statement' || a.type === 'elif_clause') {
           const cond = child(a, 'condition');
-          if (cond && /%|\bstep\b|==/.test(model.src(cond)) && !deviceCheck(model.src(cond))) excused = true;
+          if (cond && ((/%|\bstep\b|==/.test(model.src(cond)) && !deviceCheck(model.src(cond))) || memoryOption(model, cond))) excused = true;
         }
       }
       if (excused) continue;
@@ -67,6 +67,21 @@ export const rule: Rule = {
  */
 function deviceCheck(cond: string): boolean {
   return /\b(device|cuda|is_available|gpu)\b/i.test(cond) && !/%|\bstep\b|\biter|\bbatch|\bepoch/i.test(cond);
+}
+
+/**
+ * A condition that reads the user's own option for flushing memory (Megatron-LM's `if args.empty_unused_memory_level
+ * >= 1:`, `if free_memory_each_step:`): a setting named for it, not a call (`torch.cuda.memory_allocated()` measures,
+ * it asks for nothing). The user opted in, usually off by default; the fix would delete the option.
+ */
+function memoryOption(model: FileModel, cond: SyntaxNode): boolean {
+  for (const d of [cond, ...descendants(cond)]) {
+    if (d.type !== 'identifier' && d.type !== 'attribute') continue;
+    if (d.parent?.type === 'call' && d.parent.children.find((c) => c.field === 'function') === d) continue;
+    if (d.type === 'identifier' && d.parent?.type === 'attribute') continue;
+    if (/(^|_)(empty|free|clear|release|flush)(_|$)|(^|_)(mem|memory|cache)(_|$)/i.test(lastName(model.src(d)))) return true;
+  }
+  return false;
 }
 
 /**
