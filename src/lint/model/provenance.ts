@@ -761,6 +761,31 @@ export abstract class ModelProvenance extends ModelModels {
     return undefined;
   }
 
+  /**
+   * The innermost loop around `node` inside the step loop `step` when neither it nor any loop between it and `step`
+   * backpropagates or steps an optimizer, nested loops included: a rollout (PPO's `for _ in range(num_local_steps)`
+   * of forwards whose outputs are kept and only detached after it) rather than micro-batches or loss heads.
+   */
+  untrainedLoopIn(node: SyntaxNode, step: SyntaxNode): SyntaxNode | undefined {
+    let inner: SyntaxNode | undefined;
+    for (const a of ancestors(node)) {
+      if (a === step) return inner;
+      if (a.type === 'function_definition' || a.type === 'class_definition' || a.type === 'lambda') return undefined;
+      if (!loopTypes.has(a.type)) continue;
+      if (this.trainsWithin(a)) return undefined;
+      inner ??= a;
+    }
+    return undefined;
+  }
+
+  /** Does the loop backpropagate or step an optimizer anywhere in its body (nested loops too)? */
+  private trainsWithin(loop: SyntaxNode): boolean {
+    return this.memo(`trainswithin:${loop.order}`, () => descendants(loop, (x) => x.type === 'function_definition' || x.type === 'class_definition' || x.type === 'lambda').some((d) => {
+      const mc = d.type === 'call' ? this.methodCall(d) : undefined;
+      return !!mc && ((mc.method === 'step' && optimizerLike.test(this.src(mc.receiver))) || mc.method === 'backward' || mc.method === 'manual_backward');
+    }));
+  }
+
   protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
     return this.memo(`loopsignals:${loop.order}`, () => {
       const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;

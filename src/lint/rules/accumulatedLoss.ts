@@ -6,6 +6,8 @@
 import { appendToExpression, rangeOf } from '../fixes';
 import { callSitesOf, lastName, type Accumulation, type FileModel, type FunctionInfo } from '../model';
 import { track } from '../deps';
+import { readsOfName } from './inferenceEvidence';
+import { accumulateMutators, historyFreeMethods } from '../model/types';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { accumulatedParams, argumentFor, carrierIn, parameterDefault, resolveCall, returnsState } from '../model/summaries';
@@ -295,6 +297,8 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   // `meters.track("loss").add_(loss)`: a project method that hands back state kept on its object.
   if (base.type === 'call') return keptByCall(model, base) ? finding(model, acc) : undefined;
   if (base.type !== 'identifier' && base.type !== 'attribute') return undefined;
+  const rollout = rolloutKept(model, base, acc.stmt);
+  if (rollout) return finding(model, acc, rollout);
   // Gradient accumulation, truncated BPTT, summed loss heads: the accumulator is backpropagated.
   if (model.reachesBackward(model.src(base), acc.stmt) || model.reachesBackward(model.src(acc.target), acc.stmt)) return undefined;
   if (!outlivesStep(model, base, acc.stmt, acc.kind !== 'add' || model.src(acc.stmt).includes('.add_('))) return undefined;
@@ -304,13 +308,58 @@ function checkAccumulation(model: FileModel, acc: Accumulation): RawFinding | un
   return finding(model, acc);
 }
 
+/**
+ * A local filled across a loop inside the training step that trains nothing, and read after it only through
+ * `.detach()` / `.item()` (uvipen's Super-mario PPO: `values.append(value)` for each of `num_local_steps` rollout
+ * forwards, then `values = torch.cat(values).detach()`): reset every update, it still holds every forward's graph of
+ * that loop, and none of them is ever backpropagated. The rollout loop, or undefined.
+ */
+function rolloutKept(model: FileModel, base: SyntaxNode, stmt: SyntaxNode): SyntaxNode | undefined {
+  if (base.type !== 'identifier') return undefined;
+  const step = model.stepOrEpochLoopOf(stmt);
+  const rollout = step && model.untrainedLoopIn(stmt, step);
+  const name = model.src(base);
+  if (!rollout || !model.carriedAcross(name, stmt, rollout)) return undefined;
+  const lists = new Set(model.reachingDefs(name, stmt)?.defs ?? []);
+  if (lists.size === 0) return undefined;
+  let read = false;
+  const reads = readsOfName(model, model.scopeOf(stmt), name);
+  if (!reads) return undefined;
+  for (const use of reads) {
+    if (!(model.reachingDefs(name, use)?.defs ?? []).some((d) => lists.has(d))) continue;
+    const own = statementOf(use);
+    if (own && contains(rollout, own)) {
+      // Its own appends inside the rollout; any other use there (`len(values)`) is left alone.
+      const call = own.type === 'expression_statement' ? own.children.find((c) => c.named) : undefined;
+      const mc = call?.type === 'call' ? model.methodCall(call) : undefined;
+      if (mc && mc.receiver === use && accumulateMutators.has(mc.method)) continue;
+      return undefined;
+    }
+    if (!readDetached(model, use, own)) return undefined;
+    read = true;
+  }
+  return read ? rollout : undefined;
+}
+
+/** Is `use` read only through a history-free method of an expression around it (`torch.cat(values).detach()`), within its statement? */
+function readDetached(model: FileModel, use: SyntaxNode, stmt: SyntaxNode | undefined): boolean {
+  for (let n = use; n.parent && n !== stmt; n = n.parent) {
+    const p = n.parent;
+    if (p.type === 'attribute' && n.field === 'object') {
+      const attr = child(p, 'attribute');
+      if (attr && historyFreeMethods.has(model.src(attr))) return true;
+    }
+  }
+  return false;
+}
+
 /** Does this call (the accumulator) return state its object keeps: `self._meters.setdefault(name, ...)`? */
 function keptByCall(model: FileModel, call: SyntaxNode): boolean {
   const target = resolveCall(model, call);
   return !!target?.fn && !target.cls && returnsState(target.fn);
 }
 
-function finding(model: FileModel, acc: Accumulation): RawFinding {
+function finding(model: FileModel, acc: Accumulation, rollout?: SyntaxNode): RawFinding {
   const base = baseOf(acc.target);
   const valueText = model.src(acc.value);
   const targetText = model.src(acc.target);
@@ -320,6 +369,16 @@ function finding(model: FileModel, acc: Accumulation): RawFinding {
   // `total += loss.item()` makes `total` a number: `.detach()` where it is used as a tensor later.
   if (suffix === '.item()' && base.type !== 'call' && usedAsTensorAfter(model, model.src(base), acc.stmt)) suffix = '.detach()';
   const fixedText = model.src(fixed);
+  if (rollout) {
+    const header = model.src(rollout).split('\n')[0].replace(/:\s*$/, '').trim();
+    return {
+      message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph on every iteration of \`${header}\`, which backpropagates nothing, and \`${targetText}\` is only read detached after it: every one of those forward passes keeps its activations on the GPU until the loop ends (run them under \`torch.no_grad()\`, or store \`.detach()\`).`,
+      range: rangeOf(acc.stmt),
+      // No quick fix: `.detach()` on each kept value would do, but the better fix, the rollout's forward under
+      // `torch.no_grad()`, needs the reader to see what else the loop computes.
+      fixes: [],
+    };
+  }
   if (maybeContainer(model, fixed, acc.stmt)) {
     return { message: `\`${valueText}\` is stored in \`${targetText}\` with its autograd graph, and \`${targetText}\` outlives the training step: ${whatIsHeld(model, acc.value, acc.stmt)}.`, range: rangeOf(acc.stmt), fixes: [] };
   }

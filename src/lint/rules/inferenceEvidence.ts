@@ -71,7 +71,24 @@ const notForward = /^(state_dict|load_state_dict|zero_grad|apply|register_\w+|ad
  */
 export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
   const mc = model.methodCall(call);
-  if (!mc || mc.method === 'forward' || moduleOnlyMethods.has(mc.method) || passThroughMethods.has(mc.method) || notForward.test(mc.method)) return false;
+  if (mc) return forwardMethod(model, mc, call);
+  // `encode = trainer.gen_a.encode if opts.a2b else trainer.gen_b.encode`, then `encode(images)` (MUNIT's
+  // test_batch.py): a model's method under a local name, each of the methods it may be.
+  const callee = model.callee(call);
+  if (callee?.type !== 'identifier') return false;
+  const b = model.binding(model.src(callee), call);
+  const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+  const options = v?.type === 'conditional_expression' ? [namedChildren(v)[0], namedChildren(v).at(-1)] : v ? [v] : [];
+  return options.length > 0 && options.every((o) => {
+    const a = o && unparen(o);
+    const receiver = a?.type === 'attribute' ? child(a, 'object') : undefined;
+    const method = a?.type === 'attribute' ? child(a, 'attribute') : undefined;
+    return !!receiver && !!method && forwardMethod(model, { receiver, method: model.src(method) }, call);
+  });
+}
+
+function forwardMethod(model: FileModel, mc: { receiver: SyntaxNode; method: string }, call: SyntaxNode): boolean {
+  if (mc.method === 'forward' || moduleOnlyMethods.has(mc.method) || passThroughMethods.has(mc.method) || notForward.test(mc.method)) return false;
   const r = unparen(mc.receiver);
   if ((r.type !== 'identifier' && r.type !== 'attribute') || model.src(r) === 'self' || !model.isModelExpr(r, call)) return false;
   track(`fn:${mc.method}`);
@@ -280,6 +297,15 @@ function localTargets(model: FileModel, left: SyntaxNode): string[] | undefined 
  * name on every path, and, inside a loop, from the loop's start on the next iteration.
  * Undefined when a nested function or lambda reads it. Errs towards more reads.
  */
+/** The reads of `name` in a scope's own code, in document order (one walk per scope, kept per tree); undefined when a closure reads it too. */
+export function readsOfName(model: FileModel, scope: SyntaxNode, name: string): readonly SyntaxNode[] | undefined {
+  const body = scope === model.root ? scope : child(scope, 'body');
+  if (!body) return [];
+  if (scope === model.root) track('root*');
+  const entry = body === model.root ? rootNameUses(model, name) : namesIn(model, body).get(name);
+  return entry?.nestedRead ? undefined : (entry?.reads ?? []);
+}
+
 function reachedUses(model: FileModel, body: SyntaxNode, name: string, stmt: SyntaxNode): SyntaxNode[] | undefined {
   const entry = body === model.root ? rootNameUses(model, name) : namesIn(model, body).get(name);
   if (!entry) return [];

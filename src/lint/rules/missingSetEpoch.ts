@@ -10,8 +10,9 @@
  */
 import { headerRange, indentUnit, insertAtBodyTop } from '../fixes';
 import { lastName, type ClassInfo, type FileModel, type FunctionInfo } from '../model';
+import { moduleOnlyMethods, type Binding } from '../model/types';
 import type { Rule } from '../rule';
-import { resolveCall } from '../model/summaries';
+import { calleesOf, resolveCall } from '../model/summaries';
 import { track } from '../deps';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -228,21 +229,38 @@ function samplerArg(model: FileModel, loaderCall: SyntaxNode): SyntaxNode | unde
 
 const isDataLoader = (model: FileModel, call: SyntaxNode): boolean => /(^|\.)DataLoader$/.test(model.qualify(model.callee(call)) ?? '');
 
-/** The loaders built from this sampler call, in the scope where it is built. */
+/** The loaders built from this sampler call, in the scope where it is built (through a `BatchSampler` too). */
 function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
   const scope = model.scopeOf(samplerCall);
   const chains: Chain[] = [];
-  const loaderChain = (loaderCall: SyntaxNode, samplerText: string | undefined, mayBeNone: boolean, samplerStmt: SyntaxNode | undefined): void => {
+  const loaderChain = (loaderCall: SyntaxNode, samplerText: string | undefined, mayBeNone: boolean, stmts: readonly SyntaxNode[], path = '.sampler'): void => {
     const bound = assignedTo(loaderCall);
     if (!bound || bound.viaConditional || model.scopeOf(loaderCall) !== scope) return;
     const loaderKey = model.src(bound.target);
     if (evalName.test(lastName(loaderKey)) || (samplerText && evalName.test(lastName(samplerText)))) return;
-    chains.push({ scope, samplerText: samplerText ?? `${loaderKey}.sampler`, mayBeNone, loaderKey, loaderTarget: bound.target, bound: samplerStmt ? [samplerStmt, bound.stmt] : [bound.stmt] });
+    chains.push({ scope, samplerText: samplerText ?? `${loaderKey}${path}`, mayBeNone, loaderKey, loaderTarget: bound.target, bound: [...stmts, bound.stmt] });
   };
-  // `DataLoader(ds, sampler=DistributedSampler(ds))`
+  // `BatchSampler(sampler, batch_size, drop_last)` handed to a loader's `batch_sampler=` (deep_sort's
+  // train_multiGPU.py): the loader draws its batches from the sampler all the same.
+  const batchChains = (batchCall: SyntaxNode, samplerText: string | undefined, mayBeNone: boolean, stmts: readonly SyntaxNode[]): void => {
+    const loader = loaderTakingBatches(model, batchCall);
+    if (loader) return loaderChain(loader, samplerText, mayBeNone, stmts, '.batch_sampler.sampler');
+    const bound = assignedTo(batchCall);
+    if (!bound || bound.viaConditional || model.scopeOf(batchCall) !== scope) return;
+    const key = model.src(bound.target);
+    for (const call of callsPassing(model, model.callsIn(scope), key)) {
+      const arg = isDataLoader(model, call) ? model.keywordArg(call, 'batch_sampler') : undefined;
+      if (arg && model.src(unparen(arg)) === key) loaderChain(call, samplerText ?? `${key}.sampler`, mayBeNone, [...stmts, bound.stmt]);
+    }
+  };
+  // `DataLoader(ds, sampler=DistributedSampler(ds))`, `BatchSampler(DistributedSampler(ds), ...)`
   const direct = samplerCall.parent?.type === 'keyword_argument' ? samplerCall.parent.parent?.parent : samplerCall.parent?.parent;
   if (direct?.type === 'call' && isDataLoader(model, direct) && samplerArg(model, direct) === samplerCall) {
-    loaderChain(direct, undefined, false, undefined);
+    loaderChain(direct, undefined, false, []);
+    return chains;
+  }
+  if (direct?.type === 'call' && isBatchSampler(model, direct) && batchSamplerArg(model, direct) === samplerCall) {
+    batchChains(direct, undefined, false, []);
     return chains;
   }
   const bound = assignedTo(samplerCall);
@@ -250,11 +268,27 @@ function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
   const samplerKey = model.src(bound.target);
   const mayBeNone = bound.viaConditional || model.bindingsIn(scope, samplerKey).some((b) => b.value && model.src(b.value) === 'None');
   for (const call of callsPassing(model, model.callsIn(scope), samplerKey)) {
-    if (!isDataLoader(model, call)) continue;
-    const arg = samplerArg(model, call);
-    if (arg && model.src(unparen(arg)) === samplerKey) loaderChain(call, samplerKey, mayBeNone, bound.stmt);
+    const arg = isDataLoader(model, call) ? samplerArg(model, call) : isBatchSampler(model, call) ? batchSamplerArg(model, call) : undefined;
+    if (!arg || model.src(unparen(arg)) !== samplerKey) continue;
+    if (isDataLoader(model, call)) loaderChain(call, samplerKey, mayBeNone, [bound.stmt]);
+    else batchChains(call, samplerKey, mayBeNone, [bound.stmt]);
   }
   return chains;
+}
+
+const isBatchSampler = (model: FileModel, call: SyntaxNode): boolean => /(^|\.)BatchSampler$/.test(model.qualify(model.callee(call)) ?? '');
+
+/** The sampler a `BatchSampler(sampler, batch_size, drop_last)` batches. */
+function batchSamplerArg(model: FileModel, call: SyntaxNode): SyntaxNode | undefined {
+  return model.keywordArg(call, 'sampler') ?? model.positionalArgs(call)[0];
+}
+
+/** The loader call that takes `call` as its `batch_sampler=`, written in place. */
+function loaderTakingBatches(model: FileModel, call: SyntaxNode): SyntaxNode | undefined {
+  const kw = call.parent;
+  const name = kw?.type === 'keyword_argument' ? child(kw, 'name') : undefined;
+  const loader = name && model.src(name) === 'batch_sampler' ? kw?.parent?.parent : undefined;
+  return loader?.type === 'call' && isDataLoader(model, loader) && model.keywordArg(loader, 'batch_sampler') === call ? loader : undefined;
 }
 
 /**
@@ -413,7 +447,12 @@ function usesByBinding(model: FileModel, scope: SyntaxNode, key: string): Readon
 function boundTargetsIterated(model: FileModel, expr: SyntaxNode, key: string, out: Set<SyntaxNode>, depth = 0): void {
   const n = unparen(expr);
   if (n.type === 'identifier' || n.type === 'attribute') {
-    if (model.src(n) !== key) return;
+    if (model.src(n) !== key) {
+      // `epoch_iterator = tqdm(train_loader)` then `for batch in epoch_iterator:` (ViT-pytorch), as `iteratedKeys` follows it.
+      const wrapped = n.type === 'identifier' && depth <= 4 ? wrappedIterable(model, n) : undefined;
+      if (wrapped) boundTargetsIterated(model, wrapped, key, out, depth + 1);
+      return;
+    }
     const target = model.binding(key, n)?.target;
     if (target) out.add(target);
     return;
@@ -447,6 +486,10 @@ function targetOrName(model: FileModel, call: SyntaxNode): readonly FunctionInfo
   // The function the call reaches, when the summaries can tell (the same name in another script is not it).
   const target = resolveCall(model, call);
   if (target?.fn && !target.cls) return [target.fn];
+  // `model.train()` on a model is nn.Module's (or a module class's override), not a project's `def train(...)` that
+  // calls `set_epoch` (a loop whose helper switches the model to train mode would be taken to reshuffle).
+  const mc = model.methodCall(call);
+  if (mc && moduleOnlyMethods.has(mc.method) && model.isModelExpr(mc.receiver, call)) return calleesOf(model, call);
   return lastName(model.src(callee));
 }
 
@@ -515,11 +558,18 @@ function passesToIterator(model: FileModel, call: SyntaxNode, key: string, depth
     const kwName = keyword ? child(keyword, 'name') : undefined;
     const param = kwName ? model.src(kwName) : fn.params[index + offset];
     if (!param || !fn.params.includes(param)) continue;
-    if (fn.model.bindingsIn(fn.node, param).length > 0) continue;
+    // A parameter rebound to something else is not the loader; `data_loader = tqdm(data_loader)` still iterates it (deep_sort).
+    if (fn.model.bindingsIn(fn.node, param).some((b) => !rewraps(fn.model, b, param))) continue;
     if (loopsIterating(fn.model, fn.node, param).some((l) => iterates(fn.model, child(l, 'right') as SyntaxNode, param))) return true;
     if (callsPassing(fn.model, fn.model.callsIn(fn.node), param).some((c) => passesToIterator(fn.model, c, param, depth + 1))) return true;
   }
   return false;
+}
+
+/** `key = tqdm(key, ...)`: a binding that wraps the value it replaces, which iterating it still draws from. */
+function rewraps(model: FileModel, b: Binding, key: string): boolean {
+  const v = b.value && !b.unpacked ? unparen(b.value) : undefined;
+  return v?.type === 'call' && !model.methodCall(v) && model.positionalArgs(v).some((a) => model.src(unparen(a)) === key);
 }
 
 /** A `.set_epoch(...)` call in the loop, or in a workspace function called from it (three levels down). */

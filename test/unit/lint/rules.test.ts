@@ -153,12 +153,17 @@ describe('lint rules over the fixture corpus', () => {
       const results = lint('sac_agent');
       assert.deepEqual(results.map((r) => [r.name, r.got]), [['sac.py', []]]);
     });
+    it('a rollout kept with its graphs across a loop that trains nothing, read after it only detached, is reported; an A2C rollout it backpropagates, one under no_grad and one detached as kept are not (held-out round 13, Super-mario PPO, whose workers step the environments through pipes: an `envs.step()` would reach other fixtures\' training `step` methods by name)', () => {
+      const results = lint('rollout');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['ppo.py:16:accumulated-loss', 'ppo.py:19:accumulated-loss']);
+    });
     it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
       const results = lint('model_builders');
       assert.equal(results.length, 5);
       for (const r of results) assert.deepEqual(r.got, [], r.name);
     });
-    it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there', () => {
+    it('follows a DistributedSampler loader into a helper in another file, and sees set_epoch there; the helper\'s `model.train()` is no call of another script\'s `train()` that reshuffles', () => {
       const missing = lint('distributed');
       assert.ok(missing.some((r) => r.expected.length > 0));
       for (const r of missing) assert.deepEqual(r.got, r.expected, r.name);
