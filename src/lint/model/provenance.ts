@@ -746,7 +746,6 @@ export abstract class ModelProvenance extends ModelModels {
     });
   }
 
-  /** What a loop does itself: iterates a loader, runs an optimizer step or backward in its own body (not in a nested loop). */
   /**
    * The loop over a loader around `loop`, when `loop` itself iterates none: a loop that repeats an update on one
    * batch (`for _ in range(rep_discriminator)` inside `for mel, audio in loader`), whose values a reset in that
@@ -786,6 +785,7 @@ export abstract class ModelProvenance extends ModelModels {
     }));
   }
 
+  /** What a loop does itself: iterates a loader, runs an optimizer step or backward in its own body (not in a nested loop). */
   protected loopSignals(loop: SyntaxNode): { loader: boolean; step: boolean; backward: boolean } {
     return this.memo(`loopsignals:${loop.order}`, () => {
       const right = loop.type === 'for_statement' ? child(loop, 'right') : undefined;

@@ -581,7 +581,7 @@ function trainsInNow(model: FileModel, within: SyntaxNode): boolean {
     const name = lastName(model.src(callee));
     track(`fn:${name}`);
     const fns = [...model.functionsHere(name), ...model.facts.functionsNamed(name)];
-    if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node)))) return true;
+    if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node) && !repeatsOneUpdate(f.model, b, f.node)))) return true;
   }
   return false;
 }
@@ -618,6 +618,25 @@ export function stepUpdatesAfter(model: FileModel, call: SyntaxNode, fn: Functio
 function isUpdate(model: FileModel, call: SyntaxNode): boolean {
   const mc = model.methodCall(call);
   return !!mc && (mc.method === 'backward' || mc.method === 'manual_backward' || (mc.method === 'step' && optimizerLike.test(model.src(mc.receiver))));
+}
+
+/**
+ * Is every loop of `fn` around the update `b` a `for _ in range(k)` that repeats the same update on data the
+ * function already holds (PPO's `train_net()`: `for i in range(K_epoch)` over the batch made before it, `i` never
+ * read, no `next()`)? Then a call of the function is one training step, not an epoch over a loader.
+ */
+function repeatsOneUpdate(model: FileModel, b: SyntaxNode, fn: SyntaxNode): boolean {
+  for (const a of ancestors(b)) {
+    if (a === fn) return true;
+    if (!loopTypes.has(a.type)) continue;
+    const right = a.type === 'for_statement' ? child(a, 'right') : undefined;
+    const left = a.type === 'for_statement' ? child(a, 'left') : undefined;
+    if (right?.type !== 'call' || model.src(model.callee(right) ?? right) !== 'range' || left?.type !== 'identifier') return false;
+    const body = child(a, 'body');
+    const index = model.src(left);
+    if (!body || descendants(body).some((d) => (d.type === 'identifier' && model.src(d) === index) || (d.type === 'call' && model.src(model.callee(d) ?? d) === 'next'))) return false;
+  }
+  return false;
 }
 
 function inLoopWithin(node: SyntaxNode, outer: SyntaxNode): boolean {
