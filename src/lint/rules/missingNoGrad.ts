@@ -443,9 +443,10 @@ function frozenValue(model: FileModel, name: SyntaxNode, at: SyntaxNode, depth: 
     if (f.start > after && f.start < at.start) frozen = f.frozen;
   }
   if (frozen) return true;
-  // A parameter (no binding in the function): what every caller passes for it.
+  // A parameter (no binding in the function): what every caller passes for it. Not a method's `self` (a module's own
+  // layers, `self.encoder(x)`, which every `forward` calls: asking each one's callers cost more than the rest of the rule).
   const fn = model.functionOf(at);
-  if (b || !fn || depth > 1 || !fn.params.includes(key)) return false;
+  if (b || !fn || depth > 1 || !fn.params.includes(key) || (fn.cls && key === fn.params[0])) return false;
   const sites = callSitesOf(fn);
   return sites.length > 0 && sites.every((site) => {
     const target = resolveCall(site.model, site.call);
