@@ -76,7 +76,13 @@ export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
   // test_batch.py): a model's method under a local name, each of the methods it may be.
   const callee = model.callee(call);
   if (callee?.type !== 'identifier') return false;
-  const b = model.binding(model.src(callee), call);
+  // Most plain calls (`print`, `len`, a project function) have no such binding: asked of the scope's and the module's
+  // bindings by name first, before a lookup of the one in force.
+  const name = model.src(callee);
+  const scope = model.scopeOf(call);
+  const aliasValue = (d: { value: SyntaxNode | undefined }): boolean => !!d.value && /^(attribute|conditional_expression)$/.test(unparen(d.value).type);
+  if (!model.bindingsIn(scope, name).some(aliasValue) && (scope === model.root || !model.bindingsIn(model.root, name).some(aliasValue))) return false;
+  const b = model.binding(name, call);
   const v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
   const options = v?.type === 'conditional_expression' ? [namedChildren(v)[0], namedChildren(v).at(-1)] : v ? [v] : [];
   return options.length > 0 && options.every((o) => {
