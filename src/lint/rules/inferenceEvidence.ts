@@ -587,7 +587,7 @@ function trainsInNow(model: FileModel, within: SyntaxNode): boolean {
     const name = lastName(model.src(callee));
     track(`fn:${name}`);
     const fns = [...model.functionsHere(name), ...model.facts.functionsNamed(name)];
-    if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node) && !repeatsOneUpdate(f.model, b, f.node)))) return true;
+    if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !updatesPerEpoch(f))) return true;
   }
   return false;
 }
@@ -624,6 +624,11 @@ export function stepUpdatesAfter(model: FileModel, call: SyntaxNode, fn: Functio
 function isUpdate(model: FileModel, call: SyntaxNode): boolean {
   const mc = model.methodCall(call);
   return !!mc && (mc.method === 'backward' || mc.method === 'manual_backward' || (mc.method === 'step' && optimizerLike.test(model.src(mc.receiver))));
+}
+
+/** Does `f` update in a loop of its own that is an epoch (not one update repeated on the data it holds)? Once per function and version. */
+function updatesPerEpoch(f: FunctionInfo): boolean {
+  return f.model.nodeMemo(f.node, 'updatesPerEpoch', () => f.model.callsIn(f.node).some((b) => isUpdate(f.model, b) && inLoopWithin(b, f.node) && !repeatsOneUpdate(f.model, b, f.node))) ?? false;
 }
 
 /**
