@@ -522,6 +522,26 @@ function tensorUsesIn(model: FileModel, body: SyntaxNode): Map<string, number> {
  * Does the method `cls.method` use its `index`-th parameter (without `self`) as a tensor, or an
  * attribute it accumulates it into (`self.sum += val`, then `self.sum.item()`)?
  */
+/**
+ * Does `cls.method` read its parameter at `index` as a container (`for k, v in vals.items()`, `vals[k]`,
+ * `for v in vals`)? Then neither `.detach()` nor `.item()` on the argument is a fix: a dict has neither.
+ */
+export function meterTakesContainer(model: FileModel, cls: string, method: string, index: number): boolean {
+  trackKey('cls:', cls);
+  return model.facts.functionsNamed(method).some((fn) => {
+    const param = fn.cls?.name === cls ? fn.params.slice(1)[index] : undefined;
+    if (!param || !fn.body) return false;
+    return descendants(fn.body, isScopeNode).some((n) => {
+      if (n.type !== 'identifier' || fn.model.src(n) !== param) return false;
+      const p = n.parent;
+      if (p?.type === 'subscript' && n.field === 'value') return true;
+      if (p?.type === 'for_statement' && n.field === 'right') return true;
+      const mc = p?.type === 'attribute' && p.parent?.type === 'call' ? fn.model.methodCall(p.parent) : undefined;
+      return !!mc && mc.receiver === n && /^(items|values|keys)$/.test(mc.method);
+    });
+  });
+}
+
 export function meterUsesAsTensor(model: FileModel, cls: string, method: string, index: number): boolean {
   // Reads every method of the class: compared whole, not by method (`signatureOf`).
   trackKey('cls:', cls);

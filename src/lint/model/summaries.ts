@@ -129,12 +129,20 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
 function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | undefined {
   const v = unparen(value);
   if (v.type !== 'call') return undefined;
+  // `Net(...).cuda()`, `Net(...).to(device)`: nn.Module's own methods that return the module itself.
+  const mc = model.methodCall(v);
+  if (mc && selfReturning.test(mc.method)) {
+    const cls = constructedClass(model, mc.receiver);
+    return cls && cls.model.isModuleClassInfo(cls) ? cls : undefined;
+  }
   const callee = model.callee(v);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;
   const name = lastName(model.src(callee));
   if (!/^[A-Z]/.test(name) || torchFamily.test(model.qualify(callee) ?? '')) return undefined;
   return classNamed(model, name);
 }
+
+const selfReturning = /^(cuda|cpu|to|to_empty|train|eval|float|half|double|bfloat16|requires_grad_|share_memory|apply|zero_grad)$/;
 
 /**
  * `def train(loader, model, criterion): ... criterion(out, y)` where every call of `train` passes an
@@ -736,16 +744,22 @@ function mayPassKeyword(model: FileModel, call: SyntaxNode, param: string): bool
 /** A value with no autograd history by how it is made: a literal, a history-free method or builtin call, or a name every reaching definition of which is one. */
 function plainValue(model: FileModel, expr: SyntaxNode, depth: number): boolean {
   const n = unparen(expr);
-  if (/^(integer|float|string|true|false|none)$/.test(n.type)) return true;
+  if (/^(integer|float|string|true|false|none|comparison_operator)$/.test(n.type)) return true;
   if (n.type === 'call') {
     const mc = model.methodCall(n);
-    if (mc) return historyFreeMethods.has(mc.method);
+    if (mc && historyFreeMethods.has(mc.method)) return true;
+    // `(pred == labels).float().mean()`: a method of a value without history, given nothing with history.
+    if (mc) return depth <= 8 && plainValue(model, mc.receiver, depth + 1) && model.positionalArgs(n).every((a) => plainValue(model, a, depth + 1));
     const callee = model.callee(n);
     return callee?.type === 'identifier' && historyFreeBuiltins.has(model.src(callee));
   }
-  if (n.type !== 'identifier' || depth > 2) return false;
+  if (n.type === 'binary_operator' || n.type === 'unary_operator') return depth <= 8 && namedChildren(n).every((e) => plainValue(model, e, depth + 1));
+  if (n.type === 'tuple' || n.type === 'expression_list' || n.type === 'list') return depth <= 8 && namedChildren(n).every((e) => plainValue(model, e, depth + 1));
+  if (n.type !== 'identifier' || depth > 3) return false;
   const key = model.src(n);
   const r = model.reachingDefs(key, n);
+  // No reaching definitions at all: a name the function never binds (a parameter's value from the entry).
+  if (plainDict(model, n, key, r ?? { defs: [], entry: true })) return true;
   if (!r || r.entry || r.defs.length === 0 || !r.defs.every((d) => !!d.value && !d.unpacked && plainValue(model, d.value, depth + 1))) return false;
   // `total = 0.` then `total += loss.item()` in a loop: what each update adds must be plain too.
   return model.updatesIn(model.scopeOf(n)).every((u) => {
@@ -753,6 +767,44 @@ function plainValue(model: FileModel, expr: SyntaxNode, depth: number): boolean 
     const right = child(u, 'right');
     return !left || model.src(left) !== key || (!!right && plainValue(model, right, depth + 1));
   });
+}
+
+/**
+ * A dict the function fills with values that carry no history: made empty here (`{}`, `dict()`, or a parameter
+ * defaulting to `{}`), written only by `name[key] = value`, and otherwise only read by key or returned (contriever's
+ * forward: `iter_stats[f"{prefix}loss"] = (loss.item(), bsz)`, an accuracy from an argmax, then `return loss,
+ * iter_stats`). Passed to anything else (`.update()`, a helper), it may get anything.
+ */
+function plainDict(model: FileModel, n: SyntaxNode, key: string, r: { readonly defs: readonly Binding[]; readonly entry: boolean }): boolean {
+  const fn = model.functionOf(n);
+  if (!fn?.body) return false;
+  const empty = (v: SyntaxNode): boolean => {
+    const u = unparen(v);
+    return (u.type === 'dictionary' && namedChildren(u).length === 0) || model.src(u) === 'dict()';
+  };
+  if (!r.defs.every((d) => !!d.value && !d.unpacked && empty(d.value))) return false;
+  if (r.entry) {
+    const def = fn.params.includes(key) ? parameterDefault(fn, key) : undefined;
+    if (!def || !empty(def)) return false;
+  }
+  if (r.defs.length === 0 && !r.entry) return false;
+  for (const d of descendants(fn.body, isScopeNode)) {
+    if (d.type !== 'identifier' || model.src(d) !== key) continue;
+    const p = d.parent;
+    if (p?.type === 'subscript' && d.field === 'value') {
+      const a = p.parent;
+      if (a?.type === 'assignment' && p.field === 'left') {
+        const v = child(a, 'right');
+        // Plain by how it is made (`loss.item()`, `len(q)`), not merely not known to carry: an encoder passed in is a model too.
+        if (!v || !plainValue(model, v, 1)) return false;
+      } else if (a?.type === 'augmented_assignment' && p.field === 'left') return false;
+      continue;
+    }
+    if (p?.type === 'return_statement' || (p?.type === 'expression_list' && p.parent?.type === 'return_statement')) continue;
+    if (p?.type === 'assignment' && d.field === 'left') continue;
+    return false;
+  }
+  return true;
 }
 
 /**

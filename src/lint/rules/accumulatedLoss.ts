@@ -11,7 +11,7 @@ import { accumulateMutators, historyFreeMethods } from '../model/types';
 import type { Rule } from '../rule';
 import { baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { accumulatedParams, argumentFor, carrierIn, parameterDefault, resolveCall, returnsState } from '../model/summaries';
-import { feedsBackward, leavesForBackward, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
+import { feedsBackward, leavesForBackward, meterTakesContainer, meterUsesAsTensor, usedAsTensorAfter } from '../trainingPath';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'accumulated-loss';
@@ -467,7 +467,8 @@ function checkMeterCall(model: FileModel, call: SyntaxNode): RawFinding | undefi
     return {
       message: `\`${model.src(call).split('\n')[0]}\` keeps \`${argText}\` with its autograd graph: \`${cls}.${mc.method}\` accumulates it into the ${cls} that outlives the training step: ${whatIsHeld(model, arg, stmt)}.`,
       range: rangeOf(stmt),
-      fixes: (resultUsed && feedsBackward(model, call)) || leavesForBackward(model, stmt) ? [] : [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
+      // A dict of stats (`run_stats.update(iter_stats)`, read with `.items()`) has no `.detach()`: the fix belongs where it is filled.
+      fixes: (resultUsed && feedsBackward(model, call)) || leavesForBackward(model, stmt) || meterTakesContainer(model, cls, mc.method, i) ? [] : [{ title: `Pass \`${argText}${suffix}\` instead`, edits: [appendToExpression(model, arg, suffix)] }],
     };
   }
   return undefined;

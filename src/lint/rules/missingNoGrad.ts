@@ -232,7 +232,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || trainModeOnly(model, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -350,6 +350,30 @@ function frozenScript(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
  * Pix2PixModel): the branch this call picks by a literal argument runs every call under a guard,
  * and nothing before the branch runs a model: the call records no graph.
  */
+/**
+ * A forward that runs only while a module is in train mode: in the branch of `if model.training:` (or the `else` of
+ * `if not model.training:`), as DPR's `_do_biencoder_fwd_pass` does, with its eval-mode twin under `torch.no_grad()`
+ * in the other branch. An evaluation that calls `model.eval()` first never runs it.
+ */
+function trainModeOnly(model: FileModel, call: SyntaxNode): boolean {
+  let n = call;
+  for (const a of ancestors(call)) {
+    if (isScopeNode(a)) return false;
+    if (a.type === 'if_statement') {
+      const cond = child(a, 'condition');
+      const c = cond && unparen(cond);
+      const negated = c?.type === 'not_operator';
+      const test = negated ? child(c, 'argument') : c;
+      if (test?.type === 'attribute' && lastName(model.src(test)) === 'training') {
+        if (!negated && n.field === 'consequence') return true;
+        if (negated && n.type === 'else_clause') return true;
+      }
+    }
+    n = a;
+  }
+  return false;
+}
+
 function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   const literals: [string, string][] = [];
   for (const a of call.children.find((c) => c.field === 'arguments')?.children ?? []) {

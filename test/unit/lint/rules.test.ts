@@ -10,10 +10,10 @@ import { expectations, keyOf, lintFixtures, readFixtures } from './corpus';
 const adviceOnly = new Set(['data-parallel']);
 /**
  * Rules whose fix needs something the code may not have (an epoch variable, a name bound
- * before the loop, sibling lists already on the CPU, callers known to evaluate): a finding
- * may come without one.
+ * before the loop, sibling lists already on the CPU, callers known to evaluate, a kept value
+ * that is a tensor and not a dict of them): a finding may come without one.
  */
-const fixDependsOnContext = new Set(['missing-set-epoch', 'model-to-device-in-loop', 'tensors-kept-for-logging', 'carried-hidden-state', 'missing-no-grad']);
+const fixDependsOnContext = new Set(['missing-set-epoch', 'model-to-device-in-loop', 'tensors-kept-for-logging', 'carried-hidden-state', 'missing-no-grad', 'accumulated-loss']);
 
 describe('lint rules over the fixture corpus', () => {
   let linter: Linter;
