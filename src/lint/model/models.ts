@@ -184,6 +184,9 @@ export abstract class ModelModels extends ModelGuards {
       const object = child(expr, 'object');
       if (object && object.type !== 'call' && this.isModelExpr(object, at)) return true;
     }
+    // `trainer.gen_a.encode(x)` after `trainer = MUNIT_Trainer(config)`, whose class binds `self.gen_a = AdaINGen(...)`:
+    // a module the object holds (MUNIT's test_batch.py). By the class the object was built from, where it is used.
+    if (expr.type === 'attribute' && this.heldModule(expr, at)) return true;
     // `def evaluate(Model, envs): model = Model(envs)`: a class passed in; calling it builds the module.
     if (expr.type === 'identifier' && /^[A-Z]/.test(text) && this.isParam(this.scopeOf(at), text) && this.bindingsIn(this.scopeOf(at), text).length === 0) return false;
     trackKey('mt:', text);
@@ -193,6 +196,26 @@ export abstract class ModelModels extends ModelGuards {
     let answer = known.get(text);
     if (answer === undefined) known.set(text, (answer = this.namesModel(text, expr)));
     return answer;
+  }
+
+  /** `obj.attr` where `obj` was built from a workspace class whose file binds `self.attr` to a model. */
+  private heldModule(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const object = child(expr, 'object');
+    const attr = child(expr, 'attribute');
+    if (object?.type !== 'identifier' || !attr || this.src(object) === 'self') return false;
+    // Only an object the file binds to a model anywhere (a set lookup): most attributes are not asked further.
+    if (!this.moduleTexts.models.has(this.src(object))) return false;
+    const b = this.binding(this.src(object), at);
+    let v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
+    // `Net(...).cuda()`, `.to(device)`: the module itself.
+    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && /^(cuda|cpu|to|train|eval|float|half|double)$/.test(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
+    const callee = v?.type === 'call' ? this.callee(v) : undefined;
+    if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+    const name = lastName(this.src(callee));
+    if (!/^[A-Z]/.test(name)) return false;
+    trackKey('cls:', name);
+    const classes = this.facts.classesNamed(name);
+    return classes.length === 1 && classes[0].model.moduleNames().models.has(`self.${this.src(attr)}`) && !classes[0].model.moduleNames().losses.has(`self.${this.src(attr)}`);
   }
 
   /** `isModelExpr` for a name or attribute by its text: bound to a model in the file, or named like one. */
