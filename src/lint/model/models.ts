@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, descendants, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, parameterDefault, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -208,7 +208,7 @@ export abstract class ModelModels extends ModelGuards {
     const b = this.binding(this.src(object), at);
     let v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
     // `Net(...).cuda()`, `.to(device)`: the module itself.
-    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && /^(cuda|cpu|to|train|eval|float|half|double)$/.test(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
+    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && moduleSelfMethods.test(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
     const callee = v?.type === 'call' ? this.callee(v) : undefined;
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));

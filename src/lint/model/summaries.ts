@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, parameterDefault, torchFamily, trackKey } from './types';
+import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, moduleSelfMethods, parameterDefault, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -131,7 +131,7 @@ function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | unde
   if (v.type !== 'call') return undefined;
   // `Net(...).cuda()`, `Net(...).to(device)`: nn.Module's own methods that return the module itself.
   const mc = model.methodCall(v);
-  if (mc && selfReturning.test(mc.method)) {
+  if (mc && moduleSelfMethods.test(mc.method)) {
     const cls = constructedClass(model, mc.receiver);
     return cls && cls.model.isModuleClassInfo(cls) ? cls : undefined;
   }
@@ -141,8 +141,6 @@ function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | unde
   if (!/^[A-Z]/.test(name) || torchFamily.test(model.qualify(callee) ?? '')) return undefined;
   return classNamed(model, name);
 }
-
-const selfReturning = /^(cuda|cpu|to|to_empty|train|eval|float|half|double|bfloat16|requires_grad_|share_memory|apply|zero_grad)$/;
 
 /**
  * `def train(loader, model, criterion): ... criterion(out, y)` where every call of `train` passes an

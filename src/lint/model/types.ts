@@ -203,6 +203,9 @@ export const enableGradNames = new Set(['torch.enable_grad', 'torch.autograd.ena
 export const torchFamily = /^(torch|torchvision|torchaudio|torchtext|pytorch_lightning|lightning|transformers|timm|accelerate|torchmetrics)(\.|$)/;
 export const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lightning|lightning|lightning\.pytorch)(\.core)?(\.module)?\.LightningModule|transformers\.(modeling_utils\.)?PreTrainedModel)$/;
 /** Methods that only exist on `nn.Module`s: their receiver is a model. */
+/** nn.Module's methods that return the module itself: `Net(...).cuda()`, `.to(device)`, `.eval()` are `Net`'s instance. */
+export const moduleSelfMethods = /^(cuda|cpu|to|to_empty|train|eval|float|half|double|bfloat16|requires_grad_|share_memory|apply|zero_grad)$/;
+
 export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
 /** Wrappers that return a model: `.to(device)`, `DDP(model)`, `torch.compile(model)`. */
 export const passThroughMethods = new Set(['to', 'cuda', 'cpu', 'half', 'float', 'double', 'bfloat16', 'eval', 'train', 'requires_grad_', 'share_memory']);
