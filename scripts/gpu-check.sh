@@ -9,7 +9,11 @@
 #     shape error, torch.compile;
 #   - `npm run bench -- webgpu` (as the bundle dist/bench-webgpu.js) against PyTorch on CUDA, and
 #     where a webgpu step's time goes (bench/webgpu/latency.ts);
-#   - Find Max Batch Size on a torchrun job that runs out of CUDA memory, and a torchrun job's events.
+#   - Find Max Batch Size on a torchrun job that runs out of CUDA memory, and a torchrun job's events;
+#   - the OOM hints on CUDA (test/fixtures/torchrun/cuda/hints/): each script there as written, with the
+#     hazard the linter reports, and as the linter's quick fix leaves it (NAME.fixed.py), the companion's
+#     channel recorded: what the hazard costs in CUDA memory (hints-memory, the scripts side by side:
+#     each process's allocator is its own) or in step time (hints-time, one script at a time).
 # Needs .devkit/ from scripts/device-kit.sh where the machine has no Node. Everything goes into
 # /tmp/gpu-check/ and, after every step, into $OUT/gpu-check.tar.gz (or ./gpu-check.tar.gz), so a
 # run cut short still leaves what it did.
@@ -119,6 +123,29 @@ step webgpu-latency-unsafe 150 env GPU_WORKBENCH_DAWN_FLAGS="enable-dawn-feature
 # than 200 s (the old limit cut it during the 12th, 107, with 106 found), hence 400 s.
 step find-batch 400 node dist/cli.js train "$cuda/cuda_grow.job.json" --find-batch-size --trial-steps 2 --json --python "$py" --runs-dir /tmp/gw-runs
 step torchrun-job 120 node dist/cli.js train "$cuda/cuda_ddp.job.json" --json --python "$py" --runs-dir /tmp/gw-runs
+# The OOM hints on CUDA: the companion's channel of each hint script and of its quick-fixed twin.
+hint() { "$py" "$cuda/record_channel.py" "$rec/hint-$1.jsonl" -- "$py" -m gpu_workbench.run "$cuda/hints/$2" "${@:3}"; }
+hints_memory() {
+  local pids=() n rc=0
+  for n in heldout_sum train_sum eval_no_grad volatile_eval logits_kept; do
+    hint "$n" "$n.py" > "$rec/hint-$n.out" 2>&1 & pids+=($!)
+    hint "$n.fixed" "$n.fixed.py" > "$rec/hint-$n.fixed.out" 2>&1 & pids+=($!)
+  done
+  for n in "${pids[@]}"; do wait "$n" || rc=1; done
+  return $rc
+}
+hints_time() {
+  local n round
+  for round in 1 2; do
+    for n in empty_cache to_device; do
+      hint "$n.r$round" "$n.py" || return 1
+      hint "$n.fixed.r$round" "$n.fixed.py" || return 1
+    done
+  done
+}
+export -f hint hints_memory hints_time
+step hints-memory 180 hints_memory
+step hints-time 240 hints_time
 step companion-compile 180 torchrun companion-compile 1 "$cuda/cuda_train.py" --batch-size 32 --image 128 --steps 4 --compile
 echo "== done $(date +%T)" | tee -a "$rec/steps.log"
 save
