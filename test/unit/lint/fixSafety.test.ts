@@ -187,6 +187,44 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(wrap('        self.iteration(loader)'), ['`self.iteration(loader)` is on a training path and now runs under a grad guard']);
     });
 
+    it('a sampling block at the end of the step loop that rebinds the batch names: safe to guard where the step rebinds them on every path first (try/except around the iterator), not where it may not', () => {
+      const step = (top: string[]) => [
+        'import torch',
+        '',
+        'def train(gen, loader, test_loader, optimizer, steps):',
+        '    it = iter(loader)',
+        '    test_it = iter(test_loader)',
+        '    for step in range(steps):',
+        ...top,
+        '        x = x.cuda()',
+        '        loss = gen(x).mean()',
+        '        optimizer.zero_grad()',
+        '        loss.backward()',
+        '        optimizer.step()',
+        '        if step % 100 == 0:',
+        '            x, _ = next(test_it)',
+        '            x = x.cuda()',
+        '            fake = gen(x)',
+        '            print(fake.mean().item())',
+        '',
+      ].join('\n');
+      // UGATIT's step: `try: real_A, _ = trainA_iter.next()` / `except: trainA_iter = iter(...); real_A, _ = trainA_iter.next()`.
+      const guardSample = (text: string) => {
+        const file = { path: join(lintFixtures, 'synthetic_sample.py'), text };
+        const paths = checker.analyse([file]);
+        const from = lineOf(text, 'x, _ = next(test_it)');
+        const to = lineOf(text, 'print(fake.mean().item())');
+        const lines = text.split('\n').slice(from, to + 1);
+        const newText = ['            with torch.no_grad():', ...lines.map((l) => `    ${l}`)].join('\n');
+        return checker.checkFix(paths, file, [{ range: { start: { line: from, character: 0 }, end: { line: to, character: lines[lines.length - 1].length } }, newText }], 'wrap sample').map((v) => v.problem);
+      };
+      const rebinds = ['        try:', '            x, _ = next(it)', '        except StopIteration:', '            it = iter(loader)', '            x, _ = next(it)'];
+      assert.deepEqual(guardSample(step(rebinds)), []);
+      // Without the except's rebinding, the sample's `x` may reach the next step's forward: the check must still object.
+      const mayKeep = ['        try:', '            x, _ = next(it)', '        except StopIteration:', '            it = iter(loader)'];
+      assert.notDeepEqual(guardSample(step(mayKeep)), []);
+    });
+
     it('a fix that breaks the syntax', () => {
       const paths = checker.analyse([shared]);
       const vs = checker.checkFix(paths, shared, [{ range: at(lineOf(shared.text, 'def evaluate(')), newText: '    @torch.no_grad(\n' }], 'broken');

@@ -166,6 +166,12 @@ function keysOf(file: Parsed, n: SyntaxNode): string[] {
  */
 function rebound(file: Parsed, def: SyntaxNode, use: SyntaxNode, key: string): boolean {
   const assigns = (stmt: SyntaxNode): boolean => {
+    // `try: x, _ = it.next()` / `except: it = iter(loader); x, _ = it.next()`: bound whether or not it raised.
+    if (stmt.type === 'try_statement') {
+      const blockAssigns = (b: SyntaxNode | null | undefined): boolean => !!b && namedChildren(b).some(assigns);
+      const handlers = namedChildren(stmt).filter((c) => c.type === 'except_clause');
+      return handlers.length > 0 && blockAssigns(child(stmt, 'body')) && handlers.every((h) => blockAssigns(namedChildren(h).find((c) => c.type === 'block')));
+    }
     const e = stmt.type === 'expression_statement' ? namedChildren(stmt)[0] : undefined;
     const left = e?.type === 'assignment' ? child(e, 'left') : undefined;
     return !!left && !contains(stmt, def) && [left, ...descendants(left)].some((t) => (t.type === 'identifier' || t.type === 'attribute') && src(file, t) === key && t.parent?.type !== 'attribute');
