@@ -128,9 +128,10 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
     order += shift.size;
     old.parent = parent;
   };
-  // A parent starts where its first child does, so its start need not be read from wasm.
+  // A parent starts where its first child does, so its start need not be read from wasm, except a
+  // string's content, whose text before its first escape sequence is no child ('D acc: %.4f\t G acc').
   // Its end must be: some nodes end past their last child (a format specifier's text).
-  const close = (n: Node): void => place(n, n.children[0].start, n.e);
+  const close = (n: Node): void => place(n, n.type === 'string_content' ? n.s : n.children[0].start, n.e);
   const root = make(null);
   root.children = [];
   const rootStart = cursor.startIndex;
@@ -209,6 +210,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
       const top = stack.length === 1 ? node : stack[1];
       if (stack.length > top.depth) top.depth = stack.length;
       const end = cursor.endIndex;
+      if (node.type === 'string_content') node.s = cursor.startIndex;
       if (cursor.gotoFirstChild()) {
         node.children = [];
         node.e = end;

@@ -224,7 +224,13 @@ export const accumulateMutators = new Set(['append', 'add_', 'extend', 'insert']
  * DeepSpeed engines, OpenRLHF/ColossalAI strategies and boosters, apex's and DeepSpeed's FP16 optimizers.
  */
 export const backwardOwners = /(^|\.)(accelerator|fabric|engine|model_engine|trainer|strategy|booster|optimizer|optim)$/;
-export const optimizerLike = /optim|(^|\.)opt$|scaler/i;
+/**
+ * A receiver whose `.step()` is an optimizer step: named for an optimizer (`optimizer`, `self.optim_g`,
+ * `d_optim`), a gradient scaler, or `opt` as a word of its last name (`opt`, `self.opt`, `g_opt`,
+ * `self.dis_opt`, `opt_D`, `optG`; FUNIT's trainer steps `self.dis_opt` and `self.gen_opt`), not `options`
+ * or `adopt`.
+ */
+export const optimizerLike = /[Oo]ptim|OPTIM|[Ss]caler|SCALER|(^|[._])(opt|OPT)([._]|[A-Z0-9]|$)/;
 
 /** The last name of a dotted expression: `self.model` -> `model`. */
 /**

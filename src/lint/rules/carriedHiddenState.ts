@@ -14,13 +14,12 @@ import { indentUnit, insertAtBodyTop, rangeOf } from '../fixes';
 import { lastName, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { backwardOwners } from '../model/types';
+import { backwardOwners, optimizerLike } from '../model/types';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { resolveCall, runsTrainingStep } from '../model/summaries';
 
 const id = 'carried-hidden-state';
 const recurrentName = /(^|_)(rnn|lstm|gru|cell)$/i;
-const optimizerLike = /optim|(^|\.)opt$|scaler/i;
 /** Modules whose state is a `(h, c)` tuple, and those whose state is one tensor. */
 const tupleState = /^torch\.nn\.(LSTM|LSTMCell)$/;
 const tensorState = /^torch\.nn\.(GRU|RNN|GRUCell|RNNCell)$/;

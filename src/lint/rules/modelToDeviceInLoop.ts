@@ -8,6 +8,7 @@
  */
 import { rangeOf, removeStatement } from '../fixes';
 import { lastName, type FileModel } from '../model';
+import { optimizerLike } from '../model/types';
 import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding, type TextEdit } from '../types';
@@ -15,7 +16,6 @@ import { docsUrlFor, type Fix, type RawFinding, type TextEdit } from '../types';
 const id = 'model-to-device-in-loop';
 const strictModelName = /^(model|net|network|backbone|encoder|decoder|classifier|generator|discriminator|teacher|student|unet|vae|ema_model)$/i;
 const loaderText = /loader|dataloader|\bdl\b|_dl\b/i;
-const optimizerLike = /optim|(^|\.)opt$|scaler/i;
 /** Statements that make a move conditional: it is then not every iteration. */
 const conditional = new Set(['if_statement', 'elif_clause', 'else_clause', 'except_clause', 'finally_clause', 'conditional_expression', 'boolean_operator', 'lambda']);
 

@@ -49,7 +49,7 @@ interface Parsed {
 }
 
 const guardText = /(no_grad|inference_mode)\b|set_grad_enabled\(\s*(False|mode\s*=\s*False)/;
-const optimizerLike = /optim|(^|\.)opt$|scaler|(^|\.)(accelerator|fabric|engine|model_engine)$/i;
+const optimizerLike = /[Oo]ptim|OPTIM|[Ss]caler|SCALER|(^|[._])(opt|OPT)([._]|[A-Z0-9]|$)|(^|\.)(accelerator|fabric|engine|model_engine)$/;
 const tensorOnlyMethods = /^(item|backward|detach|cpu|cuda|to|numpy|tolist|size|dim|mean|sum|float|half|clone|view|reshape|squeeze|unsqueeze)$/;
 const isScope = (n: SyntaxNode): boolean => n.type === 'function_definition' || n.type === 'class_definition';
 

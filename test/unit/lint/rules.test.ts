@@ -158,6 +158,10 @@ describe('lint rules over the fixture corpus', () => {
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
       assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['ppo.py:16:accumulated-loss', 'ppo.py:19:accumulated-loss']);
     });
+    it('a trainer whose update methods step `self.dis_opt` / `self.gen_opt` after a forward that backpropagates inside itself trains: its calls at module level are no inference (held-out round 16, FUNIT; a workspace of its own, since its training forward() would be every fixture\'s `.forward` by name)', () => {
+      const results = lint('named_opt_trainer');
+      assert.deepEqual(results.map((r) => [r.name, r.got]), [['train.py', []]]);
+    });
     it('a factory that calls the class it looked up builds a model, and `d.infer_labels()` on an object is no call of a module\'s infer_labels() (held-out round 5)', () => {
       const results = lint('model_builders');
       assert.equal(results.length, 5);

@@ -11,7 +11,8 @@ describe('toSyntax', () => {
   it('copies every node with the type, field and position tree-sitter gives it', async () => {
     const parser = new PythonParser(await loadPython());
     const texts = [...readFixtures(join(lintFixtures, 'good')), ...readFixtures(join(lintFixtures, 'bad'))].map((f) => f.text);
-    texts.push('s = "h\u00e9llo\u{1F600}"; x = 1\n', 'def f(:\n  x = (\nfor\n y += loss\n', '', '\n\n# only a comment\n', 'x = (1 +\n');
+    // A string's content starts before its first escape sequence, which is its first child.
+    texts.push('print("D acc: %.4f\\t G acc: %.4f" % (d, g))\n', 's = "h\u00e9llo\u{1F600}"; x = 1\n', 'def f(:\n  x = (\nfor\n y += loss\n', '', '\n\n# only a comment\n', 'x = (1 +\n');
     for (const text of texts) {
       const tree = parser.parse(text);
       const ours: SyntaxNode[] = [];
