@@ -69,7 +69,12 @@ function check(model: FileModel): RawFinding[] {
     if (base.type !== 'identifier' && base.type !== 'attribute') continue;
     const key = model.src(base);
     if (model.reachesBackward(key, stmt)) continue;
-    const loop = model.stepLoopOf(stmt) ?? loadingLoopOf(model, stmt);
+    // A validation loop inside the loop that trains (an epoch loop whose list is made anew every epoch)
+    // is the loop the list is kept across. Not a loop inside a loader loop that trains nothing (StarGAN
+    // v2's ten outputs per input, a working set for LPIPS right after).
+    const stepLoop = model.stepLoopOf(stmt);
+    const loadingLoop = loadingLoopOf(model, stmt);
+    const loop = stepLoop && loadingLoop && contains(stepLoop, loadingLoop) && trainsOutside(model, stepLoop, loadingLoop) ? loadingLoop : (stepLoop ?? loadingLoop);
     if (!loop || sampled(model, stmt, loop) || !movesToDevice(model, loop) || !keptAcross(model, base, stmt, loop) || usedInLaterLoop(model, key, loop)) continue;
     const suffix = model.gradState(stmt) === 'off' || /\.detach\(\)$/.test(model.src(acc.value)) ? '.cpu()' : '.detach().cpu()';
     const valueText = model.src(acc.value);
@@ -96,6 +101,16 @@ function loadingLoopOf(model: FileModel, stmt: SyntaxNode): SyntaxNode | undefin
     if (loopTypes.has(a.type) && movesToDevice(model, a)) return a;
   }
   return undefined;
+}
+
+/** Does `loop` run a backward pass or an optimizer step outside `inner` (its training, beside a validation loop)? */
+function trainsOutside(model: FileModel, loop: SyntaxNode, inner: SyntaxNode): boolean {
+  for (const d of descendants(loop, isScopeNode)) {
+    if (d.type !== 'call' || contains(inner, d)) continue;
+    const mc = model.methodCall(d);
+    if (mc?.method === 'backward' || mc?.method === 'manual_backward' || model.isOptimizerStep(d)) return true;
+  }
+  return false;
 }
 
 /** The loop (or function body) moves something to a device (`x.cuda()`, `x.to(device)`), itself or in a project function it calls: its outputs are on the GPU, not a CPU model's. */
