@@ -3,6 +3,7 @@
  * people or one JSON event per line (`--json`) for machines, ending with `job/done` or
  * `job/failed`. The same coordinator as the extension's training host.
  */
+import { readFileSync } from 'node:fs';
 import { basename, relative, resolve } from 'node:path';
 import type { RankMemory } from '../common/companionProtocol';
 import { mib } from '../common/units';
@@ -16,6 +17,8 @@ import { launchCommands, torchVersion } from '../training/launchers/multinode';
 import { isTorchrunJob, loadTorchrunJob, slurmBatchText } from '../training/launchers/torchrun';
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
+import { GrowthWatch, scriptLinter } from './growthWatch';
+import { createLinter } from '../lint/linter';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 
@@ -366,6 +369,19 @@ async function findBatchSize(opts: Options): Promise<number> {
   }
 }
 
+/** The growth watch of a torchrun job (undefined for other jobs, or where its file does not load: runJob says why). */
+async function growthWatchFor(opts: Options): Promise<{ watch: GrowthWatch; dispose(): void } | undefined> {
+  if (!isTorchrunJob(opts.file)) return undefined;
+  let script: string;
+  try {
+    script = loadTorchrunJob(opts.file, opts.overrides, opts.overrides.python).script;
+  } catch {
+    return undefined;
+  }
+  const linter = await createLinter();
+  return { watch: new GrowthWatch(script, scriptLinter(linter, (p) => readFileSync(p, 'utf8'))), dispose: () => linter.dispose() };
+}
+
 export async function run(argv: string[]): Promise<number> {
   const o = parseCommandLine('train', help, () => parseTrainArgs(argv));
   if (typeof o === 'number') return o;
@@ -374,18 +390,25 @@ export async function run(argv: string[]): Promise<number> {
   if (opts.printLaunch) return printLaunch(opts);
   const state = { every: 1 };
   const runsDir = opts.runsDir === undefined ? runsFolder(process.cwd()) : opts.runsDir;
+  // A torchrun job's memory, watched as the GPU panel does: a warning naming the OOM hint behind it when it grows.
+  const watched = await growthWatchFor(opts);
+  const show = (e: JobEvent): void => {
+    if (opts.json) {
+      process.stdout.write(`${JSON.stringify(e)}\n`);
+      return;
+    }
+    const line = formatEvent(e, state);
+    if (line) (e.type === 'job/failed' ? process.stderr : process.stdout).write(`${line}\n`);
+  };
   const handle = runJob({
     file: opts.file,
     overrides: opts.overrides,
     resume: opts.resume,
     ...(runsDir !== null ? { runsDir } : {}),
     onEvent: (e) => {
-      if (opts.json) {
-        process.stdout.write(`${JSON.stringify(e)}\n`);
-        return;
-      }
-      const line = formatEvent(e, state);
-      if (line) (e.type === 'job/failed' ? process.stderr : process.stdout).write(`${line}\n`);
+      show(e);
+      const warning = watched?.watch.observe(e);
+      if (warning) show(warning);
     },
   });
   const onSignal = () => handle.cancel();
@@ -397,5 +420,6 @@ export async function run(argv: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    watched?.dispose();
   }
 }

@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rankMemoryOf, type RankMemory } from '../../../src/common/companionProtocol';
 import { RankMemoryTracker } from '../../../src/common/rankMemory';
+import { GrowthWatch, scriptLinter } from '../../../src/cli/growthWatch';
 import { createLinter } from '../../../src/lint/linter';
 import type { Finding } from '../../../src/lint/types';
 import { growthHint, lintSource, pickGrowthFinding } from '../../../src/views/torchrun/rankMemoryFormat';
@@ -103,6 +104,33 @@ describe('the OOM hints on an NVIDIA H200: the hazard and its quick fix, measure
     assert.deepEqual(hint && { ranks: hint.ranks, code: hint.finding?.code, line: hint.finding?.line }, { ranks: [0], code: 'accumulated-loss', line: 35 });
     assert.match(hint!.message, /^Memory grows every optimizer step on rank 0 cuda:0 \(allocated \+1\.69 GiB over steps 3-30\)/);
     assert.match(findings.get('heldout_sum.py')![0].message, /every step's activations stay on the GPU/);
+  });
+
+  it('the CLI\'s growth watch over the same channel: one warning, at the step the panel would show it, naming heldout_sum.py:36; none for the fixed script, nor for train_sum.py', async () => {
+    const linter = await createLinter();
+    try {
+      const lint = scriptLinter(linter, (p) => readFileSync(p, 'utf8'));
+      const watched = (name: string, script: string) => {
+        const watch = new GrowthWatch(join(scripts, script), lint, scripts);
+        return steps(name).flatMap((m) => {
+          const w = watch.observe({ type: 'job/rankMemory', ...m });
+          return w ? [{ step: m.step, message: w.message }] : [];
+        });
+      };
+      const [warning, ...more] = watched('heldout_sum', 'heldout_sum.py');
+      assert.deepEqual(more, []);
+      assert.equal(warning.step, 10, 'the tracker needs 8 rising steps after its 2 warm-up steps');
+      // 7 steps of 64 MiB between step 3 and step 10.
+      assert.equal(warning.message.split('\n')[0], 'Memory grows every optimizer step on rank 0 cuda:0 (allocated +448.0 MiB over steps 3-10): accumulating tensors? Summing a loss tensor (`total += loss`) keeps every step\'s graph alive; add `loss.item()` instead.');
+      assert.match(warning.message.split('\n')[1], /^ {2}likely cause, an OOM hint in the script: heldout_sum\.py:36: accumulated-loss: `held_out` is stored in `held_out_total`/);
+      assert.deepEqual(watched('heldout_sum.fixed', 'heldout_sum.fixed.py'), []);
+      assert.deepEqual(watched('train_sum', 'train_sum.py'), []);
+      // A script that cannot be read when memory grows: the warning says so instead of a cause.
+      const [gone] = watched('heldout_sum', 'no_such_script.py');
+      assert.match(gone.message, /\n {2}the script could not be linted for a cause \(ENOENT/);
+    } finally {
+      linter.dispose();
+    }
   });
 
   it('accumulated-loss, the training loss summed after backward() (train_sum.py): CUDA memory stays flat, so the message speaks of host memory and the panel stays quiet', () => {

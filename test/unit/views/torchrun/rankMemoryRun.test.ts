@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FormatState } from '../../../../src/cli/train';
 import { RankMemoryTracker } from '../../../../src/common/rankMemory';
@@ -8,7 +9,7 @@ import { createLinter } from '../../../../src/lint/linter';
 import type { JobEvent } from '../../../../src/training/job/events';
 import { loadTorchrunJob, runTorchrun } from '../../../../src/training/launchers/torchrun';
 import { growthHint, lintSource, pickGrowthFinding, rankWorkers, terminalMemoryText } from '../../../../src/views/torchrun/rankMemoryFormat';
-import { fixtures } from '../../../paths';
+import { fixtures, repoRoot } from '../../../paths';
 
 const dir = join(fixtures, 'torchrun', 'rankmemory');
 const torchPython = '/usr/bin/python3';
@@ -71,6 +72,33 @@ describe('per-rank memory of a real torchrun job (2 CPU ranks, Debian torch)', f
     assert.ok(terminal.length >= 2, terminal.join('\n'));
     assert.match(terminal[0], /^memory: rank 0 step 1 cpu rss \d+\.\d MiB, step peak \d+\.\d MiB \| rank 1 step 1 cpu rss /);
     assert.match(terminal[terminal.length - 1], /^memory: rank 0 step 30 cpu rss .* \| rank 1 step 30 cpu rss /);
+  });
+
+  it('the CLI runs the same job and warns once, naming the OOM hint at the leaking line; the same script without the leak gets no warning', function () {
+    if (torchMissing) this.skip();
+    const cli = join(repoRoot, 'out', 'src', 'cli.js');
+    const tmp = mkdtempSync(join(tmpdir(), 'gw-growth-'));
+    try {
+      const train = (job: string) => {
+        const r = spawnSync(process.execPath, [cli, 'train', job, '--json', '--runs-dir', join(tmp, 'runs')], { encoding: 'utf8', timeout: 200_000 });
+        assert.equal(r.status, 0, r.stderr);
+        return r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as JobEvent);
+      };
+      const warnings = (events: JobEvent[]) => events.filter((e): e is Extract<JobEvent, { type: 'job/log' }> => e.type === 'job/log' && e.level === 'warning' && e.message.startsWith('Memory grows'));
+      const leaking = warnings(train(join(dir, 'leak.job.json')));
+      assert.equal(leaking.length, 1, JSON.stringify(leaking));
+      const leakLine = readFileSync(join(dir, 'leak.py'), 'utf8').split('\n').findIndex((l) => l.trim() === 'total += held_out') + 1;
+      assert.match(leaking[0].message, /^Memory grows every optimizer step on rank 0 \(RSS \+\d+\.\d MiB over steps 3-\d+\)/);
+      assert.ok(leaking[0].message.includes(`likely cause, an OOM hint in the script: `) && leaking[0].message.includes(`leak.py:${leakLine}: accumulated-loss: \`held_out\` is stored in \`total\``), leaking[0].message);
+      // Without --leak: the same two ranks and steps, no warning.
+      const quiet = join(tmp, 'quiet.job.json');
+      writeFileSync(quiet, JSON.stringify({ ...JSON.parse(readFileSync(join(dir, 'leak.job.json'), 'utf8')), script: join(dir, 'leak.py'), args: ['--steps', '30'] }));
+      const events = train(quiet);
+      assert.ok(events.filter((e) => e.type === 'job/rankMemory').length >= 60);
+      assert.deepEqual(warnings(events), []);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   before(function () {
