@@ -387,5 +387,5 @@ function weightlessModuleClass(cls: ClassInfo): boolean {
  * name says "model".
  */
 function buildsByName(name: string): boolean {
-  return /^[A-Z]\w*[a-z]/.test(name) || /^_*(load|create|build|make|get|init|initialize|new|setup|construct|instantiate|restore|prepare|define|wrap|unwrap|convert|export|save|train|fit|evaluate|validate|run|print|summarize|count|copy|clone|update|sync|average|freeze|unfreeze|compile|register|quantize|prune)_/i.test(name);
+  return /^[A-Z]\w*[a-z]/.test(name) || /^_*(load|create|build|make|get|init|initialize|new|setup|construct|instantiate|restore|prepare|define|wrap|unwrap|convert|export|save|serialize|dump|store|train|fit|evaluate|validate|run|print|summarize|count|copy|clone|update|sync|average|freeze|unfreeze|compile|register|quantize|prune)_/i.test(name);
 }
