@@ -137,7 +137,9 @@ export abstract class ModelModels extends ModelGuards {
     if (/^torchvision\.models\.|^timm\.create_model$|^transformers\.\w+\.from_pretrained$|^transformers\.\w*Model\w*$/.test(q)) return 'model';
     if (/\.from_pretrained$/.test(q) && /Model|AutoModel/.test(q)) return 'model';
     const cls = lastName(q);
-    if (/^[A-Z]/.test(cls) && this.facts.isModuleClass(cls)) return /Loss$/.test(cls) ? 'loss' : 'model';
+    // A class of the workspace by its module (`network.generator(64)`, pytorch-pix2pix's lower-case class); a bare lower-case
+    // name is more often an instance than a class.
+    if ((/^[A-Z]/.test(cls) || q.includes('.')) && this.facts.isModuleClass(cls)) return /Loss$/.test(cls) ? 'loss' : 'model';
     return undefined;
   }
 
