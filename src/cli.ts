@@ -5,6 +5,7 @@
  */
 import { run as gpus } from './cli/gpus';
 import { run as train } from './cli/train';
+import { createLinter } from './lint/linter';
 import { run as lint } from './cli/lint';
 import { run as tune } from './cli/tune';
 import { run as doctor } from './cli/doctor';
@@ -13,7 +14,7 @@ type Command = { readonly summary: string; readonly run: (argv: string[]) => Pro
 
 const commands: Record<string, Command> = {
   gpus: { summary: 'show memory, utilisation and processes per GPU (--json, --watch)', run: gpus },
-  train: { summary: 'run a training job (single, dp, ddp, pipeline, torchrun) from a *.job.json file (--json, --resume, --find-batch-size)', run: train },
+  train: { summary: 'run a training job (single, dp, ddp, pipeline, torchrun) from a *.job.json file (--json, --resume, --find-batch-size)', run: (argv) => train(argv, { createLinter }) },
   lint: { summary: 'find GPU-memory hazards in PyTorch code (--format json, --select, --ignore, --fix)', run: lint },
   tune: { summary: 'search hyperparameters: grid, random, TPE or GP search with ASHA (--json, --resume)', run: tune },
   doctor: { summary: 'check what this machine offers for training: driver, Vulkan adapters, backends, Python/torch, a short run per GPU (--json)', run: doctor },

@@ -18,7 +18,7 @@ import { isTorchrunJob, loadTorchrunJob, slurmBatchText } from '../training/laun
 import { JobFileError, type BackendChoice, type JobOverrides, type Strategy } from '../training/job/spec';
 import { commandLineArgs, parseCommandLine, UsageError } from './args';
 import { GrowthWatch, scriptLinter } from './growthWatch';
-import { createLinter } from '../lint/linter';
+import type { Linter } from '../lint/linter';
 
 const help = `usage: gpu-workbench train JOB.json [options]
 
@@ -370,8 +370,8 @@ async function findBatchSize(opts: Options): Promise<number> {
 }
 
 /** The growth watch of a torchrun job (undefined for other jobs, or where its file does not load: runJob says why). */
-async function growthWatchFor(opts: Options): Promise<{ watch: GrowthWatch; dispose(): void } | undefined> {
-  if (!isTorchrunJob(opts.file)) return undefined;
+async function growthWatchFor(opts: Options, createLinter: (() => Promise<Linter>) | undefined): Promise<{ watch: GrowthWatch; dispose(): void } | undefined> {
+  if (!createLinter || !isTorchrunJob(opts.file)) return undefined;
   let script: string;
   try {
     script = loadTorchrunJob(opts.file, opts.overrides, opts.overrides.python).script;
@@ -382,7 +382,11 @@ async function growthWatchFor(opts: Options): Promise<{ watch: GrowthWatch; disp
   return { watch: new GrowthWatch(script, scriptLinter(linter, (p) => readFileSync(p, 'utf8'))), dispose: () => linter.dispose() };
 }
 
-export async function run(argv: string[]): Promise<number> {
+/**
+ * `gpu-workbench train`. `lint.createLinter` gives torchrun jobs the growth warning with its OOM hint; the CLI's
+ * entry passes it, so that the extension, which bundles this module for its formatting, does not bundle the linter.
+ */
+export async function run(argv: string[], lint: { createLinter?: () => Promise<Linter> } = {}): Promise<number> {
   const o = parseCommandLine('train', help, () => parseTrainArgs(argv));
   if (typeof o === 'number') return o;
   const opts = o;
@@ -391,7 +395,7 @@ export async function run(argv: string[]): Promise<number> {
   const state = { every: 1 };
   const runsDir = opts.runsDir === undefined ? runsFolder(process.cwd()) : opts.runsDir;
   // A torchrun job's memory, watched as the GPU panel does: a warning naming the OOM hint behind it when it grows.
-  const watched = await growthWatchFor(opts);
+  const watched = await growthWatchFor(opts, lint.createLinter);
   const show = (e: JobEvent): void => {
     if (opts.json) {
       process.stdout.write(`${JSON.stringify(e)}\n`);
