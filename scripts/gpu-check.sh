@@ -146,6 +146,8 @@ hints_time() {
 export -f hint hints_memory hints_time
 step hints-memory 180 hints_memory
 step hints-time 240 hints_time
+# The same leak as a torchrun job through the CLI: its growth warning, naming the OOM hint in the script.
+step hints-cli 120 node dist/cli.js train "$cuda/hints/heldout_sum.job.json" --python "$py" --runs-dir /tmp/gw-runs
 step companion-compile 180 torchrun companion-compile 1 "$cuda/cuda_train.py" --batch-size 32 --image 128 --steps 4 --compile
 echo "== done $(date +%T)" | tee -a "$rec/steps.log"
 save
