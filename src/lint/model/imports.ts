@@ -236,6 +236,11 @@ export abstract class ModelImports {
           const unpacked = left?.type === 'pattern_list' || left?.type === 'tuple_pattern' || left?.type === 'list_pattern';
           if (left && node.type === 'assignment') for (const t of this.targets(left)) bind(scope, t, right, node, unpacked);
           else if (node.type === 'augmented_assignment') dataOf(scope).updates.push(node);
+          // `self.training = False`: the module's own mode switched by hand, as eval() / train() would (MorvanZhou's A3C).
+          if (node.type === 'assignment' && left?.type === 'attribute' && right && (right.type === 'false' || right.type === 'true')) {
+            const receiver = child(left, 'object');
+            if (receiver && this.src(child(left, 'attribute') ?? left) === 'training') dataOf(scope).modeEvents.push({ at: node, receiver: this.src(receiver), inference: right.type === 'false' });
+          }
           break;
         }
         case 'for_statement':

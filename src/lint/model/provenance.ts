@@ -802,7 +802,7 @@ export abstract class ModelProvenance extends ModelModels {
   }
 
   /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it). */
-  evalEventFor(call: SyntaxNode, calleeText: string): { order: number; receiver: string } | undefined {
+  evalEventFor(call: SyntaxNode, calleeText: string): { order: number; receiver: string; assigned: boolean } | undefined {
     const scope = this.scopeOf(call);
     if (scope === this.root) track('root*');
     const events = this.scopeData(scope).modeEvents;
@@ -820,7 +820,7 @@ export abstract class ModelProvenance extends ModelModels {
     for (let dot = calleeText.indexOf('.'); dot !== -1; dot = calleeText.indexOf('.', dot + 1)) last = Math.max(last, lastBefore(index.exact.get(calleeText.slice(0, dot)), cut));
     const e = last >= 0 ? events[last] : undefined;
     if (!e?.inference || this.freezesStatistics(events, last)) return undefined;
-    return { order: e.at.order, receiver: e.receiver };
+    return { order: e.at.order, receiver: e.receiver, assigned: e.at.type === 'assignment' };
   }
 
   /**

@@ -37,7 +37,7 @@ export const rule: Rule = {
 type Context =
   | { kind: 'name'; fn: FunctionInfo }
   | { kind: 'loader'; loop: SyntaxNode }
-  | { kind: 'eval'; receiver: string; order: number }
+  | { kind: 'eval'; receiver: string; order: number; assigned: boolean }
   /** A helper with no evaluation context of its own that only evaluation calls (`embed()` from `evaluate()`). */
   | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string }
   | { kind: 'volatile'; variable: SyntaxNode }
@@ -294,7 +294,7 @@ function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[],
   if (loop) return { kind: 'loader', loop };
   for (const text of texts) {
     const e = model.evalEventFor(call, text);
-    if (e) return { kind: 'eval', receiver: e.receiver, order: e.order };
+    if (e) return { kind: 'eval', receiver: e.receiver, order: e.order, assigned: e.assigned };
   }
   // A forward called directly (not through a helper): evidence from its input and its output.
   if (direct === undefined) return undefined;
@@ -726,7 +726,7 @@ function describe(context: Context, model: FileModel): string {
     case 'caller':
       return `in \`${context.fn.name}()\`, which ${context.caller} calls to evaluate,`;
     case 'eval':
-      return `after \`${context.receiver}.eval()\` (which does not turn off autograd)`;
+      return `after \`${context.receiver}${context.assigned ? '.training = False' : '.eval()'}\` (which does not turn off autograd)`;
     case 'volatile':
       return 'on a `volatile=True` input (ignored since PyTorch 0.4, so autograd records it)';
     case 'read':
