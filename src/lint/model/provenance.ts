@@ -107,6 +107,7 @@ export abstract class ModelProvenance extends ModelModels {
         for (const a of this.backpropagatedArguments(call)) addKeys(a);
       }
     }
+    if (!training && this.stepsWhatItZeroes(data.calls)) training = true;
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
     const closeOver = (): void => {
       for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
@@ -277,13 +278,39 @@ export abstract class ModelProvenance extends ModelModels {
     if (scope === this.root) track('root*');
     const data = this.scopeData(scope);
     if (data.backward) return data.backward.training;
-    data.training ??= data.calls.some((call) => this.isTrainingSignal(call));
+    data.training ??= data.calls.some((call) => this.isTrainingSignal(call)) || this.stepsWhatItZeroes(data.calls);
     return data.training;
+  }
+
+  /**
+   * `self.d.zero_grad(); ...; self.d.step()` (in either order): a receiver whose gradients the scope zeroes and which
+   * it steps is an optimizer, whatever its name says (FUNIT's trainer, with its optimizers renamed).
+   */
+  private stepsWhatItZeroes(calls: readonly SyntaxNode[]): boolean {
+    return this.zeroedSteps(calls).length > 0;
+  }
+
+  /** The `.step()` calls of receivers the same calls also `.zero_grad()`. */
+  private zeroedSteps(calls: readonly SyntaxNode[]): SyntaxNode[] {
+    let zeroed: Set<string> | undefined;
+    let steps: SyntaxNode[] | undefined;
+    for (const call of calls) {
+      const mc = this.methodCall(call);
+      if (mc?.method === 'zero_grad') (zeroed ??= new Set()).add(this.src(mc.receiver));
+      else if (mc?.method === 'step') (steps ??= []).push(call);
+    }
+    if (!zeroed || !steps) return [];
+    return steps.filter((c) => zeroed.has(this.src(this.methodCall(c)!.receiver)));
   }
 
   /** The calls of this scope that make it a training step (`hasTrainingSignal`'s, listed). */
   trainingSignals(scope: SyntaxNode): SyntaxNode[] {
-    return this.hasTrainingSignal(scope) ? this.scopeData(scope).calls.filter((call) => this.isTrainingSignal(call)) : [];
+    if (!this.hasTrainingSignal(scope)) return [];
+    const calls = this.scopeData(scope).calls;
+    const signals = calls.filter((call) => this.isTrainingSignal(call));
+    if (signals.length > 0) return signals;
+    // Only a step of what the scope zeroes (stepsWhatItZeroes): those steps.
+    return this.zeroedSteps(calls);
   }
 
   /** A call that makes its scope a training step: `.backward()`, `manual_backward`, `autograd.grad`/`backward`, an optimizer's `step()`. */

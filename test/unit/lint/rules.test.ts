@@ -162,6 +162,10 @@ describe('lint rules over the fixture corpus', () => {
       const results = lint('named_opt_trainer');
       assert.deepEqual(results.map((r) => [r.name, r.got]), [['train.py', []]]);
     });
+    it('the same trainer with optimizers named `self.d` / `self.g`: what a method zeroes and steps is an optimizer, so its update methods train', () => {
+      const results = lint('zeroed_step_trainer');
+      assert.deepEqual(results.map((r) => [r.name, r.got]), [['train.py', []]]);
+    });
     it('a module class named in lower case, built through its module (`G = network.generator(64)`), is a model: its forward over the test set is reported (held-out round 17\'s miss, pytorch-pix2pix)', () => {
       const results = lint('lowercase_class');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
