@@ -378,7 +378,14 @@ async function growthWatchFor(opts: Options, createLinter: (() => Promise<Linter
   } catch {
     return undefined;
   }
-  const linter = await createLinter();
+  let linter: Linter;
+  try {
+    linter = await createLinter();
+  } catch (err) {
+    // The job runs all the same; a growth warning then says why it names no cause.
+    const why = err instanceof Error ? err.message : String(err);
+    return { watch: new GrowthWatch(script, () => { throw new Error(`the linter did not load: ${why}`); }), dispose: () => undefined };
+  }
   return { watch: new GrowthWatch(script, scriptLinter(linter, (p) => readFileSync(p, 'utf8'))), dispose: () => linter.dispose() };
 }
 
