@@ -20,6 +20,7 @@ import { fixtures } from '../../paths';
 import { channel, MiB, only } from './recordings';
 
 const scripts = join(fixtures, 'torchrun', 'cuda', 'hints');
+const recorded = join(fixtures, 'torchrun', 'cuda', 'h200', 'hints');
 
 /** Each script, the findings (rule and 1-based line) the linter gives it. */
 const expected: Record<string, [string, number][]> = {
@@ -123,6 +124,13 @@ describe('the OOM hints on an NVIDIA H200: the hazard and its quick fix, measure
       // 7 steps of 64 MiB between step 3 and step 10.
       assert.equal(warning.message.split('\n')[0], 'Memory grows every optimizer step on rank 0 cuda:0 (allocated +448.0 MiB over steps 3-10): accumulating tensors? Summing a loss tensor (`total += loss`) keeps every step\'s graph alive; add `loss.item()` instead.');
       assert.match(warning.message.split('\n')[1], /^ {2}likely cause, an OOM hint in the script: heldout_sum\.py:36: accumulated-loss: `held_out` is stored in `held_out_total`/);
+      // The CLI itself on the H200 (hints-cli step), 30 steps under torchrun: it printed that warning, once.
+      const cli = readFileSync(join(recorded, 'heldout_sum.cli.txt'), 'utf8').split('\n');
+      const printed = cli.filter((l) => l.startsWith('warning: Memory grows'));
+      assert.deepEqual(printed, [`warning: ${warning.message.split('\n')[0]}`]);
+      assert.equal(cli[cli.indexOf(printed[0]) + 1], `  ${warning.message.split('\n')[1].trim().replace('heldout_sum.py', 'test/fixtures/torchrun/cuda/hints/heldout_sum.py')}`);
+      assert.match(cli.join('\n'), /^memory: rank 0 step 30 cuda:0 1936\.2 MiB allocated/m);
+      assert.match(cli.join('\n'), /^done: torchrun exited 0 /m);
       assert.deepEqual(watched('heldout_sum.fixed', 'heldout_sum.fixed.py'), []);
       assert.deepEqual(watched('train_sum', 'train_sum.py'), []);
       // A script that cannot be read when memory grows: the warning says so instead of a cause.
