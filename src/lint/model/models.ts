@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, descendants, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, passThroughMethods, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -123,7 +123,7 @@ export abstract class ModelModels extends ModelGuards {
     const callee = this.callee(n);
     if (!callee) return undefined;
     const mc = this.methodCall(n);
-    if (mc && passThroughMethods.has(mc.method)) return this.constructs(mc.receiver, depth + 1);
+    if (mc && moduleSelfMethods.has(mc.method)) return this.constructs(mc.receiver, depth + 1);
     const q = this.qualify(callee) ?? '';
     if (/^torch\.nn\.(parallel\.)?(DataParallel|DistributedDataParallel)$|^torch\.compile$|^copy\.deepcopy$/.test(q) || /^(DDP|DP|FSDP|FullyShardedDataParallel)$/.test(q)) {
       const arg = this.positionalArgs(n)[0];
@@ -210,7 +210,7 @@ export abstract class ModelModels extends ModelGuards {
     const b = this.binding(this.src(object), at);
     let v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
     // `Net(...).cuda()`, `.to(device)`: the module itself.
-    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && moduleSelfMethods.test(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
+    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && moduleSelfMethods.has(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
     const callee = v?.type === 'call' ? this.callee(v) : undefined;
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));
@@ -286,7 +286,7 @@ export abstract class ModelModels extends ModelGuards {
     let v = b.value && !b.unpacked ? unparen(b.value) : undefined;
     for (let depth = 0; v?.type === 'call' && depth < 5; depth++) {
       const mc = this.methodCall(v);
-      if (!mc || !passThroughMethods.has(mc.method)) return v;
+      if (!mc || !moduleSelfMethods.has(mc.method)) return v;
       v = unparen(mc.receiver);
     }
     return undefined;

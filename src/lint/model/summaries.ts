@@ -131,7 +131,7 @@ function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | unde
   if (v.type !== 'call') return undefined;
   // `Net(...).cuda()`, `Net(...).to(device)`: nn.Module's own methods that return the module itself.
   const mc = model.methodCall(v);
-  if (mc && moduleSelfMethods.test(mc.method)) {
+  if (mc && moduleSelfMethods.has(mc.method)) {
     const cls = constructedClass(model, mc.receiver);
     return cls && cls.model.isModuleClassInfo(cls) ? cls : undefined;
   }

@@ -203,15 +203,14 @@ export const enableGradNames = new Set(['torch.enable_grad', 'torch.autograd.ena
 export const torchFamily = /^(torch|torchvision|torchaudio|torchtext|pytorch_lightning|lightning|transformers|timm|accelerate|torchmetrics)(\.|$)/;
 export const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lightning|lightning|lightning\.pytorch)(\.core)?(\.module)?\.LightningModule|transformers\.(modeling_utils\.)?PreTrainedModel)$/;
 /** Methods that only exist on `nn.Module`s: their receiver is a model. */
-/** nn.Module's methods that return the module itself: `Net(...).cuda()`, `.to(device)`, `.eval()` are `Net`'s instance. */
-export const moduleSelfMethods = /^(cuda|cpu|to|to_empty|train|eval|float|half|double|bfloat16|requires_grad_|share_memory|apply|zero_grad)$/;
-
 export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
-/** Wrappers that return a model: `.to(device)`, `DDP(model)`, `torch.compile(model)`. */
-export const passThroughMethods = new Set(['to', 'cuda', 'cpu', 'half', 'float', 'double', 'bfloat16', 'eval', 'train', 'requires_grad_', 'share_memory']);
+/**
+ * nn.Module's methods that return the module itself, so a model passes through them:
+ * `Net(...).cuda()`, `.to(device)`, `.eval()`, `.apply(init_weights)` are `Net`'s instance.
+ */
+export const moduleSelfMethods = new Set(['cuda', 'cpu', 'to', 'to_empty', 'train', 'eval', 'float', 'half', 'double', 'bfloat16', 'requires_grad_', 'share_memory', 'apply']);
 export const modelNamePattern = /^(model|net|network|backbone|encoder|decoder|classifier|generator|discriminator|teacher|student|unet|vae|ema_model)$|_model$|^model_|_net$|^net_/i;
 export const lossNamePattern = /loss|criterion|^crit$/i;
-/** Results that carry no autograd history whatever their input. */
 /** Attributes of a tensor that carry none of its autograd history (`x.data`, `x.shape`). */
 export const historyFreeAttributes = /^(data|grad|shape|dtype|device|requires_grad|is_cuda|ndim|is_leaf)$/;
 export const historyFreeMethods = new Set(['item', 'tolist', 'detach', 'detach_', 'numpy', 'argmax', 'argmin', 'argsort', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'isnan', 'isinf', 'isfinite', 'size', 'dim', 'numel', 'nelement', 'long', 'int', 'bool', 'byte', 'backward', 'nonzero', 'count_nonzero', 'sign', 'round', 'floor', 'ceil', 'topk_indices', 'data_ptr', 'element_size', 'all', 'any', 'zero_']);

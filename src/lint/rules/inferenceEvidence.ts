@@ -14,7 +14,7 @@
 import { track } from '../deps';
 import type { FileModel, FunctionInfo } from '../model';
 import { ancestors, child, contains, descendants, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
-import { historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, moduleOnlyMethods, optimizerLike, passThroughMethods } from '../model/types';
+import { historyFreeBuiltins, historyFreeMethods, historyFreeTorch, lastName, lossFunction, moduleOnlyMethods, moduleSelfMethods, optimizerLike } from '../model/types';
 
 /**
  * The `Variable(..., volatile=True)` an argument of this call is built from (through names,
@@ -94,7 +94,7 @@ export function forwardMethodCall(model: FileModel, call: SyntaxNode): boolean {
 }
 
 function forwardMethod(model: FileModel, mc: { receiver: SyntaxNode; method: string }, call: SyntaxNode): boolean {
-  if (mc.method === 'forward' || moduleOnlyMethods.has(mc.method) || passThroughMethods.has(mc.method) || notForward.test(mc.method)) return false;
+  if (mc.method === 'forward' || moduleOnlyMethods.has(mc.method) || moduleSelfMethods.has(mc.method) || notForward.test(mc.method)) return false;
   const r = unparen(mc.receiver);
   if ((r.type !== 'identifier' && r.type !== 'attribute') || model.src(r) === 'self' || !model.isModelExpr(r, call)) return false;
   track(`fn:${mc.method}`);
