@@ -427,7 +427,9 @@ export abstract class ModelProvenance extends ModelModels {
         return !!v && this.carriesHistory(v, seen);
       }
       case 'conditional_expression':
-        return namedChildren(n).slice(0, 1).concat(namedChildren(n).slice(2)).some((c) => this.carriesHistory(c, seen));
+        // `train_loss if not sc_flag else reward.mean()`: a graph only when both branches hold one, as for
+        // two definitions of a name on two paths (a float on one path does not leak every step).
+        return namedChildren(n).length === 3 && [namedChildren(n)[0], namedChildren(n)[2]].every((c) => this.carriesHistory(c, seen));
       case 'await':
         return namedChildren(n).some((c) => this.carriesHistory(c, seen));
       default:
