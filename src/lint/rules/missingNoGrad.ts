@@ -4,8 +4,9 @@
  */
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../model';
+import { parameterDefault } from '../model/types';
 import type { Rule } from '../rule';
-import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
 import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
@@ -42,8 +43,8 @@ type Context =
   | { kind: 'caller'; fn: FunctionInfo; /** `evaluate()`, or the script. */ caller: string }
   | { kind: 'volatile'; variable: SyntaxNode }
   | { kind: 'read'; fn: FunctionInfo | undefined }
-  /** `run_epoch(loader, train=False)`: a function that trains only when its flag is true, called with it false. */
-  | { kind: 'flag'; param: string }
+  /** `run_epoch(loader, train=False)`, `run_epoch(model, loader, loss_fn, None)`: a function that trains only when its flag is set, called with it off (`False` or `None`; `defaulted`: by leaving the parameter's default). */
+  | { kind: 'flag'; param: string; value: string; defaulted: boolean }
   /** A step for both phases (`if train: loss.backward()`, `model.eval()` otherwise): the forward runs in both (sharedPhase.ts). */
   | { kind: 'phase'; phase: Phase; fn: FunctionInfo };
 
@@ -54,8 +55,8 @@ interface Forward {
   readonly texts: readonly string[];
   /** The helper that runs the forward, for a call of one. */
   readonly via?: FunctionInfo;
-  /** `via`'s parameter that turns its training step on, passed as False here (`flagOffForward`). */
-  readonly flag?: string;
+  /** `via`'s parameter that turns its training step on, off here (`flagOffForward`): its name, the value, whether by default. */
+  readonly flag?: { readonly param: string; readonly value: string; readonly defaulted: boolean };
 }
 
 /** `none`: not reported here, for a caller that only asks whether it is (`reportOnly`); safe or unreported, not decided. */
@@ -107,22 +108,46 @@ function parameterlessCallee(model: FileModel, call: SyntaxNode): boolean {
  * False, and whose model forward runs unguarded: on this call it evaluates with autograd on. The
  * guard belongs on this call (a decorator on the shared function would break its training calls).
  */
-function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo; param: string } | undefined {
-  // Most calls pass no literal False: nothing to resolve.
-  if (!model.src(call).includes('False')) return undefined;
+function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo; param: string; value: string; defaulted: boolean } | undefined {
+  // Most calls pass no literal False or None and call no function with a flag: nothing to resolve.
+  const text = model.src(call);
+  if (!text.includes('False') && !text.includes('None') && !flagDefaultsOff(model, call)) return undefined;
   const target = resolveCall(model, call);
   const fn = target?.fn;
   if (!fn || target.cls) return undefined;
-  const param = trainingFlag(fn);
-  if (!param) return undefined;
-  const arg = argumentFor(model, call, target, param);
-  return arg && model.src(arg) === 'False' && unguardedForward(fn) ? { fn, param } : undefined;
+  const flag = trainingFlag(fn);
+  if (!flag) return undefined;
+  const [param, test] = flag.split(' ');
+  const passed = argumentFor(model, call, target, param);
+  // `evaluate(model, val_loader, loss_fn)` for `def evaluate(..., optimizer=None)`: the default, where no splat could pass it.
+  const arg = passed ?? (hasSplat(call) ? undefined : parameterDefault(fn, param));
+  const off = arg && model.src(arg);
+  return off && (off === 'None' || (off === 'False' && test === 'truthy')) && unguardedForward(fn) ? { fn, param, value: off, defaulted: !passed } : undefined;
 }
 
-/** The parameter under whose `if <param>:` every training signal of `fn` lies (`def run(loader, train=True)`), if one does; never rebound. */
+/** `*args` / `**kwargs` in a call: any parameter may be passed through them. */
+function hasSplat(call: SyntaxNode): boolean {
+  const args = child(call, 'arguments');
+  return !!args && namedChildren(args).some((a) => a.type === 'list_splat' || a.type === 'dictionary_splat');
+}
+
+/** Is `call`'s callee name a project function's (here or in the workspace) with a parameter that defaults to None or False (cheap, by name)? */
+function flagDefaultsOff(model: FileModel, call: SyntaxNode): boolean {
+  const callee = model.callee(call);
+  if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+  const name = lastName(model.src(callee));
+  const offDefault = (fn: FunctionInfo) => /=\s*(None|False)\b/.test(fn.model.src(child(fn.node, 'parameters') ?? fn.node));
+  return model.functionsHere(name).some(offDefault) || model.facts.functionsNamed(name).some(offDefault);
+}
+
+/**
+ * The parameter under whose `if <param>:` (test `truthy`) or `if <param> is not None:` (test
+ * `notNone`) every training signal of `fn` lies (`def run(loader, train=True)`, `def run_epoch(model,
+ * loader, optimizer=None)`), if one does, never rebound: as `"param test"`.
+ */
 function trainingFlag(fn: FunctionInfo): string | undefined {
   const model = fn.model;
-  // Once per function and file version: every call of it with a literal False asks.
+  // Once per function and file version: every call of it with a literal False or None asks.
   return model.fact(`trainingFlag:${fn.node.order}`, () => {
     const signals = model.trainingSignals(fn.node);
     let flag: string | undefined;
@@ -131,11 +156,12 @@ function trainingFlag(fn: FunctionInfo): string | undefined {
       if (!p || (flag !== undefined && p !== flag)) return '';
       flag = p;
     }
-    return flag && fn.params.includes(flag) && model.bindingsIn(fn.node, flag).length === 0 ? flag : '';
+    const param = flag?.split(' ')[0];
+    return flag && param && fn.params.includes(param) && model.bindingsIn(fn.node, param).length === 0 ? flag : '';
   }) || undefined;
 }
 
-/** The name `n` is under in an `if <name>:` of `fn` (in its body, not its `else`), if any. */
+/** The name `n` is under in an `if <name>:` or `if <name> is not None:` of `fn` (in its body, not its `else`), with the test, if any. */
 function enclosingFlag(model: FileModel, n: SyntaxNode, fn: FunctionInfo): string | undefined {
   let prev = n;
   for (const a of ancestors(n)) {
@@ -143,7 +169,8 @@ function enclosingFlag(model: FileModel, n: SyntaxNode, fn: FunctionInfo): strin
     if (a.type === 'if_statement' && prev.field === 'consequence') {
       const cond = child(a, 'condition');
       const c = cond && unparen(cond);
-      if (c?.type === 'identifier') return model.src(c);
+      if (c?.type === 'identifier') return `${model.src(c)} truthy`;
+      if (c?.type === 'comparison_operator' && /^\w+\s+is\s+not\s+None$/.test(model.src(c))) return `${model.src(namedChildren(c)[0])} notNone`;
     }
     prev = a;
   }
@@ -186,7 +213,7 @@ function forwardOf(model: FileModel, call: SyntaxNode, reportOnly = false): Forw
     return wrapper && receiver ? { calleeNode: callee, texts: [model.src(receiver)], via: wrapper } : undefined;
   }
   const flagged = flagOffForward(model, call);
-  if (flagged) return { calleeNode: callee, texts: callee.type === 'attribute' ? ['self'] : [], via: flagged.fn, flag: flagged.param };
+  if (flagged) return { calleeNode: callee, texts: callee.type === 'attribute' ? ['self'] : [], via: flagged.fn, flag: { param: flagged.param, value: flagged.value, defaulted: flagged.defaulted } };
   // A function that trains itself (`trains`' own first test, from its calls alone) is not one.
   const candidates = resolveCallee(model, call).filter((g) => !g.model.hasTrainingSignal(g.node) && !builderName.test(g.name));
   // Most calls of a plain name reach no project function (`print`, `len`): nothing more to ask.
@@ -233,7 +260,7 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
   if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || trainModeOnly(model, call))) return { kind: 'safe' };
-  let context: Context | undefined = fwd.flag ? { kind: 'flag', param: fwd.flag } : undefined;
+  let context: Context | undefined = fwd.flag ? { kind: 'flag', ...fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
     if (!context) return { kind: 'none' };
@@ -732,7 +759,7 @@ function describe(context: Context, model: FileModel): string {
     case 'read':
       return `${context.fn ? `in \`${context.fn.name}()\`` : 'at module level'}, whose output is only read (printed, saved or turned into numbers),`;
     case 'flag':
-      return `with \`${context.param}=False\`, which skips its backward pass,`;
+      return context.defaulted ? `with \`${context.param}\` left at its default \`${context.value}\`, which skips its backward pass,` : `with \`${context.param}=${context.value}\`, which skips its backward pass,`;
     case 'phase':
       return `in both phases of \`${context.fn.name}()\` (backward only \`if ${context.phase.source}\`, \`${model.src(context.phase.evalSwitch)}\` otherwise), so the evaluation phase runs it`;
   }
