@@ -3,7 +3,7 @@ import { rangeOf } from '../fixes';
 import type { FileModel } from '../model';
 import { moduleSelfMethods } from '../model/types';
 import type { Rule } from '../rule';
-import { child, contains, descendants, namedChildren, unparen } from '../syntax';
+import { child, contains, namedChildren, unparen } from '../syntax';
 import type { SyntaxNode } from '../syntax';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -70,9 +70,9 @@ function neverRuns(model: FileModel, call: SyntaxNode): boolean {
   const body = scope.type === 'module' ? scope : child(scope, 'body');
   if (!body || model.isGlobalIn(scope, name)) return false;
   // Every use, nested functions included (a closure that calls it runs it).
-  for (const n of descendants(body)) {
+  for (const n of identifiersNamed(model, name, body, value.end)) {
     // The wrapped model's own name in the wrapping call (`model = DataParallel(model)`) is the one before.
-    if (n.type !== 'identifier' || n === target || model.src(n) !== name || contains(value, n)) continue;
+    if (n === target || !contains(body, n) || contains(value, n)) continue;
     if (anotherVariable(model, n, name, scope, target)) continue;
     const p = n.parent;
     if (p?.type === 'attribute' && child(p, 'object') === n) {
@@ -101,4 +101,44 @@ function anotherVariable(model: FileModel, n: SyntaxNode, name: string, scope: S
   }
   const defs = model.reachingDefs(name, n)?.defs;
   return defs !== undefined && !defs.some((d) => d.target === target);
+}
+
+/**
+ * The identifiers named `name` inside `within`, lazily, those after `from` first, then those before
+ * it: found in the text (a word match, then the node at that offset) rather than by walking the tree,
+ * and the uses after a wrapper (where a call would run it) first, so that the caller stops early.
+ */
+function* identifiersNamed(model: FileModel, name: string, within: SyntaxNode, from: number): Generator<SyntaxNode> {
+  const word = /\w/;
+  const text = model.text;
+  for (const [start, end] of [[from, within.end], [within.start, from]]) {
+    for (let at = text.indexOf(name, start); at >= 0 && at + name.length <= end; at = text.indexOf(name, at + name.length)) {
+      if (word.test(text[at - 1] ?? '') || word.test(text[at + name.length] ?? '')) continue;
+      const n = nodeAt(within, at);
+      if (n?.type === 'identifier' && n.start === at && n.end === at + name.length) yield n;
+    }
+  }
+}
+
+/** The deepest node under `node` that starts at or spans `offset`. */
+function nodeAt(node: SyntaxNode, offset: number): SyntaxNode | undefined {
+  let n = node;
+  for (;;) {
+    const kids = n.children;
+    let lo = 0;
+    let hi = kids.length - 1;
+    let next: SyntaxNode | undefined;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const k = kids[mid];
+      if (k.end <= offset) lo = mid + 1;
+      else if (k.start > offset) hi = mid - 1;
+      else {
+        next = k;
+        break;
+      }
+    }
+    if (!next) return n;
+    n = next;
+  }
 }

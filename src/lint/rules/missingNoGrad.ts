@@ -109,9 +109,8 @@ function parameterlessCallee(model: FileModel, call: SyntaxNode): boolean {
  * guard belongs on this call (a decorator on the shared function would break its training calls).
  */
 function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo; param: string; value: string; defaulted: boolean } | undefined {
-  // Most calls pass no literal False or None and call no function with a flag: nothing to resolve.
-  const text = model.src(call);
-  if (!text.includes('False') && !text.includes('None') && !flagDefaultsOff(model, call)) return undefined;
+  // Most calls call no function (here or in the workspace) of that name with a training flag: nothing to resolve.
+  if (!flagNamed(model, call)) return undefined;
   const target = resolveCall(model, call);
   const fn = target?.fn;
   if (!fn || target.cls) return undefined;
@@ -131,13 +130,13 @@ function hasSplat(call: SyntaxNode): boolean {
   return !!args && namedChildren(args).some((a) => a.type === 'list_splat' || a.type === 'dictionary_splat');
 }
 
-/** Is `call`'s callee name a project function's (here or in the workspace) with a parameter that defaults to None or False (cheap, by name)? */
-function flagDefaultsOff(model: FileModel, call: SyntaxNode): boolean {
+/** Is `call`'s callee name a project function's (here or in the workspace) that trains only under a flag (cheap, by name)? */
+function flagNamed(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
   const name = lastName(model.src(callee));
-  const offDefault = (fn: FunctionInfo) => /=\s*(None|False)\b/.test(fn.model.src(child(fn.node, 'parameters') ?? fn.node));
-  return model.functionsHere(name).some(offDefault) || model.facts.functionsNamed(name).some(offDefault);
+  // Once per name and file version: a name is called far more often than it is defined.
+  return model.fact(`flagNamed:${name}`, () => model.functionsHere(name).some((fn) => trainingFlag(fn) !== undefined) || model.facts.functionsNamed(name).some((fn) => trainingFlag(fn) !== undefined)) ?? false;
 }
 
 /**
