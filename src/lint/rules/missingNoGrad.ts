@@ -9,7 +9,7 @@ import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
 import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
-import { decorateSafe, functionStatus, resolveCallee, sitesOf, trains, wrapSafe } from '../trainingPath';
+import { decorateSafe, functionStatus, resolveCallee, returnsFrom, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, stepUpdatesAfter, volatileInput } from './inferenceEvidence';
 import { conditionText, phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
@@ -284,8 +284,21 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
   // A helper the training step also calls (or one handed on as a callback, with callers of its
   // own too): its forward must record a graph; the guard goes on its evaluation callers.
   const status = fn && !trains(fn) ? functionStatus(fn) : 'eval';
-  if (status === 'train' || (status === 'unknown' && fn && sitesOf(fn).length > 0)) return { kind: 'unreported' };
+  if (status === 'train' || (status === 'unknown' && fn && sitesOf(fn).length > 0 && !ownModelEvaluated(model, call, fwd, fn, context))) return { kind: 'unreported' };
   return { kind: 'report', context, fn };
+}
+
+/**
+ * `def eval_tta(config, augment, reporter): model = get_model(...); model.load_state_dict(...);
+ * model.eval(); ... pred = model(data)` handed to a tuner as a lambda (fast-autoaugment): whoever
+ * calls it, the model is its own (put in eval mode there, or the function is named for evaluation), and nothing of the forward is returned;
+ * no caller can make that forward part of a training step, and none is known to guard it.
+ */
+function ownModelEvaluated(model: FileModel, call: SyntaxNode, fwd: Forward, fn: FunctionInfo, context: Context): boolean {
+  if ((context.kind !== 'eval' && context.kind !== 'name') || fwd.via || fwd.calleeNode.type !== 'identifier') return false;
+  const name = model.src(fwd.calleeNode);
+  if ((context.kind === 'eval' && context.receiver !== name) || fn.params.includes(name) || model.isGlobalIn(fn.node, name)) return false;
+  return model.bindingsIn(fn.node, name).length > 0 && !returnsFrom(model, call, fn.node);
 }
 
 /**

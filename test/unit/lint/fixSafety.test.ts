@@ -140,7 +140,7 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(checker.checkFix(paths, file, [{ range: end('seen += criterion'), newText: '.detach()' }], 'detach'), []);
     });
 
-    it('a guard around what carries none of the graph backpropagated: `.data` of a forward, the indices of max(), a shared loop called with its training flag False', () => {
+    it('a guard around what carries none of the graph backpropagated: `.data` of a forward, the indices of max(), a shared loop called with its training flag False or its optimizer None', () => {
       const text = [
         'import torch',
         '',
@@ -169,6 +169,19 @@ describe('lint fixes never change what training computes', () => {
         '        self.iteration(loader)',
         '        self.iteration(test_loader, train=False)',
         '',
+        'def run_epoch(model, loader, optimizer=None):',
+        '    for x, y in loader:',
+        '        loss = model(x).sum()',
+        '        if optimizer is not None:',
+        '            loss.backward()',
+        '            optimizer.step()',
+        '',
+        'def main(model, loader, optimizer):',
+        '    run_epoch(model, loader, optimizer)',
+        '    run_epoch(model, loader, None)',
+        '    run_epoch(model, loader)',
+        '    run_epoch(model, loader, optimizer=opt)',
+        '',
       ].join('\n');
       const file = { path: join(lintFixtures, 'synthetic_cut.py'), text };
       const paths = checker.analyse([file]);
@@ -181,6 +194,10 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(wrap('fake = torch.autograd.Variable(netG(z).data)'), []);
       assert.deepEqual(wrap('_, actions = q(s).max(1, keepdim=True)'), []);
       assert.deepEqual(wrap('self.iteration(test_loader, train=False)'), []);
+      assert.deepEqual(wrap('run_epoch(model, loader, None)'), []);
+      assert.deepEqual(wrap('run_epoch(model, loader)'), []);
+      assert.deepEqual(wrap('    run_epoch(model, loader, optimizer)'), ['`run_epoch(model, loader, optimizer)` is on a training path and now runs under a grad guard']);
+      assert.deepEqual(wrap('run_epoch(model, loader, optimizer=opt)'), ['`run_epoch(model, loader, optimizer=opt)` is on a training path and now runs under a grad guard']);
       // The same places where the graph is needed are still caught.
       assert.deepEqual(wrap('loss = netD(fake).mean()'), ['`netD(fake).mean()` is on a training path and now runs under a grad guard', '`netD(fake)` is on a training path and now runs under a grad guard']);
       assert.deepEqual(wrap('v = target(s).gather(1, actions)'), ['`target(s).gather(1, actions)` is on a training path and now runs under a grad guard', '`target(s)` is on a training path and now runs under a grad guard']);

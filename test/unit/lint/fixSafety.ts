@@ -346,8 +346,9 @@ export class TrainingPaths {
   }
 
   /**
-   * Does `call` pass a literal False for a parameter of `g` under whose `if <param>:` every
-   * unguarded call of `g` that trains lies (a training call, or a call of a function that trains)?
+   * Does `call` turn off a parameter of `g` under whose `if <param>:` (or `if <param> is not None:`)
+   * every unguarded call of `g` that trains lies (a training call, or a call of a function that
+   * trains)? Off: a literal False (for `if <param>:`) or None, passed or left as the default.
    * Then this call of `g` runs no training step.
    */
   private switchedOff(file: Parsed, call: SyntaxNode, g: Fn): boolean {
@@ -361,7 +362,12 @@ export class TrainingPaths {
         if (a === g.node) break;
         const cond = a.type === 'if_statement' && prev.field === 'consequence' ? child(a, 'condition') : undefined;
         if (cond?.type === 'identifier') {
-          flag = src(g.file, cond);
+          flag = `${src(g.file, cond)} truthy`;
+          break;
+        }
+        const m = cond?.type === 'comparison_operator' ? /^(\w+)\s+is\s+not\s+None$/.exec(src(g.file, cond)) : null;
+        if (m) {
+          flag = `${m[1]} notNone`;
           break;
         }
         prev = a;
@@ -370,14 +376,22 @@ export class TrainingPaths {
       flags.add(flag);
     }
     if (flags.size !== 1) return false;
-    const [flag] = flags;
-    const params = namedChildren(child(g.node, 'parameters') ?? g.node).map((p) => src(g.file, p.type === 'identifier' ? p : (child(p, 'name') ?? p)));
+    const [name, test] = [...flags][0].split(' ');
+    const declared = namedChildren(child(g.node, 'parameters') ?? g.node);
+    const params = declared.map((p) => src(g.file, p.type === 'identifier' ? p : (child(p, 'name') ?? p)));
     const args = namedChildren(child(call, 'arguments') ?? call);
-    const keyword = args.find((a) => a.type === 'keyword_argument' && src(file, child(a, 'name') ?? a) === flag);
+    const keyword = args.find((a) => a.type === 'keyword_argument' && src(file, child(a, 'name') ?? a) === name);
     const positional = args.filter((a) => a.type !== 'keyword_argument');
-    const index = params.indexOf(flag) - (g.cls && params[0] === 'self' ? 1 : 0);
-    const arg = keyword ? child(keyword, 'value') : index >= 0 ? positional[index] : undefined;
-    return !!arg && src(file, arg) === 'False';
+    const index = params.indexOf(name) - (g.cls && params[0] === 'self' ? 1 : 0);
+    let arg = keyword ? child(keyword, 'value') : index >= 0 ? positional[index] : undefined;
+    let argFile = file;
+    // Not passed, and no splat could pass it: the parameter's default.
+    if (!arg && !args.some((a) => a.type === 'list_splat' || a.type === 'dictionary_splat')) {
+      arg = declared.find((p) => p.type.endsWith('default_parameter') && child(p, 'name') && src(g.file, child(p, 'name')!) === name)?.children.find((c) => c.field === 'value');
+      argFile = g.file;
+    }
+    const off = arg ? src(argFile, arg) : undefined;
+    return off === 'None' || (off === 'False' && test === 'truthy');
   }
 
   /** Does the value of `call` flow into a key that reaches backward (or into a training call, or out of a function whose result does)? */
