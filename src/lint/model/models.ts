@@ -148,7 +148,7 @@ export abstract class ModelModels extends ModelGuards {
     const callee = this.callee(call);
     if (!callee) return false;
     const mc = this.methodCall(call);
-    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call) || this.isSubmoduleOfModel(mc.receiver, call);
+    if (mc?.method === 'forward') return this.isModelExpr(mc.receiver, call) || this.isSubmoduleOfModel(mc.receiver, call) || this.ownSubmodule(mc.receiver, call);
     return this.isModelExpr(callee, call);
   }
 
@@ -157,6 +157,18 @@ export abstract class ModelModels extends ModelGuards {
    * whose `forward` is called by name is one of its submodules (pix2pixHD precomputes its encoder's
    * features this way). Only for an explicit `.forward`: `model.head(x)` may be any attribute.
    */
+  /**
+   * `self.feature.forward(x)` in a method of an `nn.Module` class: its attribute's `forward` called by
+   * name, a submodule however it was built (`self.feature = model_func()`, a factory passed to the
+   * constructor: CloserLookFewShot's BaselineTrain), as `self.encoder(x)` is by its name.
+   */
+  private ownSubmodule(expr: SyntaxNode, at: SyntaxNode): boolean {
+    const object = expr.type === 'attribute' ? child(expr, 'object') : undefined;
+    if (object?.type !== 'identifier' || !this.textIs(object, 'self')) return false;
+    const cls = this.functionOf(at)?.cls;
+    return !!cls && this.isModuleClassInfo(cls);
+  }
+
   private isSubmoduleOfModel(expr: SyntaxNode, at: SyntaxNode): boolean {
     for (let o = expr.type === 'attribute' ? child(expr, 'object') : undefined; o; o = o.type === 'attribute' ? child(o, 'object') : undefined) {
       if (o.type === 'identifier' || o.type === 'attribute') {
