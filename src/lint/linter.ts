@@ -547,14 +547,19 @@ export class Linter {
 /**
  * The file-wide facts a statement's findings may depend on without a recorded lookup: the
  * model's (imports, model names, module-level grad switches), the fixes' (indentation
- * unit, where `import torch` would go) and whether the text shows a GPU (tensors-kept-for-logging).
+ * unit, where `import torch` would go), whether the text shows a GPU (tensors-kept-for-logging), and the
+ * file's functions with their classes.
  */
 function sharedSignature(model: FileModel): string {
   let importRow = 0;
   for (const s of model.root.children) {
     if (s.type === 'import_statement' || s.type === 'import_from_statement' || s.type === 'future_import_statement') importRow = s.endRow + 1;
   }
-  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}|${showsGpu(model)}`;
+  // Which class each function belongs to: an edit that moves a `def` in or out of a class (an indentation
+  // while typing) changes how calls resolve everywhere, not only where a recorded lookup asked.
+  let owners = '';
+  for (const fn of model.functions) owners += `${fn.cls?.name ?? ''}.${fn.name},`;
+  return `${model.sharedFacts()}|${indentUnit(model)}|${importRow}|${showsGpu(model)}|${owners}`;
 }
 
 /** Moves a kept statement's findings through an edit; undefined when a position falls inside the edited span. */

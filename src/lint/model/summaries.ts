@@ -238,6 +238,9 @@ function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   if (!object || !attr) return [];
   const name = model.src(attr);
   const receiver = model.src(object);
+  // `self.feature.forward(x)`, `model.forward(x)`: some module's forward, which one unknown; every module defines one,
+  // and each such call following them all grew with calls x modules (a large file of many models).
+  if (name === 'forward' && receiver !== 'self' && receiver !== 'cls') return [];
   const all = model.facts.functionsNamed(name);
   if (receiver === 'self' || receiver === 'cls') {
     const own = model.functionOf(call)?.cls;

@@ -67,6 +67,8 @@ function neverRuns(model: FileModel, call: SyntaxNode): boolean {
   if (target?.type !== 'identifier') return false;
   const name = model.src(target);
   const scope = model.scopeOf(call);
+  // A module-level name may be imported and run by another file, unless it is bound only when the file runs as a script.
+  if (scope.type === 'module' && !inMainBlock(model, assignment!)) return false;
   const body = scope.type === 'module' ? scope : child(scope, 'body');
   if (!body || model.isGlobalIn(scope, name)) return false;
   // Every use, nested functions included (a closure that calls it runs it).
@@ -141,4 +143,14 @@ function nodeAt(node: SyntaxNode, offset: number): SyntaxNode | undefined {
     if (!next) return n;
     n = next;
   }
+}
+
+/** Inside `if __name__ == '__main__':` (either quote, either order). */
+function inMainBlock(model: FileModel, node: SyntaxNode): boolean {
+  for (let p = node.parent, prev = node; p; prev = p, p = p.parent) {
+    if (p.type !== 'if_statement' || prev.field !== 'consequence') continue;
+    const cond = child(p, 'condition');
+    if (cond && /^(__name__\s*==\s*(['"])__main__\2|(['"])__main__\3\s*==\s*__name__)$/.test(model.src(unparen(cond)))) return true;
+  }
+  return false;
 }

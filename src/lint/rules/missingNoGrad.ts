@@ -135,6 +135,8 @@ function flagNamed(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
   const name = lastName(model.src(callee));
+  // A module's forward is no epoch function (and every module defines one: asking them all is quadratic).
+  if (name === 'forward' || name === '__call__') return false;
   // Once per name and file version: a name is called far more often than it is defined.
   return model.fact(`flagNamed:${name}`, () => model.functionsHere(name).some((fn) => trainingFlag(fn) !== undefined) || model.facts.functionsNamed(name).some((fn) => trainingFlag(fn) !== undefined)) ?? false;
 }

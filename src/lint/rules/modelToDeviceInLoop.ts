@@ -21,12 +21,14 @@ const conditional = new Set(['if_statement', 'elif_clause', 'else_clause', 'exce
 
 export const rule: Rule = {
   id,
-  defaultSeverity: 'warning',
+  // Info, not warning: what it reports (a model already on the device, moved again) cost nothing measurable
+  // on an H200 and about 2 ms a step for a 288-tensor transformer (docs/rules/model-to-device-in-loop.md).
+  defaultSeverity: 'info',
   summary: 'model.to(device) / model.cuda() runs on every iteration of the training loop instead of once before it.',
   explanation:
-    'Moving a module is not free even when it is already on the device: `Module.to()` walks every parameter, buffer and gradient and checks or converts each one, every step. ' +
-    'When anything in the loop moves the model elsewhere (a `model.cpu()` to save or evaluate), each iteration copies all weights and gradients back over PCIe and allocates them anew, ' +
-    'which stalls the GPU and fragments the caching allocator, so a model that fits can run out of memory. ' +
+    'Moving a module is not free even when it is already on the device: `Module.to()` walks every parameter, buffer and gradient and checks each one, every step ' +
+    '(about 2 ms for a 288-tensor transformer; nothing measurable for a small CNN on an H200). Memory is not affected while the model stays on the device; ' +
+    'a loop that also moves it away (`model.cpu()`), where each iteration would copy every weight back and fragment the caching allocator, is deliberate offloading and not reported. ' +
     'Move the model once, before the loop (and before building the optimizer).',
   docsUrl: docsUrlFor(id),
   check,
