@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, descendants, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -193,6 +193,9 @@ export abstract class ModelModels extends ModelGuards {
       const cls = this.functionOf(at)?.cls;
       if (cls && definesMethod(cls, text.slice(5))) return false;
     }
+    // `cur_model.net_name()` (a Darknet method that returns 'region' or 'yolo', pytorch-0.4-yolov3): named like a
+    // model, but a method some project class defines (not a property, which may return a module): no module.
+    if (expr.type === 'attribute' && modelNamePattern.test(lastName(text)) && this.projectMethod(lastName(text))) return false;
     // `model.module(x)`: the model a DataParallel / DDP wrapper holds; calling it runs its forward.
     if (expr.type === 'attribute' && text.endsWith('.module')) {
       const object = child(expr, 'object');
@@ -230,6 +233,13 @@ export abstract class ModelModels extends ModelGuards {
     trackKey('cls:', name);
     const classes = this.facts.classesNamed(name);
     return classes.length === 1 && classes[0].model.moduleNames().models.has(`self.${this.src(attr)}`) && !classes[0].model.moduleNames().losses.has(`self.${this.src(attr)}`);
+  }
+
+  /** Does a project class (here or in the workspace) define a method `name` that is not a property? */
+  private projectMethod(name: string): boolean {
+    trackKey('fn:', name);
+    const isMethod = (f: FunctionInfo) => !!f.cls && !(f.node.parent?.type === 'decorated_definition' && /@(\w+\.)?(cached_)?property\b/.test(f.model.src(f.node.parent)));
+    return this.functionsHere(name).some(isMethod) || this.facts.functionsNamed(name).some(isMethod);
   }
 
   /** `isModelExpr` for a name or attribute by its text: bound to a model in the file, or named like one. */

@@ -3,7 +3,7 @@ import { rangeOf, removeStatement } from '../fixes';
 import { basename } from 'node:path';
 import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { ancestors, child, contains, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
@@ -39,6 +39,9 @@ export const rule: Rule = {
       if (excused) continue;
       // In an epoch loop, before or after its batch loop: once per epoch, not every step.
       if (inLoop && !model.batchLoopOf(call) && model.runsBatchLoop(inLoop)) continue;
+      // In a loop that is no batch loop, before a loop of its own (DROID-SLAM's per-scene flush before a
+      // per-frame tracking loop over a generator): once per outer item, where the inner loop is the step.
+      if (inLoop && !model.batchLoopOf(call) && besideInnerLoop(inLoop, call)) continue;
       // Not in a loop, in a function that runs its own batch loop before or after the call (`train_epoch()` that
       // flushes after its loop): once per call of it, that is once per epoch, whatever loop calls it.
       if (!inLoop && ownBatchLoop(model, call)) continue;
@@ -98,6 +101,16 @@ function acceleratorAlias(model: FileModel, call: SyntaxNode): boolean {
   if (v.type !== 'call' || model.src(model.callee(v) ?? v) !== 'getattr') return false;
   const [obj] = model.positionalArgs(v);
   return !!obj && model.qualify(obj) === 'torch';
+}
+
+/**
+ * Does a loop follow `call` in `loop`'s body (in the same function): a flush at the start of each outer
+ * item, before the loop that does its steps? (Not one after an inner loop that only post-processes each
+ * batch's items: flair's `for sent in batch: ...` then `empty_cache()`, which runs every batch.)
+ */
+function besideInnerLoop(loop: SyntaxNode, call: SyntaxNode): boolean {
+  const body = child(loop, 'body');
+  return !!body && descendants(body, isScopeNode).some((d) => loopTypes.has(d.type) && !contains(d, call) && d.start > call.end);
 }
 
 /** Does the function around `node` run a batch loop of its own (a loop over a loader, or one that steps an optimizer)? */
