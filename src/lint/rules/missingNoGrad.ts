@@ -260,7 +260,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || trainModeOnly(model, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || trainModeOnly(model, call) || differentiatesInside(model, fwd.calleeNode, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', ...fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -413,6 +413,21 @@ function trainModeOnly(model: FileModel, call: SyntaxNode): boolean {
     n = a;
   }
   return false;
+}
+
+/**
+ * `adv = self.attacker(inp, target)` after `self.eval()` (MadryLab robustness's AttackerModel): a project
+ * module whose `forward` takes gradients (`torch.autograd.grad`, in it or in a function it defines): an
+ * attack, a saliency map, an inner optimisation. It needs autograd, whatever mode it runs in.
+ */
+function differentiatesInside(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
+  if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
+  const forward = classOfValue(model, callee, call)?.methods.get('forward');
+  if (!forward?.body) return false;
+  const fm = forward.model;
+  // Only `autograd.grad`, a gradient taken for use: a `.backward()` there may be a trainer module's training
+  // step, skipped in evaluation (DALLE2's DecoderTrainer.forward), whose evaluation forward still records a graph.
+  return fm.fact(`differentiatesInside:${forward.node.order}`, () => descendants(forward.body!).some((d) => d.type === 'call' && /^torch\.autograd\.grad$/.test(fm.qualify(fm.callee(d)) ?? ''))) ?? false;
 }
 
 function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
