@@ -238,9 +238,14 @@ function callees(model: FileModel, call: SyntaxNode): FunctionInfo[] {
   if (!object || !attr) return [];
   const name = model.src(attr);
   const receiver = model.src(object);
-  // `self.feature.forward(x)`, `model.forward(x)`: some module's forward, which one unknown; every module defines one,
-  // and each such call following them all grew with calls x modules (a large file of many models).
-  if (name === 'forward' && receiver !== 'self' && receiver !== 'cls') return [];
+  // `self.feature.forward(x)`, `model.forward(x)`: some module's forward, the one of the class its receiver was built
+  // from, else unknown; every module defines one, and following them all grew with calls x modules (a large file of many models).
+  if (name === 'forward' && receiver !== 'self' && receiver !== 'cls') {
+    // The class its receiver was built from, where that is known (`trainer = DecoderTrainer(...)`): its forward.
+    const cls = classOfValue(model, object, call);
+    const fwd = cls && methodOf(cls, 'forward');
+    return fwd ? [fwd] : [];
+  }
   const all = model.facts.functionsNamed(name);
   if (receiver === 'self' || receiver === 'cls') {
     const own = model.functionOf(call)?.cls;
