@@ -21,10 +21,15 @@ export async function runCommand(page: Page, title: string, timeoutMs = 60_000):
   // yet (seen: ">GPU Workbench" matched nothing while ">Tune" matched 2 s later). It filters
   // again on every edit, so retype until the command is listed.
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  // The palette can also close under it (focus taken by a notification or a webview as the window settles:
+  // seen once in CI right before Developer: Reload Window): then it is opened again, not typed into for a minute.
   await waitUntil(`"${title}" in the command palette`, timeoutMs, async () => {
-    await input.fill('>');
-    await input.fill(`>${title}`);
-    return row.waitFor({ timeout: 3000 }).then(() => true, () => false);
+    if (!(await input.isVisible())) {
+      await page.keyboard.press('F1');
+      if (!(await input.waitFor({ state: 'visible', timeout: 5000 }).then(() => true, () => false))) return false;
+    }
+    const typed = await input.fill('>', { timeout: 5000 }).then(() => input.fill(`>${title}`, { timeout: 5000 })).then(() => true, () => false);
+    return typed && row.waitFor({ timeout: 3000 }).then(() => true, () => false);
   }, 0);
   await page.keyboard.press('Enter');
 }
