@@ -98,7 +98,7 @@ function classNamed(model: FileModel, name: string): ClassInfo | undefined {
 }
 
 /** A method of a class or of its workspace base classes (two levels). */
-function methodOf(cls: ClassInfo, name: string, depth = 0): FunctionInfo | undefined {
+export function methodOf(cls: ClassInfo, name: string, depth = 0): FunctionInfo | undefined {
   trackKey('fn:', name);
   const own = cls.methods.get(name);
   if (own || depth > 2) return own;

@@ -37,11 +37,13 @@ export const rule: Rule = {
         }
       }
       if (excused) continue;
-      // In an epoch loop, before or after its batch loop: once per epoch, not every step.
-      if (inLoop && !model.batchLoopOf(call) && model.runsBatchLoop(inLoop)) continue;
-      // In a loop that is no batch loop, before a loop of its own (DROID-SLAM's per-scene flush before a
-      // per-frame tracking loop over a generator): once per outer item, where the inner loop is the step.
-      if (inLoop && !model.batchLoopOf(call) && besideInnerLoop(inLoop, call)) continue;
+      if (inLoop && !model.batchLoopOf(call)) {
+        // In an epoch loop, before or after its batch loop: once per epoch, not every step.
+        if (model.runsBatchLoop(inLoop)) continue;
+        // In a loop that is no batch loop, before a loop of its own (DROID-SLAM's per-scene flush before a
+        // per-frame tracking loop over a generator): once per outer item, where the inner loop is the step.
+        if (besideInnerLoop(inLoop, call)) continue;
+      }
       // Not in a loop, in a function that runs its own batch loop before or after the call (`train_epoch()` that
       // flushes after its loop): once per call of it, that is once per epoch, whatever loop calls it.
       if (!inLoop && ownBatchLoop(model, call)) continue;

@@ -585,6 +585,9 @@ function trainsInNow(model: FileModel, within: SyntaxNode): boolean {
     const callee = model.callee(c);
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) continue;
     const name = lastName(model.src(callee));
+    // `x.forward(...)` is not every workspace module's forward by its name: one whose forward takes gradients (an
+    // attacker's) would make any loop that runs a submodule's `.forward` a training step (as `calleeRunsBackward`).
+    if (name === 'forward' || name === '__call__') continue;
     track(`fn:${name}`);
     const fns = [...model.functionsHere(name), ...model.facts.functionsNamed(name)];
     if (fns.some((f) => f.model.hasTrainingSignal(f.node) && !updatesPerEpoch(f))) return true;

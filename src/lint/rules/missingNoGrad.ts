@@ -8,7 +8,7 @@ import { parameterDefault } from '../model/types';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
-import { argumentFor, classOfValue, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
+import { argumentFor, classOfValue, methodOf, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, returnsFrom, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
 import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, stepUpdatesAfter, volatileInput } from './inferenceEvidence';
@@ -422,7 +422,9 @@ function trainModeOnly(model: FileModel, call: SyntaxNode): boolean {
  */
 function differentiatesInside(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
-  const forward = classOfValue(model, callee, call)?.methods.get('forward');
+  const cls = classOfValue(model, callee, call);
+  // Its own forward or one it inherits from a project base class.
+  const forward = cls && methodOf(cls, 'forward');
   if (!forward?.body) return false;
   const fm = forward.model;
   // Only `autograd.grad`, a gradient taken for use: a `.backward()` there may be a trainer module's training
@@ -440,7 +442,7 @@ function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): bo
   }
   if (literals.length === 0) return false;
   const cls = classOfValue(model, callee, call);
-  const forward = cls?.methods.get('forward');
+  const forward = cls && methodOf(cls, 'forward');
   if (!forward?.body) return false;
   const fm = forward.model;
   for (const [param, value] of literals) {

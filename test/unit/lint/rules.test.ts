@@ -166,6 +166,11 @@ describe('lint rules over the fixture corpus', () => {
       const results = lint('zeroed_step_trainer');
       assert.deepEqual(results.map((r) => [r.name, r.got]), [['train.py', []]]);
     });
+    it('a loop that runs a submodule through `.forward(...)` trains nothing because some workspace module\'s own forward takes gradients (an attack): its read-only forward is reported', () => {
+      const results = lint('attacker_forward');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['features.py:10:missing-no-grad']);
+    });
     it('a module class named in lower case, built through its module (`G = network.generator(64)`), is a model: its forward over the test set is reported (held-out round 17\'s miss, pytorch-pix2pix)', () => {
       const results = lint('lowercase_class');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
