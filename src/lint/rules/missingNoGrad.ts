@@ -278,7 +278,7 @@ function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = fa
     if (model.hasTrainingSignal(fn.node)) return { kind: 'safe' };
     if ((!fwd.via && ownComputation(model, call, model.src(fwd.calleeNode), fn)) || oneOffInTest(model, call, fn)) return { kind: 'safe' };
   }
-  if (fn && callersGuarded(fn, 1)) return { kind: 'safe' };
+  if (fn && (callersGuarded(fn, 1) || handedToGuard(fn))) return { kind: 'safe' };
   context ??= contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn));
   if (!context) return { kind: 'unreported' };
   // A target network's forward in a DDPG/SAC `learn()`, put in eval() or only read (detached into the loss): part of that one step.
@@ -417,8 +417,8 @@ function trainModeOnly(model: FileModel, call: SyntaxNode): boolean {
 
 /**
  * `adv = self.attacker(inp, target)` after `self.eval()` (MadryLab robustness's AttackerModel): a project
- * module whose `forward` takes gradients (`torch.autograd.grad`, in it or in a function it defines): an
- * attack, a saliency map, an inner optimisation. It needs autograd, whatever mode it runs in.
+ * module whose `forward` takes gradients (`torch.autograd.grad`, a differentiable optimiser's step: `differentiates`,
+ * in it or in a function it defines): an attack, a saliency map, an inner optimisation. It needs autograd, whatever mode it runs in.
  */
 function differentiatesInside(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
@@ -427,10 +427,18 @@ function differentiatesInside(model: FileModel, callee: SyntaxNode, call: Syntax
   const forward = cls && methodOf(cls, 'forward');
   if (!forward?.body) return false;
   const fm = forward.model;
-  // Only `autograd.grad`, a gradient taken for use: a `.backward()` there may be a trainer module's training
-  // step, skipped in evaluation (DALLE2's DecoderTrainer.forward), whose evaluation forward still records a graph.
-  return fm.fact(`differentiatesInside:${forward.node.order}`, () => descendants(forward.body!).some((d) => d.type === 'call' && /^torch\.autograd\.grad$/.test(fm.qualify(fm.callee(d)) ?? ''))) ?? false;
+  // Only a gradient taken for use: a `.backward()` there may be a trainer module's training step, skipped in
+  // evaluation (DALLE2's DecoderTrainer.forward), whose evaluation forward still records a graph.
+  return fm.fact(`differentiatesInside:${forward.node.order}`, () => descendants(forward.body!).some((d) => d.type === 'call' && differentiates.test(fm.qualify(fm.callee(d)) ?? ''))) ?? false;
 }
+
+/**
+ * Calls that take gradients for use inside a forward: `torch.autograd.grad` and autograd's functional API
+ * (jacobians, vector-Jacobian products), and facebookresearch/higher's differentiable optimisers and patched
+ * modules (`higher.get_diff_optim(...)`, `higher.innerloop_ctx(...)`: an unrolled inner optimisation, as in its
+ * deep-energy example, whose `step(loss)` needs the graph of the forward's own computation).
+ */
+const differentiates = /^(torch\.autograd\.(grad|functional\.\w+)|higher\.\w+(\.\w+)*)$/;
 
 function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   const literals: [string, string][] = [];
@@ -475,7 +483,13 @@ function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): bo
 function warmUp(model: FileModel, call: SyntaxNode): boolean {
   if (call.parent?.type !== 'expression_statement') return false;
   const arg = model.positionalArgs(call)[0];
-  let a = arg && unparen(arg);
+  let a: SyntaxNode | undefined = arg && unparen(arg);
+  // `x = torch.ones(1, 3, h, w).cuda(); model(x)` (ByteTrack's TensorRT warm-up): the one definition of the name that reaches the call.
+  if (a?.type === 'identifier') {
+    const defs = model.reachingDefs(model.src(a), call);
+    const only = defs && !defs.entry && defs.defs.length === 1 && !defs.defs[0].unpacked ? defs.defs[0].value : undefined;
+    a = only && unparen(only);
+  }
   // Through `.to(device)`, `.type_as(p)`, `.cuda()`, `.half()`, `.float()`.
   for (let mc = a?.type === 'call' ? model.methodCall(a) : undefined; a && mc && /^(to|type_as|cuda|half|float|contiguous)$/.test(mc.method); mc = a.type === 'call' ? model.methodCall(a) : undefined) a = unparen(mc.receiver);
   if (a?.type !== 'call' || !/^torch\.(zeros|ones|empty|rand|randn|full)$/.test(model.qualify(model.callee(a)) ?? '')) return false;
@@ -810,6 +824,36 @@ function callersGuarded(fn: FunctionInfo, depth: number): boolean {
       if (state !== 'default') return state === 'off';
       const caller = s.model.functionOf(s.call);
       return !!caller && depth < maxCallerDepth && callersGuarded(caller, depth + 1);
+    });
+  }) ?? false;
+}
+
+/**
+ * `trainer.eval(evaluate, model_file)` (pytorchic-bert's classify.py): a function with no calls of its own, handed
+ * as an argument to project functions that call it only under a grad guard (`with torch.no_grad(): evaluate(model,
+ * batch)` in `Trainer.eval`): its forward never records a graph. Every place that hands it on must be such a call.
+ */
+function handedToGuard(fn: FunctionInfo): boolean {
+  return fn.model.fact(`handedToGuard:${fn.node.order}`, () => {
+    const refs = fn.model.facts.valueReferences(fn.name);
+    if (refs.length === 0 || callSitesOf(fn).length > 0) return false;
+    return refs.every((r) => {
+      const n = r.node;
+      if (n.type !== 'identifier') return false;
+      const args = n.parent?.type === 'keyword_argument' && n.field === 'value' ? n.parent.parent : n.parent;
+      const call = args?.type === 'argument_list' ? args.parent : undefined;
+      if (!call || call.type !== 'call') return false;
+      const target = resolveCall(r.model, call);
+      const g = target?.fn;
+      if (!target || !g || target.cls) return false;
+      const param = g.params.find((p) => argumentFor(r.model, call, target, p) === n);
+      if (!param) return false;
+      const gm = g.model;
+      const uses = gm.callsIn(g.node).filter((c) => {
+        const callee = gm.callee(c);
+        return gm.functionOf(c) === g && callee?.type === 'identifier' && gm.textIs(callee, param);
+      });
+      return uses.length > 0 && uses.every((c) => gm.gradState(c) === 'off');
     });
   }) ?? false;
 }

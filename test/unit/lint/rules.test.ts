@@ -171,6 +171,11 @@ describe('lint rules over the fixture corpus', () => {
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
       assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['features.py:10:missing-no-grad']);
     });
+    it('a callback handed to a trainer method that calls it only under no_grad is guarded; one it calls unguarded is reported (held-out round 20, pytorchic-bert)', () => {
+      const results = lint('callback_trainer');
+      for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
+      assert.deepEqual(results.flatMap((r) => r.expected.map((e) => `${r.name}:${e}`)), ['classify.py:24:missing-no-grad']);
+    });
     it('a module class named in lower case, built through its module (`G = network.generator(64)`), is a model: its forward over the test set is reported (held-out round 17\'s miss, pytorch-pix2pix)', () => {
       const results = lint('lowercase_class');
       for (const r of results) assert.deepEqual(r.got, r.expected, r.name);
