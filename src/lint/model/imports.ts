@@ -5,7 +5,7 @@
  */
 import { child, childrenOf, contains, descendants, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { flatCopy } from '../text';
-import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, lastName, type ScopeData, type StaleLog, staleLogLength, torchFamily, type WorkspaceFacts } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type FunctionInfo, hasAny, type KeptFact, lastBindingIn, lastName, moduleMethodArgsFit, type ScopeData, type StaleLog, staleLogLength, torchFamily, type WorkspaceFacts } from './types';
 
 export abstract class ModelImports {
   readonly aliases = new Map<string, string>();
@@ -217,7 +217,7 @@ export abstract class ModelImports {
             const receiver = child(callee, 'object');
             if (method && receiver) {
               const name = this.src(method);
-              if (name === 'eval' || name === 'train') {
+              if ((name === 'eval' || name === 'train') && moduleMethodArgsFit(name, node)) {
                 const args = this.positionalArgs(node);
                 const inference = name === 'eval' || (args.length === 1 && this.src(args[0]) === 'False');
                 dataOf(scope).modeEvents.push({ at: node, receiver: this.src(receiver), inference });

@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, descendants, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, definedByModule, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleMethodArgsFit, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -79,7 +79,7 @@ export abstract class ModelModels extends ModelGuards {
       if (callee?.type !== 'attribute') continue;
       const attr = child(callee, 'attribute');
       const receiver = attr && child(callee, 'object');
-      if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) (models ??= []).push(this.src(receiver));
+      if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr)) && moduleMethodArgsFit(this.src(attr), call)) (models ??= []).push(this.src(receiver));
     }
     if (chunk && (chunk.root.bindings.size > 0 || chunk.scopes.size > 0)) {
       for (const data of [chunk.root, ...chunk.scopes.values()]) {
@@ -139,8 +139,21 @@ export abstract class ModelModels extends ModelGuards {
     const cls = lastName(q);
     // A class of the workspace by its module (`network.generator(64)`, pytorch-pix2pix's lower-case class); a bare lower-case
     // name is more often an instance than a class.
-    if ((/^[A-Z]/.test(cls) || q.includes('.')) && this.facts.isModuleClass(cls)) return /Loss$/.test(cls) ? 'loss' : 'model';
+    if ((/^[A-Z]/.test(cls) || q.includes('.')) && this.facts.isModuleClass(cls) && this.importedModuleClass(cls, q)) return /Loss$/.test(cls) ? 'loss' : 'model';
     return undefined;
+  }
+
+  /**
+   * `train.Trainer(...)` after `import trainer as train`, where the workspace has several classes named `Trainer`
+   * and one of them is a module: the one trainer.py defines decides. By its name alone (true) when one class has it,
+   * the name is not reached through a module, or no module of the qualified name defines one.
+   */
+  private importedModuleClass(cls: string, q: string): boolean {
+    if (!q.includes('.')) return true;
+    const classes = this.facts.classesNamed(cls);
+    if (classes.length <= 1) return true;
+    const picked = definedByModule(cls, q, classes, this.path);
+    return !picked || picked.model.isModuleClassInfo(picked);
   }
 
   /** Is the callee of this call a model (not a loss)? */

@@ -12,7 +12,7 @@
  * or more than one that disagree, falls back to the name-based guesses of provenance.ts.
  */
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, callSitesOf, type ClassInfo, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, moduleSelfMethods, parameterDefault, torchFamily, trackKey } from './types';
+import { type Binding, callSitesOf, type ClassInfo, definedByModule, type FunctionInfo, historyFreeAttributes, historyFreeBuiltins, historyFreeMethods, historyFreeTorch, holdsModelOutput, lastName, moduleOnlyMethods, moduleSelfMethods, parameterDefault, torchFamily, trackKey } from './types';
 
 /**
  * The whole model of a file. Named through FunctionInfo (whose `model` ../model.ts declares) rather
@@ -75,26 +75,22 @@ const dunder = (fn: FunctionInfo): boolean => fn.cls !== undefined && (fn.params
  * it, refers to: the only one, or the only one in the module of the import (`from data import
  * build` -> `.../data.py`, `.../data/__init__.py`). Undefined when that leaves none or several.
  */
-function imported<T extends { readonly model: FileModel }>(model: FileModel, name: string, candidates: readonly T[]): T | undefined {
+function imported<T extends { readonly model: FileModel }>(model: FileModel, name: string, candidates: readonly T[], qualified?: string): T | undefined {
   if (candidates.length <= 1) return candidates[0];
-  const q = model.aliases.get(name);
-  if (!q) return undefined;
-  const parts = q.replace(/^\.+/, '').split('.');
-  const tail = (parts[parts.length - 1] === name ? parts.slice(0, -1) : parts).join('/');
-  if (!tail) return undefined;
-  const found = candidates.filter((c) => {
-    const p = c.model.path.replace(/\\/g, '/');
-    return p.endsWith(`/${tail}.py`) || p === `${tail}.py` || p.endsWith(`/${tail}/__init__.py`);
-  });
-  return found.length === 1 ? found[0] : undefined;
+  const q = model.aliases.get(name) ?? qualified;
+  return q ? definedByModule(name, q, candidates, model.path) : undefined;
 }
 
-/** The class `name`, in this file or the workspace (the same name in several files: the one imported, else none). */
-function classNamed(model: FileModel, name: string): ClassInfo | undefined {
+/**
+ * The class `name`, in this file or the workspace (the same name in several files: the one imported, else none).
+ * `qualified`: how the code named it through a module it imported (`trainer.Trainer` for `train.Trainer` after
+ * `import trainer as train`), which picks one of several classes of that name as an import of the name itself does.
+ */
+function classNamed(model: FileModel, name: string, qualified?: string): ClassInfo | undefined {
   trackKey('cls:', name);
   const own = model.classesHere(name);
   if (own.length) return own.length === 1 ? own[0] : undefined;
-  return imported(model, name, model.facts.classesNamed(name));
+  return imported(model, name, model.facts.classesNamed(name), qualified);
 }
 
 /** A method of a class or of its workspace base classes (two levels). */
@@ -126,7 +122,7 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
 }
 
 /** The workspace class a constructor call builds (`Meter()`, `utils.MeterBank(n)`); not torch's classes. */
-function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | undefined {
+export function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | undefined {
   const v = unparen(value);
   if (v.type !== 'call') return undefined;
   // `Net(...).cuda()`, `Net(...).to(device)`: nn.Module's own methods that return the module itself.
@@ -138,8 +134,9 @@ function constructedClass(model: FileModel, value: SyntaxNode): ClassInfo | unde
   const callee = model.callee(v);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return undefined;
   const name = lastName(model.src(callee));
-  if (!/^[A-Z]/.test(name) || torchFamily.test(model.qualify(callee) ?? '')) return undefined;
-  return classNamed(model, name);
+  const q = model.qualify(callee);
+  if (!/^[A-Z]/.test(name) || torchFamily.test(q ?? '')) return undefined;
+  return classNamed(model, name, callee.type === 'attribute' ? q : undefined);
 }
 
 /**

@@ -205,6 +205,18 @@ export const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lig
 /** Methods that only exist on `nn.Module`s: their receiver is a model. */
 export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
 /**
+ * How many arguments nn.Module's own methods take (`eval()` none, `train(mode=True)` one): a call passing more is
+ * another class's method of the same name (`trainer.eval(evaluate, model_file)`, `trainer.train(get_loss, epochs)`
+ * of pytorchic-bert's Trainer), neither a mode switch nor a sign that its receiver is a module.
+ */
+const moduleMethodArity: Record<string, number> = { eval: 0, train: 1, parameters: 1, named_parameters: 3, modules: 0, named_modules: 3, requires_grad_: 1, buffers: 1, named_buffers: 3 };
+
+/** Could this call of `method` be nn.Module's own `method`, by how many arguments it passes (`argumentCount`)? */
+export function moduleMethodArgsFit(method: string, call: SyntaxNode): boolean {
+  const max = moduleMethodArity[method];
+  return max === undefined || argumentCount(call) <= max;
+}
+/**
  * nn.Module's methods that return the module itself, so a model passes through them:
  * `Net(...).cuda()`, `.to(device)`, `.eval()`, `.apply(init_weights)` are `Net`'s instance.
  */
@@ -283,7 +295,7 @@ function requiredArguments(fn: FunctionInfo): number {
 }
 
 /** How many arguments `call` passes; Infinity where `*args` / `**kwargs` (or a generator argument) may pass any number. */
-function argumentCount(call: SyntaxNode): number {
+export function argumentCount(call: SyntaxNode): number {
   const list = call.children.find((c) => c.field === 'arguments');
   if (!list || list.type !== 'argument_list') return Infinity;
   let n = 0;
@@ -359,6 +371,27 @@ export function hasAny(set: ReadonlySet<string>, keys: readonly string[]): boole
 export function lastName(text: string): string {
   const i = text.lastIndexOf('.');
   return i === -1 ? text : text.slice(i + 1);
+}
+
+/**
+ * Of several workspace definitions of `name`, the one the module in its qualified name defines (`trainer.Trainer`,
+ * from `import trainer as train` and `train.Trainer`, or `from trainer import Trainer`: trainer.py or
+ * trainer/__init__.py); where several files are that module, the one beside the importing file (`importer`, a
+ * path), which Python's import finds first for a script; undefined when none or still several do.
+ */
+export function definedByModule<T extends { readonly model: { readonly path: string } }>(name: string, qualified: string, candidates: readonly T[], importer?: string): T | undefined {
+  const parts = qualified.replace(/^\.+/, '').split('.');
+  const tail = (parts[parts.length - 1] === name ? parts.slice(0, -1) : parts).join('/');
+  if (!tail) return undefined;
+  const files = [`${tail}.py`, `${tail}/__init__.py`];
+  const found = candidates.filter((c) => {
+    const p = c.model.path.replace(/\\/g, '/');
+    return files.some((f) => p === f || p.endsWith(`/${f}`));
+  });
+  if (found.length <= 1 || importer === undefined) return found.length === 1 ? found[0] : undefined;
+  const dir = importer.replace(/\\/g, '/').replace(/[^/]*$/, '');
+  const beside = found.filter((c) => files.some((f) => c.model.path.replace(/\\/g, '/') === `${dir}${f}`));
+  return beside.length === 1 ? beside[0] : undefined;
 }
 
 /**

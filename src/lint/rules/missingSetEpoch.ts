@@ -12,7 +12,7 @@ import { headerRange, indentUnit, insertAtBodyTop } from '../fixes';
 import { lastName, type ClassInfo, type FileModel, type FunctionInfo } from '../model';
 import { moduleOnlyMethods, type Binding } from '../model/types';
 import type { Rule } from '../rule';
-import { calleesOf, resolveCall } from '../model/summaries';
+import { calleesOf, constructedClass, resolveCall } from '../model/summaries';
 import { track } from '../deps';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
@@ -738,6 +738,8 @@ function distributedOrigin(cls: ClassInfo, key: string): string | undefined {
   if (!param || !init.params.includes(param)) return undefined;
   const index = init.params.indexOf(param) - 1;
   for (const site of model.facts.callSites(cls.name)) {
+    // A call of another class of the same name (another project's `Trainer` in the workspace) passes nothing to this one.
+    if (constructedClass(site.model, site.call) !== cls) continue;
     const arg = site.model.keywordArg(site.call, param) ?? site.model.positionalArgs(site.call)[index];
     if (!arg) continue;
     let value: SyntaxNode | undefined = unparen(arg);

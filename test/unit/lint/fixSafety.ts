@@ -254,6 +254,10 @@ export class TrainingPaths {
       const own = name && (this.byName.get(m.method) ?? []).find((g) => g.file === file && g.cls === src(file, name));
       if (own) return [own];
     }
+    // `x.forward(...)` runs x's own module's forward, as `x(...)` does, which is not resolved either: by its name it would be
+    // every module's forward in the workspace, and one that takes gradients (an attack) would make every loop that runs
+    // a submodule's `.forward` a training loop.
+    if (m.method === 'forward') return [];
     // `utils.train(...)` may be a module's function; `net.train()` / `net.eval()` are nn.Module's own methods.
     const moduleMethod = /^(train|eval|to|cuda|cpu|forward|parameters|zero_grad|step|apply|state_dict|load_state_dict|half|float|double)$/.test(m.method);
     return (this.byName.get(m.method) ?? []).filter((g) => !!g.cls || (m.receiver.type === 'identifier' && receiver !== 'self' && !moduleMethod));
