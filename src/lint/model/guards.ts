@@ -161,6 +161,16 @@ export abstract class ModelGuards extends ModelScopes {
           if (g) return g;
         }
       }
+      // `with torch.no_grad(), model_eval_mode(model):`: Python enters the items in order, so the earlier ones guard a later one's call.
+      if (a.type === 'with_clause') {
+        const items = a.children.filter((c) => c.type === 'with_item' && c.end <= node.start);
+        for (let i = items.length - 1; i >= 0; i--) {
+          const value = child(items[i], 'value');
+          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+          const g = expr && this.classifyGuard(expr);
+          if (g) return g;
+        }
+      }
       if (a.type === 'block' || a.type === 'module') {
         const g = this.toggleBefore(a, prev);
         if (g) return g;

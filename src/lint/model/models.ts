@@ -1,7 +1,7 @@
 /** Which callees of a file are models or losses (../model.ts): `nn.Module` subclasses, constructors, names. */
 import { recordRoot } from '../deps';
 import { child, descendants, unparen, type SyntaxNode } from '../syntax';
-import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, definedByModule, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleMethodArgsFit, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
+import { type Binding, type ChunkIndex, type ClassInfo, type Contribution, definedByModule, type FunctionInfo, hasAny, lastName, lossNamePattern, modelNamePattern, moduleBases, moduleOnlyMethods, moduleSelfMethods, parameterDefault, type ScopeData, torchFamily, trackKey } from './types';
 import { ModelGuards } from './guards';
 
 /** The lists of a statement's contribution that has none (shared, never changed). */
@@ -79,7 +79,7 @@ export abstract class ModelModels extends ModelGuards {
       if (callee?.type !== 'attribute') continue;
       const attr = child(callee, 'attribute');
       const receiver = attr && child(callee, 'object');
-      if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr)) && moduleMethodArgsFit(this.src(attr), call)) (models ??= []).push(this.src(receiver));
+      if (receiver && (receiver.type === 'identifier' || receiver.type === 'attribute') && moduleOnlyMethods.has(this.src(attr))) (models ??= []).push(this.src(receiver));
     }
     if (chunk && (chunk.root.bindings.size > 0 || chunk.scopes.size > 0)) {
       for (const data of [chunk.root, ...chunk.scopes.values()]) {

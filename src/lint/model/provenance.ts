@@ -99,6 +99,12 @@ export abstract class ModelProvenance extends ModelModels {
         if (mc?.method === 'manual_backward') addScalar(first);
       } else if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) {
         training = true;
+      } else if (first && this.scalerStep(call)) {
+        // loss_scaler(loss, optimizer): the loss is backpropagated, a scalar.
+        training = true;
+        addKeys(first);
+        addScalar(first);
+        backpropagated.push(first);
       } else if (this.externalGradientCall(call)) {
         training = true;
         for (const a of this.positionalArgs(call)) addKeys(a);
@@ -319,7 +325,25 @@ export abstract class ModelProvenance extends ModelModels {
     if (mc?.method === 'backward' || mc?.method === 'manual_backward') return true;
     if (/^torch\.autograd\.(grad|backward)$/.test(this.qualify(this.callee(call)) ?? '')) return true;
     if (mc?.method === 'step' && optimizerLike.test(this.src(mc.receiver))) return true;
-    return this.externalGradientCall(call);
+    return this.scalerStep(call) || this.externalGradientCall(call);
+  }
+
+  /**
+   * `loss_scaler(loss, optimizer, clip_grad=max_norm, parameters=model.parameters())`: timm's NativeScaler, as DeiT,
+   * XCiT and the repositories built on them call it, scales the loss, runs its backward pass and steps the optimizer.
+   * A callable named for a scaler, given a value and then an optimizer (`scaler.step(optimizer)` is a method call).
+   */
+  protected scalerStep(call: SyntaxNode): boolean {
+    const callee = this.callee(call);
+    if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
+    const name = lastName(this.src(callee));
+    // `loss_scaler`, `scaler`, `amp_scaler`; not a function named for one (`_make_train_step_no_scaler(task, optimizer)`).
+    if (!/^_*((loss|grad|amp|native)_?)?scaler$/i.test(name)) return false;
+    const args = this.positionalArgs(call);
+    if (args.length < 2 || !/optim|(^|[._])opt([._]|$)/i.test(this.src(args[1]))) return false;
+    // A function of the project is analysed by its body instead.
+    trackKey('fn:', name);
+    return this.functionsHere(name).length === 0 && this.facts.functionsNamed(name).length === 0;
   }
 
   /**
@@ -830,8 +854,8 @@ export abstract class ModelProvenance extends ModelModels {
     });
   }
 
-  /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it). */
-  evalEventFor(call: SyntaxNode, calleeText: string): { order: number; receiver: string; assigned: boolean } | undefined {
+  /** The `x.eval()` in force at this call for its receiver, if any (no `x.train()` after it); `modelItself`: the call runs `calleeText` as a model, not a helper holding one. */
+  evalEventFor(call: SyntaxNode, calleeText: string, modelItself = false): { order: number; receiver: string; assigned: boolean } | undefined {
     const scope = this.scopeOf(call);
     if (scope === this.root) track('root*');
     const events = this.scopeData(scope).modeEvents;
@@ -844,8 +868,11 @@ export abstract class ModelProvenance extends ModelModels {
       if (events[mid].at.order < call.order) cut = mid + 1;
       else hi = mid;
     }
-    // …whose receiver is the callee, a prefix of it (`model` for `model.encoder`) or an extension of it: the last one.
-    let last = Math.max(lastBefore(index.exact.get(calleeText), cut), lastBefore(index.extended.get(calleeText), cut));
+    // …whose receiver is the callee, a prefix of it (`model` for `model.encoder`) or an extension of it: the last one. An
+    // extension of a model called itself only through a wrapper (`model.module.eval()`): `model.module.patch_embed.eval()`
+    // (XCiT's surgery fine-tuning) freezes a part of the model in a step that goes on training the rest. A helper's object
+    // or argument holds its models (`self.model.eval()` before `self._process_one_batch(...)`): any of them.
+    let last = Math.max(lastBefore(index.exact.get(calleeText), cut), lastBefore((modelItself ? index.wrapped : index.extended).get(calleeText), cut));
     for (let dot = calleeText.indexOf('.'); dot !== -1; dot = calleeText.indexOf('.', dot + 1)) last = Math.max(last, lastBefore(index.exact.get(calleeText.slice(0, dot)), cut));
     const e = last >= 0 ? events[last] : undefined;
     if (!e?.inference || this.freezesStatistics(events, last)) return undefined;
@@ -989,6 +1016,8 @@ interface ModeEventIndex {
   readonly exact: Map<string, number[]>;
   /** By each text the receiver extends with `.name` (`model` and `model.encoder` for `model.encoder.head`). */
   readonly extended: Map<string, number[]>;
+  /** By each text the receiver extends with `.module` only (`model` for `model.module`): the model a wrapper holds. */
+  readonly wrapped: Map<string, number[]>;
 }
 
 /** Per list of events: a scope's list does not change once its statement is indexed. */
@@ -1001,7 +1030,7 @@ const modeEventIndexes = new WeakMap<readonly ModeEvent[], ModeEventIndex>();
 function modeEventIndex(events: readonly ModeEvent[]): ModeEventIndex {
   let index = modeEventIndexes.get(events);
   if (index) return index;
-  index = { exact: new Map(), extended: new Map() };
+  index = { exact: new Map(), extended: new Map(), wrapped: new Map() };
   const add = (map: Map<string, number[]>, key: string, i: number): void => {
     const list = map.get(key);
     if (list) list.push(i);
@@ -1009,7 +1038,10 @@ function modeEventIndex(events: readonly ModeEvent[]): ModeEventIndex {
   };
   events.forEach((e, i) => {
     add(index.exact, e.receiver, i);
-    for (let dot = e.receiver.indexOf('.'); dot !== -1; dot = e.receiver.indexOf('.', dot + 1)) add(index.extended, e.receiver.slice(0, dot), i);
+    for (let dot = e.receiver.indexOf('.'); dot !== -1; dot = e.receiver.indexOf('.', dot + 1)) {
+      add(index.extended, e.receiver.slice(0, dot), i);
+      if (/^(\.module)+$/.test(e.receiver.slice(dot))) add(index.wrapped, e.receiver.slice(0, dot), i);
+    }
   });
   modeEventIndexes.set(events, index);
   return index;

@@ -206,8 +206,9 @@ export const moduleBases = /^(torch\.nn\.(modules\.module\.)?Module|(pytorch_lig
 export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_parameters', 'modules', 'named_modules', 'requires_grad_', 'buffers', 'named_buffers']);
 /**
  * How many arguments nn.Module's own methods take (`eval()` none, `train(mode=True)` one): a call passing more is
- * another class's method of the same name (`trainer.eval(evaluate, model_file)`, `trainer.train(get_loss, epochs)`
- * of pytorchic-bert's Trainer), neither a mode switch nor a sign that its receiver is a module.
+ * another method of the same name (`trainer.eval(evaluate, model_file)` of pytorchic-bert's Trainer), no mode switch.
+ * Its receiver may still be a module whose class defines its own (the forward-forward example's `layer.train(h_pos,
+ * h_neg)`), so it still counts as a sign of a module.
  */
 const moduleMethodArity: Record<string, number> = { eval: 0, train: 1, parameters: 1, named_parameters: 3, modules: 0, named_modules: 3, requires_grad_: 1, buffers: 1, named_buffers: 3 };
 

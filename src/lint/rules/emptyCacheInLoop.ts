@@ -1,10 +1,10 @@
 /** empty-cache-in-loop: `torch.cuda.empty_cache()` on every iteration. */
 import { rangeOf, removeStatement } from '../fixes';
 import { basename } from 'node:path';
-import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel } from '../model';
+import { callSitesOf, lastName, type CallSite, type ClassInfo, type FileModel, type FunctionInfo } from '../model';
 import type { Rule } from '../rule';
-import { ancestors, child, contains, descendants, isScopeNode, loopTypes, statementOf, unparen, type SyntaxNode } from '../syntax';
-import { excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
+import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
+import { calleesOf, excusedInLoop, resolveCall, resolveInstanceCall } from '../model/summaries';
 import { docsUrlFor, type RawFinding } from '../types';
 
 const id = 'empty-cache-in-loop';
@@ -42,7 +42,7 @@ export const rule: Rule = {
         if (model.runsBatchLoop(inLoop)) continue;
         // In a loop that is no batch loop, before a loop of its own (DROID-SLAM's per-scene flush before a
         // per-frame tracking loop over a generator): once per outer item, where the inner loop is the step.
-        if (besideInnerLoop(inLoop, call)) continue;
+        if (besideInnerLoop(model, inLoop, call)) continue;
       }
       // Not in a loop, in a function that runs its own batch loop before or after the call (`train_epoch()` that
       // flushes after its loop): once per call of it, that is once per epoch, whatever loop calls it.
@@ -110,9 +110,29 @@ function acceleratorAlias(model: FileModel, call: SyntaxNode): boolean {
  * item, before the loop that does its steps? (Not one after an inner loop that only post-processes each
  * batch's items: flair's `for sent in batch: ...` then `empty_cache()`, which runs every batch.)
  */
-function besideInnerLoop(loop: SyntaxNode, call: SyntaxNode): boolean {
+function besideInnerLoop(model: FileModel, loop: SyntaxNode, call: SyntaxNode): boolean {
   const body = child(loop, 'body');
-  return !!body && descendants(body, isScopeNode).some((d) => loopTypes.has(d.type) && !contains(d, call) && d.start > call.end);
+  if (!body) return false;
+  const after = descendants(body, isScopeNode).filter((d) => !contains(d, call) && d.start > call.end);
+  // Or in a project function the item's work calls after the flush (LeViT's speed test: `empty_cache()`, then
+  // `compute_throughput(name, model, ...)`, whose timing loops run the steps, through a name bound to one of two functions).
+  return after.some((d) => loopTypes.has(d.type)) || after.some((d) => d.type === 'call' && calledFunctions(model, d).some((f) => !!f.body && descendants(f.body, isScopeNode).some((x) => loopTypes.has(x.type))));
+}
+
+/** The project functions a call runs: its callees, or, for a local name bound to functions (`compute = compute_cuda`), those. */
+function calledFunctions(model: FileModel, call: SyntaxNode): FunctionInfo[] {
+  const fns = calleesOf(model, call);
+  const callee = model.callee(call);
+  if (fns.length > 0 || callee?.type !== 'identifier') return fns;
+  const named = (v: SyntaxNode | undefined): SyntaxNode[] => {
+    const n = v && unparen(v);
+    if (n?.type === 'identifier') return [n];
+    // `f = compute_cpu if device == 'cpu' else compute_cuda`
+    if (n?.type !== 'conditional_expression') return [];
+    const [then, , otherwise] = namedChildren(n);
+    return [...named(then), ...named(otherwise)];
+  };
+  return model.bindingsIn(model.scopeOf(call), model.src(callee)).flatMap((b) => named(b.value).flatMap((v) => model.functionsHere(model.src(v)).filter((f) => !f.cls)));
 }
 
 /** Does the function around `node` run a batch loop of its own (a loop over a loader, or one that steps an optimizer)? */

@@ -65,6 +65,8 @@ type Verdict = { kind: 'report'; context: Context; fn: FunctionInfo | undefined 
 function check(model: FileModel): RawFinding[] {
   const findings: RawFinding[] = [];
   for (const call of model.targetCalls()) {
+    // `with model_eval_mode(model):` (composer's): a context manager, named like a model or not, runs no forward pass.
+    if (contextManager(call)) continue;
     const fwd = forwardOf(model, call, true);
     if (!fwd) continue;
     const verdict = judge(model, call, fwd, true);
@@ -79,6 +81,12 @@ function check(model: FileModel): RawFinding[] {
     });
   }
   return findings;
+}
+
+/** Is the call a `with` item's context manager (`with f(x):`, `with f(x) as y:`)? */
+function contextManager(call: SyntaxNode): boolean {
+  const p = call.parent?.type === 'as_pattern' ? call.parent.parent : call.parent;
+  return p?.type === 'with_item';
 }
 
 /**
@@ -334,7 +342,7 @@ function contextOf(model: FileModel, call: SyntaxNode, texts: readonly string[],
   const loop = model.evalLoaderLoopOf(call);
   if (loop) return { kind: 'loader', loop };
   for (const text of texts) {
-    const e = model.evalEventFor(call, text);
+    const e = model.evalEventFor(call, text, text === direct);
     if (e) return { kind: 'eval', receiver: e.receiver, order: e.order, assigned: e.assigned };
   }
   // A forward called directly (not through a helper): evidence from its input and its output.

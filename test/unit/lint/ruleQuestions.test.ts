@@ -221,6 +221,12 @@ describe('grad guards: a bare name\'s call is a grad switch only through an alia
     assert.equal(gradStateCounting(nestedForward(3, false)).state, 'default');
   });
 
+  it('a call in a later item of one `with` runs under the guards of the earlier items, which Python enters first, and not under later ones', () => {
+    assert.equal(gradStateCounting('import torch\n\n\ndef f(model, x, record):\n    with torch.no_grad(), record(model(x)):\n        pass\n').state, 'off');
+    assert.equal(gradStateCounting('import torch\n\n\ndef f(model, x, record):\n    with record(model(x)), torch.no_grad():\n        pass\n').state, 'default');
+    assert.equal(gradStateCounting('import torch\n\n\ndef f(model, x, record):\n    with torch.enable_grad(), record(model(x)) as r:\n        pass\n').state, 'on');
+  });
+
   it('without such an alias, the calls of bare names around a forward are not qualified one by one', () => {
     const few = gradStateCounting(nestedForward(3, false));
     const many = gradStateCounting(nestedForward(30, false));
