@@ -10,7 +10,7 @@
  */
 import { callSitesOf, type CallSite, type FileModel, type FunctionInfo } from './model';
 import { ancestors, baseOf, child, contains, descendants, isScopeNode, namedChildren, statementOf, type SyntaxNode } from './syntax';
-import { optimizerLike, trackKey } from './model/types';
+import { trackKey } from './model/types';
 import { calleesOf } from './model/summaries';
 
 /** 'train': some caller's computation reaches a backward pass; 'unknown': callers unknown (a callback, a property); 'eval': every caller is known and evaluates. */
@@ -34,12 +34,13 @@ function combine(a: PathStatus, b: PathStatus): PathStatus {
 /** The project functions a call can reach: every candidate, by name (summaries.ts `calleesOf`). */
 export const resolveCallee = calleesOf;
 
-/** A call of `.backward()`, `autograd.grad`, `manual_backward` or an optimizer's `step`. */
+/**
+ * A call of `.backward()`, `autograd.grad`, `manual_backward`, an optimizer's `step`, a loss scaler given the loss
+ * and the optimizer, a library gradient step: what makes a scope a training step (the model's `isTrainingSignal`,
+ * one definition for the rules and the fixes).
+ */
 export function isTrainingCall(model: FileModel, call: SyntaxNode): boolean {
-  const mc = model.methodCall(call);
-  if (mc?.method === 'backward' || mc?.method === 'manual_backward') return true;
-  if (mc?.method === 'step' && optimizerLike.test(model.src(mc.receiver))) return true;
-  return /^torch\.autograd\.(grad|backward)$/.test(model.qualify(model.callee(call)) ?? '');
+  return model.isTrainingSignal(call);
 }
 
 /** Does `fn` run a backward pass or an optimizer step, itself or through the project functions it calls? */

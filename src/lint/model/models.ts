@@ -420,10 +420,10 @@ function weightlessModuleClass(cls: ClassInfo): boolean {
 /**
  * A callee whose name says it builds or loads a model rather than running one: `load_model(...)`,
  * `create_model(...)`, `build_network(...)`, or does something else with one (`save_model(m)`, ONNX's
- * `onnx.checker.check_model(m)`, `test_model(m, loader)`), or a class by Python's naming convention
+ * `onnx.checker.check_model(m)`, `test_model(m, loader)`, MobileOne's `reparameterize_model(m)`), or a class by Python's naming convention
  * (`Model(envs)` with `Model` a parameter holding the class). Only consulted when nothing but the
  * name says "model".
  */
 function buildsByName(name: string): boolean {
-  return /^[A-Z]\w*[a-z]/.test(name) || /^_*(load|create|build|make|get|init|initialize|new|setup|construct|instantiate|restore|prepare|define|wrap|unwrap|convert|export|save|serialize|dump|store|train|fit|evaluate|validate|check|verify|inspect|test|benchmark|profile|log|show|plot|visualize|run|print|summarize|count|copy|clone|update|sync|average|freeze|unfreeze|compile|register|quantize|prune)_/i.test(name);
+  return /^[A-Z]\w*[a-z]/.test(name) || /^_*(load|create|build|make|get|init|initialize|new|setup|construct|instantiate|restore|prepare|define|wrap|unwrap|convert|export|save|serialize|dump|store|train|fit|evaluate|validate|check|verify|inspect|test|benchmark|profile|log|show|plot|visualize|run|print|summarize|count|copy|clone|update|sync|average|freeze|unfreeze|compile|register|quantize|prune|reparameteri[sz]e|fuse|merge|fold|strip|replace)_/i.test(name);
 }

@@ -14,6 +14,9 @@ const backwardInProgress = new Set<SyntaxNode>();
 /** Whether a `for` loop iterates an evaluation loader by its iterable's text (`evalLoaderLoopOf`), per loop node. */
 const evalLoaderLoops = new WeakMap<SyntaxNode, boolean>();
 
+/** Tensor methods that return `(values, indices)` when given a dimension or k: element 1 holds integer indices. */
+const indexedResult = /^(topk|max|min|sort|kthvalue|mode|median|cummax|cummin)$/;
+
 export abstract class ModelProvenance extends ModelModels {
   /** The definitions `definitionsCarry` is answering, outermost first (a cycle through them is neutral). */
   private readonly carrying = new Set<Binding>();
@@ -320,7 +323,7 @@ export abstract class ModelProvenance extends ModelModels {
   }
 
   /** A call that makes its scope a training step: `.backward()`, `manual_backward`, `autograd.grad`/`backward`, an optimizer's `step()`. */
-  private isTrainingSignal(call: SyntaxNode): boolean {
+  isTrainingSignal(call: SyntaxNode): boolean {
     const mc = this.methodCall(call);
     if (mc?.method === 'backward' || mc?.method === 'manual_backward') return true;
     if (/^torch\.autograd\.(grad|backward)$/.test(this.qualify(this.callee(call)) ?? '')) return true;
@@ -333,7 +336,7 @@ export abstract class ModelProvenance extends ModelModels {
    * XCiT and the repositories built on them call it, scales the loss, runs its backward pass and steps the optimizer.
    * A callable named for a scaler, given a value and then an optimizer (`scaler.step(optimizer)` is a method call).
    */
-  protected scalerStep(call: SyntaxNode): boolean {
+  scalerStep(call: SyntaxNode): boolean {
     const callee = this.callee(call);
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));
@@ -447,6 +450,8 @@ export abstract class ModelProvenance extends ModelModels {
         // `get_gradients(batch)[0]`: the element a project function's summary knows, as for `grads, out = ...`.
         const call = v && unparen(v);
         const key = call?.type === 'call' ? literalKey(this, child(n, 'subscript')) : undefined;
+        // `scores.topk(k)[1]`, `out.max(1)[1]`: the indices of a (values, indices) result are integers, with no history.
+        if (call && key === '1' && indexedResult.test(this.methodCall(call)?.method ?? '')) return false;
         if (call && key !== undefined) return this.elementCarries(call, key, seen);
         return !!v && this.carriesHistory(v, seen);
       }

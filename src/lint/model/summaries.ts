@@ -109,7 +109,7 @@ export function methodOf(cls: ClassInfo, name: string, depth = 0): FunctionInfo 
 }
 
 /** The workspace class an expression's value was built from: `meter = Meter()`, `self.bank = MeterBank(...)`. */
-export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxNode): ClassInfo | undefined {
+export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxNode, depth = 0): ClassInfo | undefined {
   const n = unparen(expr);
   if (n.type !== 'identifier' && n.type !== 'attribute') return undefined;
   const key = model.src(n);
@@ -118,7 +118,21 @@ export function classOfValue(model: FileModel, expr: SyntaxNode, atNode: SyntaxN
   }
   const b = model.binding(key, atNode) ?? (n.type === 'attribute' ? attributeBinding(model, key, atNode) : undefined);
   if (!b && n.type === 'identifier') return parameterClass(model, key, atNode);
-  return b?.value && !b.unpacked ? constructedClass(model, b.value) : undefined;
+  return b?.value && !b.unpacked ? valueClass(model, b.value, b.at, depth) : undefined;
+}
+
+/**
+ * The class a bound value was built from: a constructor call, or `self.backbone_base if model == "base" else
+ * self.backbone_small` (CutLER's predictor) where both branches hold instances of one class.
+ */
+function valueClass(model: FileModel, value: SyntaxNode, at: SyntaxNode, depth: number): ClassInfo | undefined {
+  const v = unparen(value);
+  if (v.type !== 'conditional_expression') return constructedClass(model, v);
+  const [then, , otherwise] = namedChildren(v);
+  if (!then || !otherwise || depth > 2) return undefined;
+  const branch = (e: SyntaxNode): ClassInfo | undefined => (unparen(e).type === 'call' ? constructedClass(model, e) : classOfValue(model, e, at, depth + 1));
+  const cls = branch(then);
+  return cls && branch(otherwise) === cls ? cls : undefined;
 }
 
 /** The workspace class a constructor call builds (`Meter()`, `utils.MeterBank(n)`); not torch's classes. */

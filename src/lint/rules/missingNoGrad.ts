@@ -125,11 +125,43 @@ function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo;
   const flag = trainingFlag(fn);
   if (!flag) return undefined;
   const [param, test] = flag.split(' ');
+  // A step switched by a string whose other phase puts the model in eval() (CenterNet's `run_epoch(phase, ...)`) is
+  // reported at its forward inside, with the phase's own fix (sharedPhase.ts), as before strings were followed here.
+  if (test.startsWith('eq:') && phaseOf(fn)) return undefined;
   const passed = argumentFor(model, call, target, param);
   // `evaluate(model, val_loader, loss_fn)` for `def evaluate(..., optimizer=None)`: the default, where no splat could pass it.
   const arg = passed ?? (hasSplat(call) ? undefined : parameterDefault(fn, param));
   const off = arg && model.src(arg);
-  return off && (off === 'None' || (off === 'False' && test === 'truthy')) && unguardedForward(fn) ? { fn, param, value: off, defaulted: !passed } : undefined;
+  if (!off || !unguardedForward(fn)) return undefined;
+  // `_model_loop(args, 'val', ...)` for a loop that trains only `if loop_type == 'train'` (robustness): another literal.
+  const literal = /^(['"])(\w*)\1$/.exec(off);
+  const switchedOff = test.startsWith('eq:') ? !!literal && literal[2] !== test.slice(3) : off === 'None' || (off === 'False' && test === 'truthy');
+  if (!switchedOff || switchesForward(model, call, target, fn, param)) return undefined;
+  return { fn, param, value: off, defaulted: !passed };
+}
+
+/**
+ * Does the call switch on another parameter of `fn` that `fn` hands to its model's forward as a keyword (robustness's
+ * `_model_loop(args, 'val', loader, model, None, epoch, True, writer)`, whose `model(inp, make_adv=adv)` then runs an
+ * attack that needs autograd)? `True`, or a value named for such a switch (`args.adv_train`): the caller picks what
+ * the forward does, and it may need autograd.
+ */
+function switchesForward(model: FileModel, call: SyntaxNode, target: NonNullable<ReturnType<typeof resolveCall>>, fn: FunctionInfo, flag: string): boolean {
+  const fm = fn.model;
+  const handed = new Set<string>();
+  for (const c of fm.callsIn(fn.node)) {
+    if (fm.functionOf(c) !== fn || fm.gradState(c) !== 'default' || !fm.isModelCall(c)) continue;
+    for (const a of namedChildren(child(c, 'arguments') ?? c)) {
+      const v = a.type === 'keyword_argument' ? child(a, 'value') : undefined;
+      if (v?.type === 'identifier' && fn.params.includes(fm.src(v)) && fm.src(v) !== flag) handed.add(fm.src(v));
+    }
+  }
+  for (const p of handed) {
+    const arg = argumentFor(model, call, target, p);
+    const text = arg ? model.src(arg) : '';
+    if (text === 'True' || (arg && (arg.type === 'identifier' || arg.type === 'attribute') && /adv|attack|perturb|make_|mode|train/i.test(text))) return true;
+  }
+  return false;
 }
 
 /** `*args` / `**kwargs` in a call: any parameter may be passed through them. */
@@ -150,9 +182,11 @@ function flagNamed(model: FileModel, call: SyntaxNode): boolean {
 }
 
 /**
- * The parameter under whose `if <param>:` (test `truthy`) or `if <param> is not None:` (test
- * `notNone`) every training signal of `fn` lies (`def run(loader, train=True)`, `def run_epoch(model,
- * loader, optimizer=None)`), if one does, never rebound: as `"param test"`.
+ * The parameter under whose `if <param>:` (test `truthy`), `if <param> is not None:` (test `notNone`) or
+ * `if <param> == 'train':` (test `eq:train`) every training signal of `fn` lies (`def run(loader, train=True)`,
+ * `def run_epoch(model, loader, optimizer=None)`, robustness's `_model_loop(args, loop_type, ...)`), if one does,
+ * never rebound: as `"param test"`. A local flag bound once from such a comparison (`is_train = (loop_type ==
+ * 'train')`, then `if is_train:`) stands for it.
  */
 function trainingFlag(fn: FunctionInfo): string | undefined {
   const model = fn.model;
@@ -165,9 +199,27 @@ function trainingFlag(fn: FunctionInfo): string | undefined {
       if (!p || (flag !== undefined && p !== flag)) return '';
       flag = p;
     }
-    const param = flag?.split(' ')[0];
-    return flag && param && fn.params.includes(param) && model.bindingsIn(fn.node, param).length === 0 ? flag : '';
+    if (!flag) return '';
+    let [param, test] = flag.split(' ');
+    if (test === 'truthy' && !fn.params.includes(param)) {
+      const bound = model.bindingsIn(fn.node, param);
+      const value = bound.length === 1 && !bound[0].unpacked && bound[0].value ? unparen(bound[0].value) : undefined;
+      const eq = value?.type === 'comparison_operator' ? equalsLiteral(model, value) : undefined;
+      if (!eq) return '';
+      [param, test] = [eq.param, `eq:${eq.literal}`];
+    }
+    return fn.params.includes(param) && model.bindingsIn(fn.node, param).length === 0 ? `${param} ${test}` : '';
   }) || undefined;
+}
+
+/** `param == 'train'` (either way round): the name and the string compared with, if the test is that. */
+function equalsLiteral(model: FileModel, c: SyntaxNode): { param: string; literal: string } | undefined {
+  const parts = namedChildren(c);
+  if (parts.length !== 2 || !/^[^=!<>]*==[^=]*$/.test(model.src(c).replace(/(['"]).*?\1/g, ''))) return undefined;
+  const [a, b] = parts;
+  const [name, lit] = a.type === 'identifier' ? [a, b] : [b, a];
+  const m = lit.type === 'string' ? /^(['"])(\w*)\1$/.exec(model.src(lit)) : null;
+  return name.type === 'identifier' && m ? { param: model.src(name), literal: m[2] } : undefined;
 }
 
 /** The name `n` is under in an `if <name>:` or `if <name> is not None:` of `fn` (in its body, not its `else`), with the test, if any. */
@@ -180,6 +232,8 @@ function enclosingFlag(model: FileModel, n: SyntaxNode, fn: FunctionInfo): strin
       const c = cond && unparen(cond);
       if (c?.type === 'identifier') return `${model.src(c)} truthy`;
       if (c?.type === 'comparison_operator' && /^\w+\s+is\s+not\s+None$/.test(model.src(c))) return `${model.src(namedChildren(c)[0])} notNone`;
+      const eq = c?.type === 'comparison_operator' ? equalsLiteral(model, c) : undefined;
+      if (eq) return `${eq.param} eq:${eq.literal}`;
     }
     prev = a;
   }
@@ -195,7 +249,9 @@ function unguardedForward(fn: FunctionInfo): boolean {
 function inferenceContext(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
-  return contextOf(model, call, [model.src(callee)], model.functionOf(call)) !== undefined;
+  // `reranker.model.eval()`, then `reranker.encode_candidate(cands)` (BLINK): the object whose method runs its model.
+  const receiver = callee.type === 'attribute' ? model.methodCall(call)?.receiver : undefined;
+  return contextOf(model, call, receiver ? [model.src(callee), model.src(receiver)] : [model.src(callee)], model.functionOf(call)) !== undefined;
 }
 
 /**
@@ -268,7 +324,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || trainModeOnly(model, call) || differentiatesInside(model, fwd.calleeNode, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || guardsItself(model, fwd.calleeNode, call) || trainModeOnly(model, call) || differentiatesInside(model, fwd.calleeNode, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', ...fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -447,6 +503,24 @@ function differentiatesInside(model: FileModel, callee: SyntaxNode, call: Syntax
  * deep-energy example, whose `step(loss)` needs the graph of the forward's own computation).
  */
 const differentiates = /^(torch\.autograd\.(grad|functional\.\w+)|higher\.\w+(\.\w+)*)$/;
+
+/**
+ * `backbone(img)` where the object's own `forward` (or its class's `__call__`, which runs instead) runs its models
+ * only under a grad guard: decorated `@torch.no_grad()` (stable-dreamfusion's `Zero123.__call__`) or inside `with
+ * torch.no_grad():` (CutLER's `ViTFeat.forward`). The call records no graph, whoever makes it.
+ */
+function guardsItself(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
+  if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
+  const cls = classOfValue(model, callee, call);
+  const method = cls && (methodOf(cls, '__call__') ?? methodOf(cls, 'forward'));
+  if (!method?.body) return false;
+  const fm = method.model;
+  return fm.fact(`guardsItself:${method.node.order}`, () => {
+    // What may run a model: a model call, `self.encoder(x)`, `self.model.get_last_selfattention(img)`.
+    const runs = fm.callsIn(method.node).filter((c) => fm.functionOf(c) === method && (fm.isModelCall(c) || /^self\.\w+(\.\w+)?$/.test(fm.src(fm.callee(c) ?? c))));
+    return runs.length > 0 && runs.every((c) => fm.gradState(c) === 'off');
+  }) ?? false;
+}
 
 function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
   const literals: [string, string][] = [];

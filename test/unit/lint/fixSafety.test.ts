@@ -140,7 +140,7 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(checker.checkFix(paths, file, [{ range: end('seen += criterion'), newText: '.detach()' }], 'detach'), []);
     });
 
-    it('a guard around what carries none of the graph backpropagated: `.data` of a forward, the indices of max(), a shared loop called with its training flag False or its optimizer None', () => {
+    it('a guard around what carries none of the graph backpropagated: `.data` of a forward, the indices of max(), a shared loop called with its training flag False, its optimizer None, or its string switch another phase', () => {
       const text = [
         'import torch',
         '',
@@ -182,6 +182,18 @@ describe('lint fixes never change what training computes', () => {
         '    run_epoch(model, loader)',
         '    run_epoch(model, loader, optimizer=opt)',
         '',
+        'def model_loop(loop_type, loader, model, opt):',
+        "    is_train = (loop_type == 'train')",
+        '    for x, y in loader:',
+        '        loss = model(x).sum()',
+        '        if is_train:',
+        '            loss.backward()',
+        '            opt.step()',
+        '',
+        'def phases(model, loader, opt):',
+        "    model_loop('train', loader, model, opt)",
+        "    model_loop('val', loader, model, None)",
+        '',
       ].join('\n');
       const file = { path: join(lintFixtures, 'synthetic_cut.py'), text };
       const paths = checker.analyse([file]);
@@ -198,6 +210,9 @@ describe('lint fixes never change what training computes', () => {
       assert.deepEqual(wrap('run_epoch(model, loader)'), []);
       assert.deepEqual(wrap('    run_epoch(model, loader, optimizer)'), ['`run_epoch(model, loader, optimizer)` is on a training path and now runs under a grad guard']);
       assert.deepEqual(wrap('run_epoch(model, loader, optimizer=opt)'), ['`run_epoch(model, loader, optimizer=opt)` is on a training path and now runs under a grad guard']);
+      // A loop switched by a string (robustness's `_model_loop`): another literal turns its step off, 'train' does not.
+      assert.deepEqual(wrap("model_loop('val', loader, model, None)"), []);
+      assert.deepEqual(wrap("model_loop('train', loader, model, opt)"), ["`model_loop('train', loader, model, opt)` is on a training path and now runs under a grad guard"]);
       // The same places where the graph is needed are still caught.
       assert.deepEqual(wrap('loss = netD(fake).mean()'), ['`netD(fake).mean()` is on a training path and now runs under a grad guard', '`netD(fake)` is on a training path and now runs under a grad guard']);
       assert.deepEqual(wrap('v = target(s).gather(1, actions)'), ['`target(s).gather(1, actions)` is on a training path and now runs under a grad guard', '`target(s)` is on a training path and now runs under a grad guard']);

@@ -212,6 +212,12 @@ function targetKeys(file: Parsed, left: SyntaxNode): string[] {
   return [left, ...descendants(left)].filter((t) => t.type === 'identifier' || t.type === 'attribute' || t.type === 'subscript').map((t) => baseKey(file, t));
 }
 
+/** `name == 'train'` (parenthesized or not): the flag `"name eq:train"`. */
+function stringTest(file: Parsed, expr: SyntaxNode): string | undefined {
+  const m = /^\(?\s*(\w+)\s*==\s*(['"])(\w*)\2\s*\)?$/.exec(src(file, expr));
+  return m ? `${m[1]} eq:${m[3]}` : undefined;
+}
+
 function methodOf(file: Parsed, call: SyntaxNode): { receiver: SyntaxNode; method: string } | undefined {
   const f = child(call, 'function');
   if (f?.type !== 'attribute') return undefined;
@@ -366,7 +372,15 @@ export class TrainingPaths {
         if (a === g.node) break;
         const cond = a.type === 'if_statement' && prev.field === 'consequence' ? child(a, 'condition') : undefined;
         if (cond?.type === 'identifier') {
-          flag = `${src(g.file, cond)} truthy`;
+          // `is_train = (loop_type == 'train')` bound once in `g`, then `if is_train:`: the string test it stands for.
+          const defs = descendants(g.node).filter((d) => d.type === 'assignment' && src(g.file, child(d, 'left') ?? d) === src(g.file, cond));
+          const value = defs.length === 1 ? child(defs[0], 'right') : undefined;
+          flag = (value && stringTest(g.file, value)) ?? `${src(g.file, cond)} truthy`;
+          break;
+        }
+        const eq = cond && stringTest(g.file, cond);
+        if (eq) {
+          flag = eq;
           break;
         }
         const m = cond?.type === 'comparison_operator' ? /^(\w+)\s+is\s+not\s+None$/.exec(src(g.file, cond)) : null;
@@ -395,6 +409,8 @@ export class TrainingPaths {
       argFile = g.file;
     }
     const off = arg ? src(argFile, arg) : undefined;
+    // `if loop_type == 'train':` is off for any other string literal passed.
+    if (test.startsWith('eq:')) return !!off && /^(['"])\w*\1$/.test(off) && off.slice(1, -1) !== test.slice(3);
     return off === 'None' || (off === 'False' && test === 'truthy');
   }
 
