@@ -153,23 +153,13 @@ export abstract class ModelGuards extends ModelScopes {
     for (const a of ancestors(node)) {
       if (a.type === 'with_statement' && prev.field === 'body') {
         const clause = a.children.find((c) => c.type === 'with_clause');
-        const items = clause ? clause.children.filter((c) => c.type === 'with_item') : [];
-        for (let i = items.length - 1; i >= 0; i--) {
-          const value = child(items[i], 'value');
-          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
-          const g = expr && this.classifyGuard(expr);
-          if (g) return g;
-        }
+        const g = clause && this.innermostItemGuard(clause.children.filter((c) => c.type === 'with_item'));
+        if (g) return g;
       }
       // `with torch.no_grad(), model_eval_mode(model):`: Python enters the items in order, so the earlier ones guard a later one's call.
       if (a.type === 'with_clause') {
-        const items = a.children.filter((c) => c.type === 'with_item' && c.end <= node.start);
-        for (let i = items.length - 1; i >= 0; i--) {
-          const value = child(items[i], 'value');
-          const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
-          const g = expr && this.classifyGuard(expr);
-          if (g) return g;
-        }
+        const g = this.innermostItemGuard(a.children.filter((c) => c.type === 'with_item' && c.end <= node.start));
+        if (g) return g;
       }
       if (a.type === 'block' || a.type === 'module') {
         const g = this.toggleBefore(a, prev);
@@ -381,6 +371,17 @@ export abstract class ModelGuards extends ModelScopes {
       const inner = nested.get(name);
       return !!inner && this.isGuardWrapper(inner);
     });
+  }
+
+  /** The guard of the last of a `with` statement's items that is one (entered last, so innermost), if any. */
+  private innermostItemGuard(items: readonly SyntaxNode[]): 'off' | 'on' | undefined {
+    for (let i = items.length - 1; i >= 0; i--) {
+      const value = child(items[i], 'value');
+      const expr = value?.type === 'as_pattern' ? namedChildren(value)[0] : value;
+      const g = expr && this.classifyGuard(expr);
+      if (g) return g;
+    }
+    return undefined;
   }
 
   /** Like gradState, but stops at `outer` (inclusive of functions nested in it). */

@@ -210,7 +210,7 @@ export const moduleOnlyMethods = new Set(['eval', 'train', 'parameters', 'named_
  * Its receiver may still be a module whose class defines its own (the forward-forward example's `layer.train(h_pos,
  * h_neg)`), so it still counts as a sign of a module.
  */
-const moduleMethodArity: Record<string, number> = { eval: 0, train: 1, parameters: 1, named_parameters: 3, modules: 0, named_modules: 3, requires_grad_: 1, buffers: 1, named_buffers: 3 };
+const moduleMethodArity: Record<string, number> = { eval: 0, train: 1 };
 
 /** Could this call of `method` be nn.Module's own `method`, by how many arguments it passes (`argumentCount`)? */
 export function moduleMethodArgsFit(method: string, call: SyntaxNode): boolean {
@@ -296,7 +296,7 @@ function requiredArguments(fn: FunctionInfo): number {
 }
 
 /** How many arguments `call` passes; Infinity where `*args` / `**kwargs` (or a generator argument) may pass any number. */
-export function argumentCount(call: SyntaxNode): number {
+function argumentCount(call: SyntaxNode): number {
   const list = call.children.find((c) => c.field === 'arguments');
   if (!list || list.type !== 'argument_list') return Infinity;
   let n = 0;

@@ -626,8 +626,7 @@ export function stepUpdatesAfter(model: FileModel, call: SyntaxNode, fn: Functio
 
 function isUpdate(model: FileModel, call: SyntaxNode): boolean {
   const mc = model.methodCall(call);
-  if (!mc) return model.scalerStep(call);
-  return mc.method === 'backward' || mc.method === 'manual_backward' || (mc.method === 'step' && optimizerLike.test(model.src(mc.receiver))) || model.scalerStep(call);
+  return (!!mc && (mc.method === 'backward' || mc.method === 'manual_backward' || (mc.method === 'step' && optimizerLike.test(model.src(mc.receiver))))) || model.scalerStep(call);
 }
 
 /** Does `f` update in a loop of its own that is an epoch (not one update repeated on the data it holds)? Once per function and version. */

@@ -485,15 +485,26 @@ function trainModeOnly(model: FileModel, call: SyntaxNode): boolean {
  * in it or in a function it defines): an attack, a saliency map, an inner optimisation. It needs autograd, whatever mode it runs in.
  */
 function differentiatesInside(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
-  if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
-  const cls = classOfValue(model, callee, call);
-  // Its own forward or one it inherits from a project base class.
-  const forward = cls && methodOf(cls, 'forward');
+  const forward = objectMethod(model, callee, call, ['forward']);
   if (!forward?.body) return false;
   const fm = forward.model;
   // Only a gradient taken for use: a `.backward()` there may be a trainer module's training step, skipped in
   // evaluation (DALLE2's DecoderTrainer.forward), whose evaluation forward still records a graph.
   return fm.fact(`differentiatesInside:${forward.node.order}`, () => descendants(forward.body!).some((d) => d.type === 'call' && differentiates.test(fm.qualify(fm.callee(d)) ?? ''))) ?? false;
+}
+
+/**
+ * The method a call of the object `callee` names runs, by the project class its value was built from: the first of
+ * `names` that class defines or inherits from a project base class (`methodOf`).
+ */
+function objectMethod(model: FileModel, callee: SyntaxNode, call: SyntaxNode, names: readonly string[]): FunctionInfo | undefined {
+  const cls = classOfValue(model, callee, call);
+  if (!cls) return undefined;
+  for (const name of names) {
+    const method = methodOf(cls, name);
+    if (method) return method;
+  }
+  return undefined;
 }
 
 /**
@@ -510,9 +521,7 @@ const differentiates = /^(torch\.autograd\.(grad|functional\.\w+)|higher\.\w+(\.
  * torch.no_grad():` (CutLER's `ViTFeat.forward`). The call records no graph, whoever makes it.
  */
 function guardsItself(model: FileModel, callee: SyntaxNode, call: SyntaxNode): boolean {
-  if (callee.type !== 'identifier' && callee.type !== 'attribute') return false;
-  const cls = classOfValue(model, callee, call);
-  const method = cls && (methodOf(cls, '__call__') ?? methodOf(cls, 'forward'));
+  const method = objectMethod(model, callee, call, ['__call__', 'forward']);
   if (!method?.body) return false;
   const fm = method.model;
   return fm.fact(`guardsItself:${method.node.order}`, () => {
@@ -531,8 +540,7 @@ function guardedMode(model: FileModel, callee: SyntaxNode, call: SyntaxNode): bo
     if (name && value?.type === 'string') literals.push([model.src(name), model.src(value).replace(/"/g, "'")]);
   }
   if (literals.length === 0) return false;
-  const cls = classOfValue(model, callee, call);
-  const forward = cls && methodOf(cls, 'forward');
+  const forward = objectMethod(model, callee, call, ['forward']);
   if (!forward?.body) return false;
   const fm = forward.model;
   for (const [param, value] of literals) {
