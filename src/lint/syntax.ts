@@ -91,17 +91,13 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
     const typeId = cursor.nodeTypeId;
     const fieldId = parent ? cursor.currentFieldId : 0;
     // Each top-level statement gets its own shift, shared by all its nodes.
-    const shift = parent && parent.parent ? parent.shift : { by: 0, rows: 0, orders: 0, size: 0 };
+    const shift = parent && parent.parent ? parent.shift : { by: 0, orders: 0, size: 0, depth: 0, lines: lineStarts };
     shift.size++;
     return new Node(typeId === 65535 ? 'ERROR' : (types[typeId] ?? 'ERROR'), fieldId ? (fields[fieldId] ?? null) : null, typeId === 65535 ? true : (named[typeId] ?? true), parent, order++, shift);
   };
   const place = (n: Node, start: number, end: number): void => {
     n.s = start;
     n.e = end;
-    n.sr = rowOf(start);
-    n.sc = start - lineStarts[n.sr];
-    n.er = rowOf(end);
-    n.ec = end - lineStarts[n.er];
   };
   const oldByStart = new Map<number, Node>();
   if (reuse) for (const c of reuse.root.children) oldByStart.set(c.start, c as Node);
@@ -122,7 +118,7 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
   const move = (old: Node, parent: Node): void => {
     const by = old.start <= (reuse as SyntaxReuse).edit.startIndex && old.end <= (reuse as SyntaxReuse).edit.startIndex ? 0 : delta;
     const shift = old.shift;
-    shift.rows += rowOf(old.start + by) - old.startRow;
+    shift.lines = lineStarts;
     shift.orders += order - old.order;
     shift.by += by;
     order += shift.size;
@@ -131,7 +127,19 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
   // A parent starts where its first child does, so its start need not be read from wasm, except a
   // string's content, whose text before its first escape sequence is no child ('D acc: %.4f\t G acc').
   // Its end must be: some nodes end past their last child (a format specifier's text).
-  const close = (n: Node): void => place(n, n.type === 'string_content' ? n.s : n.children[0].start, n.e);
+  // Children of the open nodes below the module wait on one scratch array (`marks`: where each open node's begin) and are
+  // copied out at its close into an array of their exact length: an array grown by push keeps room for 16 or more, which
+  // for a tree of half a million nodes was a fifth of its memory, all of it copied by the young-generation GC.
+  // (`used` is its length in use: shortening the array itself made V8 trim and then grow it again, statement after statement.)
+  const pending: Node[] = [];
+  let used = 0;
+  const marks: number[] = [];
+  const close = (n: Node): void => {
+    const mark = marks.pop() as number;
+    n.children = pending.slice(mark, used);
+    used = mark;
+    place(n, n.type === 'string_content' ? n.s : n.children[0].start, n.e);
+  };
   const root = make(null);
   root.children = [];
   const rootStart = cursor.startIndex;
@@ -205,16 +213,17 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
         }
       }
       const node = make(parent);
-      parent.children.push(node);
+      if (parent === root) root.children.push(node);
+      else pending[used++] = node;
       // The nesting of each top-level statement: the depth of its deepest node (nestingOf).
       const top = stack.length === 1 ? node : stack[1];
-      if (stack.length > top.depth) top.depth = stack.length;
+      if (stack.length > top.shift.depth) top.shift.depth = stack.length;
       const end = cursor.endIndex;
       if (node.type === 'string_content') node.s = cursor.startIndex;
       if (cursor.gotoFirstChild()) {
-        node.children = [];
         node.e = end;
         stack.push(node);
+        marks.push(used);
         continue;
       }
       place(node, cursor.startIndex, end);
@@ -268,31 +277,43 @@ export function directChecked(language: Language): boolean {
 
 const noChildren: Node[] = Object.freeze([]) as unknown as Node[];
 
-/** How far a reused statement has moved since its nodes were made, and how many nodes it has. */
+/**
+ * How far a reused statement has moved since its nodes were made, and how many nodes it has; the line starts of the
+ * text it is now in, from which its nodes' rows and columns are read; and how deep it nests (`nestingOf`).
+ */
 interface Shift {
   by: number;
-  rows: number;
   orders: number;
   size: number;
+  depth: number;
+  lines: readonly number[];
+}
+
+/** The row of a text index, in the text's line starts (binary search). */
+function rowIn(lines: readonly number[], index: number): number {
+  let lo = 0;
+  let hi = lines.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (lines[mid] <= index) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 /**
- * A node's positions are stored as made and read through its statement's shift, so a
- * statement reused after an edit moves in O(1) instead of rewriting every node. Columns
- * never shift: a statement is reused only when it lies before the edit or on later lines.
+ * A node's offsets are stored as made and read through its statement's shift, so a statement
+ * reused after an edit moves in O(1) instead of rewriting every node; its rows and columns are
+ * looked up in the line starts of the text it is now in (the shift's), as asked: the rules ask for
+ * a few thousand of them in a whole-file lint, and four more fields on each of half a million nodes
+ * were a fifth of the tree's memory, all of it copied by the young-generation GC.
  */
 class Node implements SyntaxNode {
   s = 0;
   e = 0;
-  sr = 0;
-  sc = 0;
-  er = 0;
-  ec = 0;
   /** A leaf's is the shared empty array (`noChildren`, frozen): most nodes are leaves, and every node is kept as long as its file version. */
   children: Node[] = noChildren;
   scope: SyntaxNode | undefined = undefined;
-  /** For a top-level statement, the depth of its deepest node below the module (1: a leaf statement). */
-  depth = 0;
 
   constructor(
     readonly type: string,
@@ -312,19 +333,21 @@ class Node implements SyntaxNode {
   }
 
   get startRow(): number {
-    return this.sr + this.shift.rows;
+    return rowIn(this.shift.lines, this.start);
   }
 
   get endRow(): number {
-    return this.er + this.shift.rows;
+    return rowIn(this.shift.lines, this.end);
   }
 
   get startCol(): number {
-    return this.sc;
+    const start = this.start;
+    return start - this.shift.lines[rowIn(this.shift.lines, start)];
   }
 
   get endCol(): number {
-    return this.ec;
+    const end = this.end;
+    return end - this.shift.lines[rowIn(this.shift.lines, end)];
   }
 
   get order(): number {
@@ -334,7 +357,7 @@ class Node implements SyntaxNode {
 
 /** How deep a top-level statement's tree goes below the module (1 for a leaf); 0 for other nodes. */
 export function nestingOf(top: SyntaxNode): number {
-  return top instanceof Node ? top.depth : 0;
+  return top instanceof Node && top.parent !== null && top.parent.parent === null ? top.shift.depth : 0;
 }
 
 export function child(node: SyntaxNode, field: string): SyntaxNode | undefined {
