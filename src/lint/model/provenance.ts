@@ -118,8 +118,17 @@ export abstract class ModelProvenance extends ModelModels {
     }
     if (!training && this.stepsWhatItZeroes(data.calls)) training = true;
     // Close over definitions: `loss = crit(out, y)` reaching backward makes the `out` that reaches it reach it.
+    // A loop's variable (`for l in terms: autograd.grad(l, params)`, also a comprehension's) holds the iterable's
+    // elements: the iterable reaches the backward pass too (EWC's Fisher estimate keeps its log-likelihoods in a list
+    // on purpose, to differentiate each after the loop).
     const closeOver = (): void => {
-      for (let d = work.pop(); d; d = work.pop()) if (d.value) addKeys(d.value);
+      for (let d = work.pop(); d; d = work.pop()) {
+        if (d.value) addKeys(d.value);
+        else if (d.at.type === 'for_statement' || d.at.type === 'for_in_clause') {
+          const iterable = child(d.at, 'right');
+          if (iterable) addKeys(iterable);
+        }
+      }
     };
     closeOver();
     // `loss += crit(out, y)` is no definition (flow.ts), but what it adds is in the value a definition of `loss` carries on

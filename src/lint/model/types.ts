@@ -264,6 +264,9 @@ function sitesCalling(fn: FunctionInfo): CallSite[] {
   for (const i of passingAtLeast(counts, required - 1)) {
     const s = sites[i];
     const callee = s.model.callee(s.call);
+    // A plain `evaluate(...)` where the file defines a function of that name (not a method) or imports one calls that,
+    // not a method `evaluate` (mvts_transformer's module-level `evaluate(evaluator)` beside its runners' methods).
+    if (fn.cls && callee?.type === 'identifier' && (s.model.aliases.has(fn.name) || s.model.functionsHere(fn.name).some((f) => !f.cls))) continue;
     // `self.proj.eval()` is no call of a class's `def eval(self, split)`: too few arguments for it.
     if (required > 0 && counts.n[i] < required - (bound && callee?.type === 'attribute' ? 1 : 0)) continue;
     if (s.model === fn.model) {

@@ -121,7 +121,7 @@ export function loadedModuleCall(model: FileModel, call: SyntaxNode): boolean {
 }
 
 /** Output sinks that only read a tensor: printing, saving and plotting images, logging. */
-const readingSinks = /^(print|save_image|imsave|imwrite|imshow|matshow|savefig|plot|scatter|hist|add_image|add_images|add_figure|add_scalar|add_scalars|add_histogram|add_video|add_audio|add_text|set_description|set_postfix|chr|ord)$/;
+const readingSinks = /^(print|save_image|make_grid|imsave|imwrite|imshow|matshow|savefig|plot|scatter|hist|add_image|add_images|add_figure|add_scalar|add_scalars|add_histogram|add_video|add_audio|add_text|set_description|set_postfix|chr|ord)$/;
 /** What a tensor is rather than what it holds. */
 const metadata = /^(shape|dtype|device|is_cuda|ndim|requires_grad|grad_fn|size|dim|numel|nelement|element_size)$/;
 /** Methods that hand a tensor to autograd machinery or keep it. */
@@ -174,6 +174,52 @@ export function onlyRead(model: FileModel, call: SyntaxNode): boolean {
     }
   }
   return held && read;
+}
+
+/** Methods through which a tensor keeps whether it requires grad (and `.numpy()` on the result raises if it does). */
+const gradKeeping = new Set(['cpu', 'cuda', 'to', 'float', 'double', 'half', 'squeeze', 'unsqueeze', 'view', 'reshape', 'flatten', 'permute', 'transpose', 'contiguous', 'clone', 'softmax', 'log_softmax', 'sigmoid', 'exp', 'tanh', 'mean', 'sum']);
+
+/**
+ * Does the forward's output, or a tensor made from it without leaving autograd (`out.cpu()`, `out[0].squeeze()`,
+ * through local names), reach `.numpy()`? That raises on a tensor that requires grad ("Can't call numpy() on Tensor
+ * that requires grad"), so where the code runs, this forward records no graph: its callers guard it, or its weights are
+ * frozen where the analysis cannot see (pytorch-fid's InceptionV3 from a module outside the workspace, whose features
+ * FID and Inception-score code reads with `pred.cpu().numpy()`).
+ */
+export function numpyRead(model: FileModel, call: SyntaxNode): boolean {
+  const scope = model.scopeOf(call);
+  const body = scope === model.root ? scope : child(scope, 'body');
+  if (!body) return false;
+  const queue: SyntaxNode[] = [call];
+  const seen = new Set<SyntaxNode>();
+  while (queue.length && seen.size < 20) {
+    let cur = queue.pop() as SyntaxNode;
+    for (;;) {
+      const p = cur.parent;
+      if (!p) break;
+      if (p.type === 'parenthesized_expression' || (p.type === 'subscript' && cur.field === 'value')) {
+        cur = p;
+        continue;
+      }
+      if (p.type === 'attribute' && cur.field === 'object' && p.parent?.type === 'call' && p.field === 'function') {
+        const method = model.src(child(p, 'attribute') ?? p);
+        if (method === 'numpy') return true;
+        if (!gradKeeping.has(method)) break;
+        cur = p.parent;
+        continue;
+      }
+      if (p.type === 'assignment' && cur.field === 'right') {
+        const left = child(p, 'left');
+        const stmt = statementOf(p);
+        if (left?.type !== 'identifier' || !stmt || seen.has(stmt)) break;
+        seen.add(stmt);
+        const uses = reachedUses(model, body, model.src(left), stmt);
+        if (uses) queue.push(...uses);
+      }
+      break;
+    }
+  }
+  return false;
 }
 
 /** What the expression `n`'s value is used for, climbing through the expressions derived from it. */

@@ -4,14 +4,14 @@
  */
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../model';
-import { parameterDefault } from '../model/types';
+import { moduleSelfMethods, parameterDefault } from '../model/types';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
 import { argumentFor, classOfValue, methodOf, namedLikeModel, resolveCall, resolveInstanceCall, runsForward, runsTrainingStep } from '../model/summaries';
 import { decorateSafe, functionStatus, resolveCallee, returnsFrom, sitesOf, trains, wrapSafe } from '../trainingPath';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
-import { forwardMethodCall, inTrainingStep, loadedModuleCall, onlyRead, stepUpdatesAfter, volatileInput } from './inferenceEvidence';
+import { forwardMethodCall, inTrainingStep, loadedModuleCall, numpyRead, onlyRead, stepUpdatesAfter, volatileInput } from './inferenceEvidence';
 import { conditionText, phaseOf, sharedPhaseOf, type Phase } from './sharedPhase';
 
 const id = 'missing-no-grad';
@@ -133,9 +133,9 @@ function flagOffForward(model: FileModel, call: SyntaxNode): { fn: FunctionInfo;
   const arg = passed ?? (hasSplat(call) ? undefined : parameterDefault(fn, param));
   const off = arg && model.src(arg);
   if (!off || !unguardedForward(fn)) return undefined;
-  // `_model_loop(args, 'val', ...)` for a loop that trains only `if loop_type == 'train'` (robustness): another literal.
-  const literal = /^(['"])(\w*)\1$/.exec(off);
-  const switchedOff = test.startsWith('eq:') ? !!literal && literal[2] !== test.slice(3) : off === 'None' || (off === 'False' && test === 'truthy');
+  // `_model_loop(args, 'val', ...)` for a loop that trains only `if loop_type == 'train'` (robustness): another literal,
+  // or another member of the same enum (pytorch-GAT's `main_loop(phase=LoopPhase.TEST)` for `LoopPhase.TRAIN`).
+  const switchedOff = test.startsWith('eq:') ? otherLiteral(off, test.slice(3)) : off === 'None' || (off === 'False' && test === 'truthy') || (off === 'True' && test === 'falsy');
   if (!switchedOff || switchesForward(model, call, target, fn, param)) return undefined;
   return { fn, param, value: off, defaulted: !passed };
 }
@@ -212,25 +212,55 @@ function trainingFlag(fn: FunctionInfo): string | undefined {
   }) || undefined;
 }
 
-/** `param == 'train'` (either way round): the name and the string compared with, if the test is that. */
+/** An enum member as written: `LoopPhase.TRAIN`, `cfg.Phase.TEST`. */
+const enumMember = /^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/;
+
+/**
+ * `param == 'train'` or `param == Phase.TRAIN` (either way round): the name and the string (its characters) or the
+ * enum member (as written) compared with, if the test is that.
+ */
 function equalsLiteral(model: FileModel, c: SyntaxNode): { param: string; literal: string } | undefined {
   const parts = namedChildren(c);
   if (parts.length !== 2 || !/^[^=!<>]*==[^=]*$/.test(model.src(c).replace(/(['"]).*?\1/g, ''))) return undefined;
   const [a, b] = parts;
   const [name, lit] = a.type === 'identifier' ? [a, b] : [b, a];
+  if (name.type !== 'identifier') return undefined;
+  if (lit.type === 'attribute' && enumMember.test(model.src(lit))) return { param: model.src(name), literal: model.src(lit) };
   const m = lit.type === 'string' ? /^(['"])(\w*)\1$/.exec(model.src(lit)) : null;
-  return name.type === 'identifier' && m ? { param: model.src(name), literal: m[2] } : undefined;
+  return m ? { param: model.src(name), literal: m[2] } : undefined;
 }
 
-/** The name `n` is under in an `if <name>:` or `if <name> is not None:` of `fn` (in its body, not its `else`), with the test, if any. */
+/** Is the argument `off` another value of the kind `literal` is: another string, or another member of the same enum? */
+function otherLiteral(off: string, literal: string): boolean {
+  if (enumMember.test(literal)) {
+    if (!enumMember.test(off)) return false;
+    const dot = literal.lastIndexOf('.');
+    return off.lastIndexOf('.') === dot && off.slice(0, dot) === literal.slice(0, dot) && off !== literal;
+  }
+  const m = /^(['"])(\w*)\1$/.exec(off);
+  return !!m && m[2] !== literal;
+}
+
+/**
+ * The name `n` is under in an `if <name>:` or `if <name> is not None:` of `fn` (in its body), or in an `if not <name>:`
+ * or the `else:` of an `if <name>:` (test `falsy`: Conv-TasNet's `_run_one_epoch(epoch, cross_valid=True)`, training
+ * `if not cross_valid:`), with the test, if any.
+ */
 function enclosingFlag(model: FileModel, n: SyntaxNode, fn: FunctionInfo): string | undefined {
   let prev = n;
   for (const a of ancestors(n)) {
     if (a === fn.node) return undefined;
+    if (a.type === 'if_statement' && prev.type === 'else_clause' && a.children.filter((c) => c.field === 'alternative').length === 1) {
+      const cond = child(a, 'condition');
+      const c = cond && unparen(cond);
+      if (c?.type === 'identifier') return `${model.src(c)} falsy`;
+    }
     if (a.type === 'if_statement' && prev.field === 'consequence') {
       const cond = child(a, 'condition');
       const c = cond && unparen(cond);
       if (c?.type === 'identifier') return `${model.src(c)} truthy`;
+      const negated = c?.type === 'not_operator' ? child(c, 'argument') : undefined;
+      if (negated && unparen(negated).type === 'identifier') return `${model.src(unparen(negated))} falsy`;
       if (c?.type === 'comparison_operator' && /^\w+\s+is\s+not\s+None$/.test(model.src(c))) return `${model.src(namedChildren(c)[0])} notNone`;
       const eq = c?.type === 'comparison_operator' ? equalsLiteral(model, c) : undefined;
       if (eq) return `${eq.param} eq:${eq.literal}`;
@@ -324,7 +354,7 @@ function unreportedForward(fn: FunctionInfo): boolean {
 function judge(model: FileModel, call: SyntaxNode, fwd: Forward, reportOnly = false): Verdict {
   if (model.gradState(call) !== 'default') return { kind: 'safe' };
   const fn = model.functionOf(call);
-  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || guardsItself(model, fwd.calleeNode, call) || trainModeOnly(model, call) || differentiatesInside(model, fwd.calleeNode, call))) return { kind: 'safe' };
+  if (!fwd.via && (frozenScript(model, fwd.calleeNode, call) || frozenModule(model, fwd.calleeNode, call) || warmUp(model, call) || guardedMode(model, fwd.calleeNode, call) || guardsItself(model, fwd.calleeNode, call) || trainModeOnly(model, call) || differentiatesInside(model, fwd.calleeNode, call) || numpyRead(model, call))) return { kind: 'safe' };
   let context: Context | undefined = fwd.flag ? { kind: 'flag', ...fwd.flag } : undefined;
   if (reportOnly && !context) {
     context = contextOf(model, call, fwd.texts, fn, fwd.via ? undefined : model.src(fwd.calleeNode)) ?? (fn && evalOnlyHelper(fn)) ?? phaseContext(model, call, fn);
@@ -434,8 +464,25 @@ function readOnlyForward(model: FileModel, call: SyntaxNode, calleeText: string,
   // In a training loop, a forward run every step (an RL rollout's action) is part of the step.
   // Asked first: most forwards are a training step's, and the loop's answer is kept for all of
   // them, where following each output's uses (`onlyRead`) indexes the reads of its whole scope.
-  if (inTrainingStep(model, call)) return false;
+  // Not one under `if step % sample_every == 0:` (a GAN's periodic samples, only saved): its output keeps its graph
+  // until the next sample, thousands of steps later.
+  if (inTrainingStep(model, call) && !periodic(model, call)) return false;
   return onlyRead(model, call);
+}
+
+/** Is `call` in the body of an `if` of its function that tests a remainder against 0 (`if step % n == 0:`, `if not i % n:`)? */
+function periodic(model: FileModel, call: SyntaxNode): boolean {
+  let prev = call;
+  for (const a of ancestors(call)) {
+    if (isScopeNode(a)) return false;
+    if (a.type === 'if_statement' && prev.field === 'consequence') {
+      const cond = child(a, 'condition');
+      const text = cond ? model.src(unparen(cond)).replace(/\s+/g, ' ') : '';
+      if (/^(\(?[\w.+ ()-]+ % [\w.]+\)? == 0|not \(?[\w.+ ()-]+ % [\w.]+\)?)$/.test(text)) return true;
+    }
+    prev = a;
+  }
+  return false;
 }
 
 /**
@@ -620,7 +667,7 @@ function frozenModule(model: FileModel, callee: SyntaxNode, call: SyntaxNode): b
 function frozenValue(model: FileModel, name: SyntaxNode, at: SyntaxNode, depth: number): boolean {
   const key = model.src(name);
   const b = model.binding(key, at);
-  if (b?.value && !b.unpacked && frozenChain(model, b.value)) return true;
+  if (b?.value && !b.unpacked && (frozenChain(model, b.value) || frozenOnConstruction(model, b.value))) return true;
   const scope = model.scopeOf(at);
   const after = b ? b.at.end : -1;
   // The last `name.requires_grad_(...)` between the binding and `at` decides (`requires_grad_()` thaws).
@@ -676,6 +723,73 @@ function frozenAttribute(model: FileModel, key: string, at: SyntaxNode): boolean
     }
     return frozen;
   }) ?? false;
+}
+
+/**
+ * `FrozenExtractor(...)` (also through `.to(device)`, `.eval()`): an instance of a project class whose constructor
+ * freezes every parameter, `for p in self.parameters(): p.requires_grad = False` (or `p.requires_grad_(False)`,
+ * `self.requires_grad_(False)`), also through a constructor parameter that defaults to False and that the call leaves
+ * at its default (pytorch-fid's `InceptionV3(..., requires_grad=False)`, which FID and Inception-score code builds and
+ * runs without a guard). Not when anything else in the class sets `requires_grad` (a method may thaw them), nor when
+ * the call passes arguments by `*args` / `**kwargs`.
+ */
+function frozenOnConstruction(model: FileModel, value: SyntaxNode): boolean {
+  let v = unparen(value);
+  for (let mc = v.type === 'call' ? model.methodCall(v) : undefined; mc && moduleSelfMethods.has(mc.method); mc = v.type === 'call' ? model.methodCall(v) : undefined) v = unparen(mc.receiver);
+  if (v.type !== 'call' || model.methodCall(v)) return false;
+  const target = resolveCall(model, v);
+  const init = target?.cls ? target.fn : undefined;
+  if (!target || !init || init.name !== '__init__' || !init.cls) return false;
+  const args = child(v, 'arguments');
+  if (args?.children.some((c) => c.type === 'list_splat' || c.type === 'dictionary_splat')) return false;
+  const cls = init.cls;
+  const self = init.params[0];
+  if (!self) return false;
+  const off = (setting: SyntaxNode | undefined): boolean => {
+    const n = setting && unparen(setting);
+    if (!n) return false;
+    if (n.type === 'false') return true;
+    if (n.type !== 'identifier' || !init.params.includes(init.model.src(n))) return false;
+    const name = init.model.src(n);
+    return parameterDefault(init, name)?.type === 'false' && !argumentFor(model, v, target, name);
+  };
+  return init.model.fact(`frozenOnInit:${cls.node.order}`, () => {
+    // Every place of the class that sets requires_grad, and whether it is the constructor's freeze of every parameter.
+    let freezes = 0;
+    for (const d of descendants(cls.node)) {
+      if (d.type === 'assignment') {
+        const left = child(d, 'left');
+        if (left?.type !== 'attribute' || !init.model.textIs(child(left, 'attribute') ?? left, 'requires_grad')) continue;
+        if (!everyParameterOf(init, d, left)) return -1;
+        freezes++;
+      } else if (d.type === 'call') {
+        const mc = init.model.methodCall(d);
+        if (mc?.method !== 'requires_grad_') continue;
+        if (!(init.model.textIs(mc.receiver, self) && init.model.functionOf(d) === init) && !everyParameterOf(init, d, mc.receiver)) return -1;
+        freezes++;
+      }
+    }
+    return freezes;
+  }) === 1 && constructorFreeze(init, off);
+}
+
+/** Is `setter` (`p.requires_grad = v`, `p.requires_grad_(v)`) in the constructor's loop `for p in self.parameters():`, setting p's? */
+function everyParameterOf(init: FunctionInfo, setter: SyntaxNode, target: SyntaxNode): boolean {
+  if (init.model.functionOf(setter) !== init) return false;
+  const loop = ancestors(setter).find((a) => a.type === 'for_statement');
+  const left = loop && child(loop, 'left');
+  const right = loop && child(loop, 'right');
+  const receiver = target.type === 'attribute' ? child(target, 'object') : target;
+  return !!left && !!right && !!receiver && left.type === 'identifier' && init.model.textIs(right, `${init.params[0]}.parameters()`) && init.model.src(receiver) === init.model.src(left);
+}
+
+/** The value the constructor's one freeze sets, judged by `off`. */
+function constructorFreeze(init: FunctionInfo, off: (setting: SyntaxNode | undefined) => boolean): boolean {
+  for (const d of descendants(init.body ?? init.node)) {
+    if (d.type === 'assignment' && child(d, 'left')?.type === 'attribute' && init.model.textIs(child(child(d, 'left') as SyntaxNode, 'attribute') ?? d, 'requires_grad')) return off(child(d, 'right'));
+    if (d.type === 'call' && init.model.methodCall(d)?.method === 'requires_grad_') return off(init.model.positionalArgs(d)[0] ?? init.model.keywordArg(d, 'requires_grad'));
+  }
+  return false;
 }
 
 /** A scope's `x.requires_grad_(...)` calls by receiver, in document order: once per scope, not a scan of its calls per forward. */

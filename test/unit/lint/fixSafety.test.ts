@@ -194,6 +194,38 @@ describe('lint fixes never change what training computes', () => {
         "    model_loop('train', loader, model, opt)",
         "    model_loop('val', loader, model, None)",
         '',
+        'def one_epoch(model, loader, opt, cross_valid=False):',
+        '    for x, y in loader:',
+        '        loss = model(x).sum()',
+        '        if not cross_valid:',
+        '            loss.backward()',
+        '            opt.step()',
+        '',
+        'def pass_over(model, loader, opt, validating=False):',
+        '    for x, y in loader:',
+        '        loss = model(x).sum()',
+        '        if validating:',
+        '            pass',
+        '        else:',
+        '            loss.backward()',
+        '            opt.step()',
+        '',
+        'def main_loop(phase, model, loader, opt):',
+        '    for x, y in loader:',
+        '        loss = model(x).sum()',
+        '        if phase == Phase.TRAIN:',
+        '            loss.backward()',
+        '            opt.step()',
+        '',
+        'def solver(model, loader, opt):',
+        '    one_epoch(model, loader, opt)',
+        '    one_epoch(model, loader, opt, cross_valid=True)',
+        '    pass_over(model, loader, opt, validating=True)',
+        '    pass_over(model, loader, opt, False)',
+        '    main_loop(Phase.TEST, model, loader, opt)',
+        '    main_loop(Phase.TRAIN, model, loader, opt)',
+        '    main_loop(Other.TEST, model, loader, opt)',
+        '',
       ].join('\n');
       const file = { path: join(lintFixtures, 'synthetic_cut.py'), text };
       const paths = checker.analyse([file]);
@@ -213,6 +245,15 @@ describe('lint fixes never change what training computes', () => {
       // A loop switched by a string (robustness's `_model_loop`): another literal turns its step off, 'train' does not.
       assert.deepEqual(wrap("model_loop('val', loader, model, None)"), []);
       assert.deepEqual(wrap("model_loop('train', loader, model, opt)"), ["`model_loop('train', loader, model, opt)` is on a training path and now runs under a grad guard"]);
+      // Trained while a flag is false (`if not cross_valid:`, the `else:` of `if validating:`): True turns the step off.
+      assert.deepEqual(wrap('one_epoch(model, loader, opt, cross_valid=True)'), []);
+      assert.deepEqual(wrap('    one_epoch(model, loader, opt)'), ['`one_epoch(model, loader, opt)` is on a training path and now runs under a grad guard']);
+      assert.deepEqual(wrap('pass_over(model, loader, opt, validating=True)'), []);
+      assert.deepEqual(wrap('pass_over(model, loader, opt, False)'), ['`pass_over(model, loader, opt, False)` is on a training path and now runs under a grad guard']);
+      // Switched by an enum member: another member of the same enum turns it off; the training member, or another enum's, does not.
+      assert.deepEqual(wrap('main_loop(Phase.TEST, model, loader, opt)'), []);
+      assert.deepEqual(wrap('main_loop(Phase.TRAIN, model, loader, opt)'), ['`main_loop(Phase.TRAIN, model, loader, opt)` is on a training path and now runs under a grad guard']);
+      assert.deepEqual(wrap('main_loop(Other.TEST, model, loader, opt)'), ['`main_loop(Other.TEST, model, loader, opt)` is on a training path and now runs under a grad guard']);
       // The same places where the graph is needed are still caught.
       assert.deepEqual(wrap('loss = netD(fake).mean()'), ['`netD(fake).mean()` is on a training path and now runs under a grad guard', '`netD(fake)` is on a training path and now runs under a grad guard']);
       assert.deepEqual(wrap('v = target(s).gather(1, actions)'), ['`target(s).gather(1, actions)` is on a training path and now runs under a grad guard', '`target(s)` is on a training path and now runs under a grad guard']);

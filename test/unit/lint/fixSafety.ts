@@ -212,10 +212,13 @@ function targetKeys(file: Parsed, left: SyntaxNode): string[] {
   return [left, ...descendants(left)].filter((t) => t.type === 'identifier' || t.type === 'attribute' || t.type === 'subscript').map((t) => baseKey(file, t));
 }
 
-/** `name == 'train'` (parenthesized or not): the flag `"name eq:train"`. */
+/** `name == 'train'` or `name == Phase.TRAIN` (parenthesized or not): the flag `"name eq:train"` / `"name eq:Phase.TRAIN"`. */
 function stringTest(file: Parsed, expr: SyntaxNode): string | undefined {
-  const m = /^\(?\s*(\w+)\s*==\s*(['"])(\w*)\2\s*\)?$/.exec(src(file, expr));
-  return m ? `${m[1]} eq:${m[3]}` : undefined;
+  const text = src(file, expr);
+  const m = /^\(?\s*(\w+)\s*==\s*(['"])(\w*)\2\s*\)?$/.exec(text);
+  if (m) return `${m[1]} eq:${m[3]}`;
+  const e = /^\(?\s*(\w+)\s*==\s*([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\s*\)?$/.exec(text);
+  return e ? `${e[1]} eq:${e[2]}` : undefined;
 }
 
 function methodOf(file: Parsed, call: SyntaxNode): { receiver: SyntaxNode; method: string } | undefined {
@@ -370,6 +373,17 @@ export class TrainingPaths {
       let prev = c;
       for (const a of ancestors(c)) {
         if (a === g.node) break;
+        // `if not cross_valid: <train>`, or `if validating: ... else: <train>`: trains while the flag is false.
+        const negated = a.type === 'if_statement' && prev.field === 'consequence' ? child(a, 'condition') : undefined;
+        if (negated?.type === 'not_operator' && child(negated, 'argument')?.type === 'identifier') {
+          flag = `${src(g.file, child(negated, 'argument')!)} falsy`;
+          break;
+        }
+        const otherwise = a.type === 'if_statement' && prev.type === 'else_clause' && !a.children.some((x) => x.type === 'elif_clause') ? child(a, 'condition') : undefined;
+        if (otherwise?.type === 'identifier') {
+          flag = `${src(g.file, otherwise)} falsy`;
+          break;
+        }
         const cond = a.type === 'if_statement' && prev.field === 'consequence' ? child(a, 'condition') : undefined;
         if (cond?.type === 'identifier') {
           // `is_train = (loop_type == 'train')` bound once in `g`, then `if is_train:`: the string test it stands for.
@@ -409,9 +423,11 @@ export class TrainingPaths {
       argFile = g.file;
     }
     const off = arg ? src(argFile, arg) : undefined;
-    // `if loop_type == 'train':` is off for any other string literal passed.
-    if (test.startsWith('eq:')) return !!off && /^(['"])\w*\1$/.test(off) && off.slice(1, -1) !== test.slice(3);
-    return off === 'None' || (off === 'False' && test === 'truthy');
+    // `if loop_type == 'train':` is off for any other string literal passed; `if phase == Phase.TRAIN:` for another member of `Phase`.
+    const value = test.slice(3);
+    if (test.startsWith('eq:') && value.includes('.')) return !!off && off !== value && off.slice(0, off.lastIndexOf('.') + 1) === value.slice(0, value.lastIndexOf('.') + 1) && /^[\w.]+$/.test(off);
+    if (test.startsWith('eq:')) return !!off && /^(['"])\w*\1$/.test(off) && off.slice(1, -1) !== value;
+    return off === 'None' || (off === 'False' && test === 'truthy') || (off === 'True' && test === 'falsy');
   }
 
   /** Does the value of `call` flow into a key that reaches backward (or into a training call, or out of a function whose result does)? */

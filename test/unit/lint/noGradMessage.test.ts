@@ -20,7 +20,7 @@ net = PNet().to(${device})
 net.eval()
 for image in images:
     boxes = net(image.to(${device}))
-    print(boxes.numpy())
+    print(boxes.detach().cpu().numpy())
 `;
   const messages = (text: string): string[] => linter.lintFile('/ws/detect.py', text).filter((f) => f.ruleId === 'missing-no-grad').map((f) => f.message);
 
