@@ -70,20 +70,8 @@ export function toSyntax(tree: Tree, text: string, reuse?: SyntaxReuse, cursorKi
   const { types, named, fields } = tablesFor(tree.language);
   const lineStarts = [0];
   for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
-  let hint = 0;
-  const rowOf = (index: number): number => {
-    // Nodes come in document order, so the previous row is a good first guess.
-    if (lineStarts[hint] <= index && (hint + 1 >= lineStarts.length || lineStarts[hint + 1] > index)) return hint;
-    let lo = 0;
-    let hi = lineStarts.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (lineStarts[mid] <= index) lo = mid;
-      else hi = mid - 1;
-    }
-    hint = lo;
-    return lo;
-  };
+  // Rows are asked only to tell where a reused statement lies against the edit: a binary search each.
+  const rowOf = (index: number): number => rowIn(lineStarts, index);
   // Nothing below calls into tree-sitter except through the cursor, as a direct one requires.
   const cursor = openCursor(tree, cursorKind === 'direct');
   let order = 0;

