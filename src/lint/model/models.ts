@@ -283,8 +283,9 @@ export abstract class ModelModels extends ModelGuards {
     if (!/^[A-Z]/.test(name)) return false;
     if (expr.type === 'identifier' && this.binding(text, at)) return false;
     // `from models.dcgan import DCGAN_MODEL`, then `DCGAN_MODEL(args)`: a capitalised name the file imports is a class,
-    // also one from a module outside the workspace, whatever it is named like (pytorch-wgan: held-out round 24).
-    if (expr.type === 'identifier' && this.aliases.has(text)) return true;
+    // also one from a module outside the workspace, whatever it is named like (pytorch-wgan: held-out round 24). Not a
+    // one-letter name: a GAN project may export its networks as instances (`from nets import G, D`).
+    if (expr.type === 'identifier' && name.length > 1 && this.aliases.has(text)) return true;
     trackKey('cls:', name);
     return this.definesClass(name) || this.facts.isModuleClass(name);
   }

