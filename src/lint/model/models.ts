@@ -228,6 +228,13 @@ export abstract class ModelModels extends ModelGuards {
     return answer;
   }
 
+  /** The expression under nn.Module's methods that return the module itself: `Net(...).cuda().eval()` -> `Net(...)`. */
+  moduleBeneath(value: SyntaxNode): SyntaxNode {
+    let v = unparen(value);
+    for (let mc = v.type === 'call' ? this.methodCall(v) : undefined; mc && moduleSelfMethods.has(mc.method); mc = v.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
+    return v;
+  }
+
   /** `obj.attr` where `obj` was built from a workspace class whose file binds `self.attr` to a model. */
   private heldModule(expr: SyntaxNode, at: SyntaxNode): boolean {
     const object = child(expr, 'object');
@@ -236,9 +243,7 @@ export abstract class ModelModels extends ModelGuards {
     // Only an object the file binds to a model anywhere (a set lookup): most attributes are not asked further.
     if (!this.moduleTexts.models.has(this.src(object))) return false;
     const b = this.binding(this.src(object), at);
-    let v = b?.value && !b.unpacked ? unparen(b.value) : undefined;
-    // `Net(...).cuda()`, `.to(device)`: the module itself.
-    for (let mc = v?.type === 'call' ? this.methodCall(v) : undefined; v && mc && moduleSelfMethods.has(mc.method); mc = v?.type === 'call' ? this.methodCall(v) : undefined) v = unparen(mc.receiver);
+    const v = b?.value && !b.unpacked ? this.moduleBeneath(b.value) : undefined;
     const callee = v?.type === 'call' ? this.callee(v) : undefined;
     if (!callee || (callee.type !== 'identifier' && callee.type !== 'attribute')) return false;
     const name = lastName(this.src(callee));

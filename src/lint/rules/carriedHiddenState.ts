@@ -89,7 +89,7 @@ function wrappedRecurrence(model: FileModel, call: SyntaxNode, level: number): F
   const body = fn.body;
   const runs = fn.model.fact(`chs:wraps:${fn.node.order}:${level + 1}`, () => {
     const calls = [...descendants(body, isScopeNode)].filter((d) => d.type === 'call');
-    if (calls.some((d) => /^detach_?$/.test(fn.model.methodCall(d)?.method ?? ''))) return false;
+    if (calls.some((d) => isDetach(fn.model, d))) return false;
     return calls.some((d) => {
       const inner = d.parent?.type === 'assignment' && d.field === 'right' ? child(d.parent, 'left') : undefined;
       const args = stateArgs(fn.model, d).map((x) => fn.model.src(x.node));
@@ -108,18 +108,27 @@ function forwardDetaches(model: FileModel, call: SyntaxNode): boolean {
   // A model handed in as a parameter: the class every caller passes (adaptive-span's `_train_step(model, X, Y, h_cache,
   // ...)`, whose Transformer-XL-style model returns its cache detached: held-out round 24).
   const passed = built ? undefined : classOfValue(model, callee, call);
-  if (passed) return !!methodOf(passed, 'forward')?.body && detachesIn(passed.model, methodOf(passed, 'forward') as FunctionInfo);
+  if (passed) {
+    // Its own forward or one it inherits, from whichever file defines it.
+    const forward = methodOf(passed, 'forward');
+    return !!forward && detachesIn(forward);
+  }
   const cls = built ? lastName(built) : undefined;
   if (!cls) return false;
   // Only the `forward` methods of classes named `cls` matter: a lookup of that class, not of every `forward`.
   track(`cls:${cls}`);
   const forwards = unrecorded(() => model.facts.functionsNamed('forward'));
-  return (forwardsByClass(forwards).get(cls) ?? []).some((fn) => detachesIn(fn.model, fn));
+  return (forwardsByClass(forwards).get(cls) ?? []).some(detachesIn);
+}
+
+/** A call of `.detach()` / `.detach_()`. */
+function isDetach(model: FileModel, n: SyntaxNode): boolean {
+  return n.type === 'call' && /^detach_?$/.test(model.methodCall(n)?.method ?? '');
 }
 
 /** Does the function's body call `.detach()` / `.detach_()`? */
-function detachesIn(model: FileModel, fn: FunctionInfo): boolean {
-  return !!fn.body && descendants(fn.body).some((d) => d.type === 'call' && /^detach_?$/.test(model.methodCall(d)?.method ?? ''));
+function detachesIn(fn: FunctionInfo): boolean {
+  return !!fn.body && descendants(fn.body).some((d) => isDetach(fn.model, d));
 }
 
 /** The workspace's `forward` methods by class name, once per list (the workspace's lists are per version). */

@@ -4,7 +4,7 @@
  */
 import { addDecorator, rangeOf, torchSpelling, wrapStatement } from '../fixes';
 import { callSitesOf, lastName, type FileModel, type FunctionInfo } from '../model';
-import { moduleSelfMethods, parameterDefault } from '../model/types';
+import { parameterDefault } from '../model/types';
 import type { Rule } from '../rule';
 import { ancestors, child, descendants, isScopeNode, loopTypes, namedChildren, statementOf, unparen, type SyntaxNode } from '../syntax';
 import { showsGpu } from './tensorsKeptForLogging';
@@ -464,25 +464,8 @@ function readOnlyForward(model: FileModel, call: SyntaxNode, calleeText: string,
   // In a training loop, a forward run every step (an RL rollout's action) is part of the step.
   // Asked first: most forwards are a training step's, and the loop's answer is kept for all of
   // them, where following each output's uses (`onlyRead`) indexes the reads of its whole scope.
-  // Not one under `if step % sample_every == 0:` (a GAN's periodic samples, only saved): its output keeps its graph
-  // until the next sample, thousands of steps later.
-  if (inTrainingStep(model, call) && !periodic(model, call)) return false;
+  if (inTrainingStep(model, call)) return false;
   return onlyRead(model, call);
-}
-
-/** Is `call` in the body of an `if` of its function that tests a remainder against 0 (`if step % n == 0:`, `if not i % n:`)? */
-function periodic(model: FileModel, call: SyntaxNode): boolean {
-  let prev = call;
-  for (const a of ancestors(call)) {
-    if (isScopeNode(a)) return false;
-    if (a.type === 'if_statement' && prev.field === 'consequence') {
-      const cond = child(a, 'condition');
-      const text = cond ? model.src(unparen(cond)).replace(/\s+/g, ' ') : '';
-      if (/^(\(?[\w.+ ()-]+ % [\w.]+\)? == 0|not \(?[\w.+ ()-]+ % [\w.]+\)?)$/.test(text)) return true;
-    }
-    prev = a;
-  }
-  return false;
 }
 
 /**
@@ -734,8 +717,7 @@ function frozenAttribute(model: FileModel, key: string, at: SyntaxNode): boolean
  * the call passes arguments by `*args` / `**kwargs`.
  */
 function frozenOnConstruction(model: FileModel, value: SyntaxNode): boolean {
-  let v = unparen(value);
-  for (let mc = v.type === 'call' ? model.methodCall(v) : undefined; mc && moduleSelfMethods.has(mc.method); mc = v.type === 'call' ? model.methodCall(v) : undefined) v = unparen(mc.receiver);
+  const v = model.moduleBeneath(value);
   if (v.type !== 'call' || model.methodCall(v)) return false;
   const target = resolveCall(model, v);
   const init = target?.cls ? target.fn : undefined;
@@ -753,24 +735,29 @@ function frozenOnConstruction(model: FileModel, value: SyntaxNode): boolean {
     const name = init.model.src(n);
     return parameterDefault(init, name)?.type === 'false' && !argumentFor(model, v, target, name);
   };
-  return init.model.fact(`frozenOnInit:${cls.node.order}`, () => {
-    // Every place of the class that sets requires_grad, and whether it is the constructor's freeze of every parameter.
-    let freezes = 0;
+  // The value the class's one setting of requires_grad sets, where that setting is the constructor's freeze of every
+  // parameter; null where the class sets it anywhere else too (a method may thaw them), or not at all.
+  const setting = init.model.fact(`frozenOnInit:${cls.node.order}`, () => {
+    let found: SyntaxNode | null | undefined;
     for (const d of descendants(cls.node)) {
+      let value: SyntaxNode | undefined;
       if (d.type === 'assignment') {
         const left = child(d, 'left');
         if (left?.type !== 'attribute' || !init.model.textIs(child(left, 'attribute') ?? left, 'requires_grad')) continue;
-        if (!everyParameterOf(init, d, left)) return -1;
-        freezes++;
+        if (!everyParameterOf(init, d, left)) return null;
+        value = child(d, 'right');
       } else if (d.type === 'call') {
         const mc = init.model.methodCall(d);
         if (mc?.method !== 'requires_grad_') continue;
-        if (!(init.model.textIs(mc.receiver, self) && init.model.functionOf(d) === init) && !everyParameterOf(init, d, mc.receiver)) return -1;
-        freezes++;
-      }
+        if (!(init.model.textIs(mc.receiver, self) && init.model.functionOf(d) === init) && !everyParameterOf(init, d, mc.receiver)) return null;
+        value = init.model.positionalArgs(d)[0] ?? init.model.keywordArg(d, 'requires_grad');
+      } else continue;
+      if (found !== undefined) return null;
+      found = value ?? null;
     }
-    return freezes;
-  }) === 1 && constructorFreeze(init, off);
+    return found ?? null;
+  });
+  return !!setting && off(setting);
 }
 
 /** Is `setter` (`p.requires_grad = v`, `p.requires_grad_(v)`) in the constructor's loop `for p in self.parameters():`, setting p's? */
@@ -781,15 +768,6 @@ function everyParameterOf(init: FunctionInfo, setter: SyntaxNode, target: Syntax
   const right = loop && child(loop, 'right');
   const receiver = target.type === 'attribute' ? child(target, 'object') : target;
   return !!left && !!right && !!receiver && left.type === 'identifier' && init.model.textIs(right, `${init.params[0]}.parameters()`) && init.model.src(receiver) === init.model.src(left);
-}
-
-/** The value the constructor's one freeze sets, judged by `off`. */
-function constructorFreeze(init: FunctionInfo, off: (setting: SyntaxNode | undefined) => boolean): boolean {
-  for (const d of descendants(init.body ?? init.node)) {
-    if (d.type === 'assignment' && child(d, 'left')?.type === 'attribute' && init.model.textIs(child(child(d, 'left') as SyntaxNode, 'attribute') ?? d, 'requires_grad')) return off(child(d, 'right'));
-    if (d.type === 'call' && init.model.methodCall(d)?.method === 'requires_grad_') return off(init.model.positionalArgs(d)[0] ?? init.model.keywordArg(d, 'requires_grad'));
-  }
-  return false;
 }
 
 /** A scope's `x.requires_grad_(...)` calls by receiver, in document order: once per scope, not a scan of its calls per forward. */

@@ -208,14 +208,23 @@ function chainFromResult(model: FileModel, call: SyntaxNode, returned: ReturnedL
   return { scope: model.scopeOf(call), samplerText, mayBeNone: returned.mayBeNone, loaderKey, loaderTarget, bound: [assign], unfixable: returned.mayBeNone && !samplerTarget };
 }
 
-/** The statement `x = <value>` (through a conditional and parentheses) that binds `node`, and its target. */
-function assignedTo(node: SyntaxNode): { stmt: SyntaxNode; target: SyntaxNode; viaConditional: boolean } | undefined {
+/**
+ * The expression that holds `node`'s value, through parentheses and the branches of conditionals (`x if c else None`,
+ * not the condition), and whether a conditional picks it.
+ */
+function pickedFrom(node: SyntaxNode): { n: SyntaxNode; viaConditional: boolean } {
   let n = node;
   let viaConditional = false;
-  while (n.parent && (n.parent.type === 'parenthesized_expression' || n.parent.type === 'conditional_expression')) {
+  while (n.parent && (n.parent.type === 'parenthesized_expression' || (n.parent.type === 'conditional_expression' && namedChildren(n.parent)[1] !== n))) {
     if (n.parent.type === 'conditional_expression') viaConditional = true;
     n = n.parent;
   }
+  return { n, viaConditional };
+}
+
+/** The statement `x = <value>` (through a conditional and parentheses) that binds `node`, and its target. */
+function assignedTo(node: SyntaxNode): { stmt: SyntaxNode; target: SyntaxNode; viaConditional: boolean } | undefined {
+  const { n, viaConditional } = pickedFrom(node);
   const a = n.parent;
   if (a?.type !== 'assignment' || n.field !== 'right') return undefined;
   const left = child(a, 'left');
@@ -256,12 +265,7 @@ function chainsFrom(model: FileModel, samplerCall: SyntaxNode): Chain[] {
   // `DataLoader(ds, sampler=DistributedSampler(ds))`, `BatchSampler(DistributedSampler(ds), ...)`; also picked by a
   // condition, `sampler=DistributedSampler(ds) if distributed else None` (diffwave: held-out round 24), reported
   // without a fix: where the condition gave None the loader's own sampler has no `set_epoch`.
-  let arg = samplerCall;
-  let picked = false;
-  while (arg.parent && (arg.parent.type === 'parenthesized_expression' || (arg.parent.type === 'conditional_expression' && namedChildren(arg.parent)[1] !== arg))) {
-    if (arg.parent.type === 'conditional_expression') picked = true;
-    arg = arg.parent;
-  }
+  const { n: arg, viaConditional: picked } = pickedFrom(samplerCall);
   const direct = arg.parent?.type === 'keyword_argument' ? arg.parent.parent?.parent : arg.parent?.parent;
   if (direct?.type === 'call' && isDataLoader(model, direct) && samplerArg(model, direct) === arg) {
     const before = chains.length;
